@@ -1,0 +1,39 @@
+// lattice::Error and the LATTICE_CHECK macro: the one way code reports a failure.
+// An Error carries an exit code so that main() can map bad input (2) and runtime failure (1).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace lattice {
+
+enum class ExitCode : int { kOk = 0, kRuntime = 1, kBadInput = 2 };
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(std::string message, ExitCode code = ExitCode::kRuntime)
+      : std::runtime_error(std::move(message)), code_(code) {}
+  ExitCode code() const { return code_; }
+
+ private:
+  ExitCode code_;
+};
+
+// Bad user input: a config field, a file, a flag. Exits with code 2.
+class InputError : public Error {
+ public:
+  explicit InputError(std::string message) : Error(std::move(message), ExitCode::kBadInput) {}
+};
+
+}  // namespace lattice
+
+// Internal invariant; on failure throws lattice::Error naming file:line and the condition.
+#define LATTICE_CHECK(cond, ...)                                                          \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      throw ::lattice::Error(::fmt::format("{}:{}: check failed: {}: {}", __FILE__,       \
+                                           __LINE__, #cond, ::fmt::format(__VA_ARGS__))); \
+    }                                                                                     \
+  } while (0)

@@ -1,0 +1,115 @@
+// The device-agnostic compute API. Every element-level operation of the model, the loss and the
+// optimizer is one of these calls; each dispatches on the tensors' device (CPU now, CUDA later).
+// Conventions: f32, contiguous row-major; "[N, H]" means any tensor whose elements are N rows of
+// H (leading dims are flattened). Functions named *_backward ACCUMULATE (+=) into parameter
+// gradients and OVERWRITE (=) activation gradients, unless the comment says otherwise.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace lattice::ops {
+
+// ---- elementwise and reductions ----
+void fill(Tensor& x, float value);
+void copy(const Tensor& src, Tensor& dst);                      // same numel
+void scale(Tensor& x, float alpha);                             // x *= alpha
+void axpy(float alpha, const Tensor& x, Tensor& y);             // y += alpha * x
+void add(const Tensor& a, const Tensor& b, Tensor& out);        // out = a + b (out may alias a or b)
+double sum_squares(const Tensor& x);                            // sum x^2 in double; host value
+
+// ---- matrix multiply (BLAS / cuBLASLt) ----
+// c = alpha * op(a) @ op(b) + beta * c, with a, b, c viewed as 2-D matrices:
+// a is [M, K] (or [K, M] when trans_a), b is [K, N] (or [N, K] when trans_b), c is [M, N].
+// Leading dims of a/c are flattened into rows; `b` must be 2-D.
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
+            float beta = 0.0f);
+
+// y[N, F] += bias[F] (broadcast over rows).
+void add_bias(Tensor& y, const Tensor& bias);
+// dbias[F] += column sums of dy[N, F].
+void bias_backward(const Tensor& dy, Tensor& dbias);
+
+// ---- embeddings ----
+// out[N, H] = table[ids[n], :] (ids: i32[N]); ids out of [0, V) is an error.
+void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
+// dtable[ids[n], :] += dout[n, :].
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);
+// Learned positions: x[B, T, H] += table[t, :] for t < T.
+void add_position_embedding(Tensor& x, const Tensor& table);
+// dtable[t, :] += sum over b of dx[b, t, :].
+void position_embedding_backward(const Tensor& dx, Tensor& dtable);
+
+// ---- normalization (rows of length H) ----
+// y = (x - mean) * rstd * gamma + beta; beta may be undefined (no bias). Saves mean[N], rstd[N].
+void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
+                       Tensor& mean, Tensor& rstd);
+// dx = ...(overwrite); dgamma += ...; dbeta += ... (dbeta may be undefined).
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+// y = x * rstd * gamma, rstd = 1/sqrt(mean(x^2) + eps). Saves rstd[N].
+void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
+                      Tensor& dgamma);
+
+// ---- activations ----
+// GELU, tanh approximation (as GPT-2): y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void gelu_forward(const Tensor& x, Tensor& y);
+void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
+// SwiGLU: y = silu(gate) * up, all [N, F].
+void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y);
+void swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
+
+// ---- rotary position embedding, Hugging Face rotate-half convention ----
+// x[B, T, heads, D] rotated in place at positions 0..T-1:
+//   x1 = x[..., :D/2], x2 = x[..., D/2:]; out = x * cos + rotate_half(x) * sin,
+//   rotate_half(x) = cat(-x2, x1), cos/sin[t, i] = cos/sin(t * theta^(-2(i mod D/2)/D)).
+void rope_forward(Tensor& x, float theta);
+// The inverse rotation, applied in place to a gradient dx[B, T, heads, D].
+void rope_backward(Tensor& dx, float theta);
+
+// ---- causal self-attention ----
+// q[B, T, Hq, D], k/v[B, T, Hkv, D] with Hq a multiple of Hkv (GQA: q head h reads kv head
+// h / (Hq/Hkv)); scale = 1/sqrt(D). out[B, T, Hq, D]; lse[B, Hq, T] = logsumexp of each score row,
+// saved so backward recomputes probabilities instead of storing [T, T] per head.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse);
+// dq, dk, dv are overwritten.
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv);
+
+// ---- loss ----
+// Softmax cross-entropy over rows of logits[N, V] against targets i32[N]. losses[N] gets each
+// row's -log p(target); lse[N] is saved for backward. Targets outside [0, V) are an error.
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse);
+// dlogits = (softmax(logits) - onehot(target)) * grad_scale, written in place of `logits` is
+// allowed (dlogits may alias logits).
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
+                            Tensor& dlogits);
+
+// ---- optimizer ----
+struct AdamWParams {
+  float lr;
+  float beta1;
+  float beta2;
+  float eps;
+  float weight_decay;  // decoupled: param -= lr * weight_decay * param, before the Adam update
+  int64_t step;        // 1-based, for bias correction
+  float grad_scale;    // gradients are multiplied by this first (global-norm clipping)
+};
+// AdamW with bias correction on flat param/grad/m/v of equal size.
+void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWParams& p);
+
+}  // namespace lattice::ops
+
+namespace lattice::ops {
+
+// ---- initialization ----
+// Counter-based normal(0, std) init, so any sharding yields the weights one process would hold:
+// x holds the box of a tensor of `global_shape` that starts at `box_offset`; element with global
+// row-major index g gets normal_from_counter(seed, stream, g) * std (Philox-style hashing of
+// (seed, stream, g), Box-Muller). `stream` is a hash of the parameter name.
+void fill_normal(Tensor& x, const Shape& global_shape, const Shape& box_offset, uint64_t seed, uint64_t stream,
+                 float std);
+
+}  // namespace lattice::ops

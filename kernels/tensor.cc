@@ -1,0 +1,117 @@
+// Tensor and Storage: allocation, views and shape bookkeeping.
+#include "kernels/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
+namespace lattice {
+
+const char* device_name(Device device) { return device == Device::kCpu ? "cpu" : "cuda"; }
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kI32: return "i32";
+  }
+  return "?";
+}
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kI32: return 4;
+  }
+  return 0;
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+Storage::Storage(Device device, size_t bytes) : device_(device), bytes_(bytes), data_(nullptr) {
+  if (device != Device::kCpu) {
+    throw Error("CUDA tensors need a build with --config=cuda; this binary is CPU only");
+  }
+  // 64-byte alignment for vector loads; never a zero-sized request.
+  size_t rounded = ((bytes + 63) / 64) * 64;
+  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (data_ == nullptr) throw Error(fmt::format("out of host memory allocating {} bytes", bytes));
+}
+
+Storage::~Storage() { std::free(data_); }
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape) LATTICE_CHECK(d >= 0, "negative dimension in shape {}", shape_string(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = std::make_shared<Storage>(device, static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  std::memset(t.raw(), 0, t.bytes());
+  return t;
+}
+
+int64_t Tensor::dim(int i) const {
+  int r = rank();
+  int j = i < 0 ? r + i : i;
+  LATTICE_CHECK(j >= 0 && j < r, "dim {} out of range for {}", i, describe());
+  return shape_[j];
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  LATTICE_CHECK(shape_numel(shape) == numel(), "cannot view {} as {}", describe(), shape_string(shape));
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::slice_flat(int64_t begin, const Shape& shape) const {
+  LATTICE_CHECK(begin >= 0 && begin + shape_numel(shape) <= numel(), "slice [{}, +{}) out of range for {}",
+                begin, shape_numel(shape), describe());
+  Tensor t = *this;
+  t.offset_bytes_ += static_cast<size_t>(begin) * dtype_size(dtype_);
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::rows(int64_t begin, int64_t end) const {
+  LATTICE_CHECK(rank() >= 1 && begin >= 0 && begin <= end && end <= shape_[0], "rows [{}, {}) of {}", begin,
+                end, describe());
+  Shape s = shape_;
+  s[0] = end - begin;
+  return slice_flat(begin * (shape_[0] == 0 ? 0 : numel() / shape_[0]), s);
+}
+
+void* Tensor::raw() const {
+  LATTICE_CHECK(defined(), "use of an undefined tensor");
+  return static_cast<char*>(storage_->data()) + offset_bytes_;
+}
+
+float* Tensor::f32() const {
+  LATTICE_CHECK(dtype_ == DType::kF32, "expected f32, got {}", describe());
+  return static_cast<float*>(raw());
+}
+
+int32_t* Tensor::i32() const {
+  LATTICE_CHECK(dtype_ == DType::kI32, "expected i32, got {}", describe());
+  return static_cast<int32_t*>(raw());
+}
+
+std::string Tensor::describe() const {
+  return fmt::format("{}{} {}", dtype_name(dtype_), shape_string(shape_), device_name(device_));
+}
+
+}  // namespace lattice

@@ -1,0 +1,82 @@
+// Tensor: {device, dtype, shape, storage}. The one data type every layer and kernel works on.
+// Storage is reference counted; views (reshape, row ranges) share it. Element work never loops
+// here: it is a call into kernels/ops.h, so a CUDA backend slots in behind the same API.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lattice {
+
+enum class Device { kCpu, kCuda };
+enum class DType { kF32, kI32 };
+
+const char* device_name(Device device);
+const char* dtype_name(DType dtype);
+size_t dtype_size(DType dtype);
+
+using Shape = std::vector<int64_t>;
+int64_t shape_numel(const Shape& shape);
+std::string shape_string(const Shape& shape);
+
+// Owns one allocation on one device.
+class Storage {
+ public:
+  Storage(Device device, size_t bytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  Device device() const { return device_; }
+  size_t bytes() const { return bytes_; }
+  void* data() const { return data_; }
+
+ private:
+  Device device_;
+  size_t bytes_;
+  void* data_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Uninitialized memory: callers that need zeros call zeros() or kernels::fill.
+  static Tensor empty(const Shape& shape, DType dtype = DType::kF32, Device device = Device::kCpu);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::kF32, Device device = Device::kCpu);
+
+  bool defined() const { return storage_ != nullptr; }
+  Device device() const { return device_; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const;  // negative i counts from the end
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+
+  // Same storage, new shape with the same element count.
+  Tensor view(const Shape& shape) const;
+  // Elements [begin, begin + count) of the flattened tensor, viewed with `shape`.
+  Tensor slice_flat(int64_t begin, const Shape& shape) const;
+  // Rows [begin, end) along dim 0.
+  Tensor rows(int64_t begin, int64_t end) const;
+
+  // Raw device pointer (host pointer for CPU tensors); checks the dtype.
+  float* f32() const;
+  int32_t* i32() const;
+  void* raw() const;
+
+  std::string describe() const;  // "f32[4, 64, 768] cpu"
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  size_t offset_bytes_ = 0;
+  Shape shape_;
+  DType dtype_ = DType::kF32;
+  Device device_ = Device::kCpu;
+};
+
+}  // namespace lattice

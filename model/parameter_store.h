@@ -1,0 +1,62 @@
+// ParameterStore: every parameter of the model by global name, with its global shape, its init
+// rule and whether weight decay applies. Values and gradients each live in one contiguous fp32
+// buffer (gradient buckets and the fused optimizer work on the flat buffers); each parameter's
+// value/grad is a view into them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace lattice {
+
+enum class InitKind { kNormal, kZeros, kOnes };
+
+struct ParamSpec {
+  std::string name;    // global name, e.g. "layers.3.attention.q_proj.weight"
+  Shape shape;         // global shape
+  InitKind init = InitKind::kNormal;
+  float init_std = 0.02f;
+  bool weight_decay = false;  // matrices (embeddings, linear weights) only
+};
+
+class ParameterStore {
+ public:
+  explicit ParameterStore(std::vector<ParamSpec> specs, Device device = Device::kCpu);
+
+  size_t count() const { return specs_.size(); }
+  const ParamSpec& spec(size_t i) const { return specs_[i]; }
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  Tensor& value(size_t i) { return values_[i]; }
+  const Tensor& value(size_t i) const { return values_[i]; }
+  Tensor& grad(size_t i) { return grads_[i]; }
+  const Tensor& grad(size_t i) const { return grads_[i]; }
+
+  // Index of a parameter by name; throws lattice::Error listing close names when absent.
+  size_t index(const std::string& name) const;
+  bool contains(const std::string& name) const;
+  Tensor& value(const std::string& name) { return values_[index(name)]; }
+  Tensor& grad(const std::string& name) { return grads_[index(name)]; }
+
+  Tensor& flat_values() { return flat_values_; }
+  Tensor& flat_grads() { return flat_grads_; }
+  int64_t numel() const { return flat_values_.numel(); }
+
+  // Counter-based init keyed by (seed, name, global element index).
+  void initialize(uint64_t seed);
+  void zero_grads();
+
+ private:
+  std::vector<ParamSpec> specs_;
+  Tensor flat_values_;
+  Tensor flat_grads_;
+  std::vector<Tensor> values_;
+  std::vector<Tensor> grads_;
+};
+
+// Stable 64-bit hash of a parameter name (FNV-1a), the RNG stream of its init.
+uint64_t name_stream(const std::string& name);
+
+}  // namespace lattice
