@@ -1,0 +1,20 @@
+// CPU embedding lookups: token table gather/scatter-add and learned position embeddings.
+#pragma once
+
+#include <cstdint>
+
+namespace lattice::cpu {
+
+// Throws lattice::Error naming `op`, the first bad id and its position if any id is outside [0, V).
+void check_indices(const char* op, const char* what, const int32_t* ids, int64_t n, int64_t vocab);
+
+// out[n, :] = table[ids[n], :]. ids must already be valid.
+void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n, int64_t hidden);
+// dtable[ids[n], :] += dout[n, :]; race-free: threads own disjoint column ranges.
+void embedding_backward(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t hidden);
+// x[b, t, :] += table[t, :].
+void add_position_embedding(float* x, const float* table, int64_t batch, int64_t seq, int64_t hidden);
+// dtable[t, :] += sum_b dx[b, t, :].
+void position_embedding_backward(const float* dx, float* dtable, int64_t batch, int64_t seq, int64_t hidden);
+
+}  // namespace lattice::cpu

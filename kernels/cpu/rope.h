@@ -1,0 +1,12 @@
+// CPU rotary position embedding (Hugging Face rotate-half convention), in place on [B, T, H, D].
+#pragma once
+
+#include <cstdint>
+
+namespace lattice::cpu {
+
+// inverse = false: out = x cos + rotate_half(x) sin; inverse = true: the transpose (= inverse)
+// rotation, used for gradients.
+void rope(float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, float theta, bool inverse);
+
+}  // namespace lattice::cpu
