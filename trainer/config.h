@@ -70,4 +70,25 @@ nlohmann::json config_to_json(const Config& config);
 
 const char* decay_style_name(DecayStyle d);
 
+// Applies "a.b=v" overrides to a parsed document in place (what load_config does with --set).
+// v is parsed as JSON when it parses (numbers, true/false, null, quoted strings, arrays), else
+// taken as a string; for string-valued fields (model.arch, data.path, ...) an unquoted v is always
+// the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint.
+void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
+
+// The checks that only matter when training starts: data.path is set and PREFIX.bin/PREFIX.idx
+// exist; model.init_from (when set) exists. parse_config/load_config do everything else.
+void validate_for_training(const Config& config);
+
+// data.split ("949,50,1", also "98,2" or "949/50/1") as three fractions that sum to 1
+// (train, valid, test). Throws InputError naming `field` when malformed.
+std::vector<double> parse_data_split(const std::string& split, const std::string& field = "data.split");
+
+// The candidate closest to `word` by edit distance when it is close enough to be a likely typo,
+// else "". Used for the did-you-mean hints.
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+// Llama's FFN width rule, the default for activation swiglu: round_up(floor(8*hidden/3), 256).
+int64_t default_swiglu_ffn_hidden_size(int64_t hidden_size);
+
 }  // namespace lattice

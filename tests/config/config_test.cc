@@ -1,0 +1,392 @@
+// Config parsing: every class of mistake is an InputError (exit code 2) naming the field;
+// presets, --set overrides and the config_to_json round trip.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kernels/error.h"
+#include "trainer/config.h"
+
+using namespace lattice;
+using nlohmann::json;
+
+namespace {
+
+// A valid small config to start each mistake from.
+json base() {
+  return json::parse(R"({
+    "model": {"arch": "gpt2", "num_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+              "vocab_size": 257, "seq_length": 32},
+    "training": {"micro_batch_size": 2, "global_batch_size": 8, "train_iters": 10},
+    "optimizer": {"lr": 1e-3, "min_lr": 1e-4, "warmup_iters": 2},
+    "data": {"path": "runs/test/data/tiny"},
+    "device": "cpu"
+  })");
+}
+
+// The message of the InputError that parsing `doc` (after `overrides`) throws; fails the test when
+// nothing (or another exception type) is thrown.
+std::string error_of(json doc, const std::vector<std::string>& overrides = {}) {
+  try {
+    apply_overrides(doc, overrides);
+    parse_config(doc, "test.json");
+  } catch (const InputError& e) {
+    REQUIRE(e.code() == ExitCode::kBadInput);
+    return e.what();
+  }
+  FAIL("no InputError thrown");
+  return "";
+}
+
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return (std::filesystem::path(dir ? dir : std::filesystem::temp_directory_path().string()) / name).string();
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string load_error(const std::string& path, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config(path, overrides);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  FAIL("no InputError thrown");
+  return "";
+}
+
+using Catch::Matchers::Contains;
+
+}  // namespace
+
+TEST_CASE("the base config parses") { REQUIRE_NOTHROW(parse_config(base(), "test.json")); }
+
+TEST_CASE("unknown keys and sections get a did-you-mean hint") {
+  json d = base();
+  d["model"]["hiden_size"] = 64;
+  const std::string m = error_of(d);
+  CHECK_THAT(m, Contains("test.json"));
+  CHECK_THAT(m, Contains("model.hiden_size"));
+  CHECK_THAT(m, Contains("did you mean 'hidden_size'"));
+
+  d = base();
+  d["modle"] = d["model"];
+  d.erase("model");
+  CHECK_THAT(error_of(d), Contains("unknown section 'modle'") && Contains("did you mean 'model'"));
+
+  d = base();
+  d["optimiser"] = json::object();
+  CHECK_THAT(error_of(d), Contains("did you mean 'optimizer'"));
+
+  // A key in the wrong section points at the right one.
+  d = base();
+  d["training"]["lr"] = 0.1;
+  CHECK_THAT(error_of(d), Contains("training.lr") && Contains("optimizer.lr"));
+
+  // Nothing close: the known keys are listed.
+  d = base();
+  d["logging"]["zzzzzzzz"] = 1;
+  CHECK_THAT(error_of(d), Contains("logging.zzzzzzzz") && Contains("'log_interval'") && Contains("'metrics_file'"));
+
+  d = base();
+  d["data"]["shufle"] = false;
+  CHECK_THAT(error_of(d), Contains("did you mean 'shuffle'"));
+}
+
+TEST_CASE("wrong JSON types name the dotted field and the value") {
+  json d = base();
+  d["model"]["hidden_size"] = "768";
+  CHECK_THAT(error_of(d), Contains("model.hidden_size must be an integer, got string \"768\""));
+
+  d = base();
+  d["model"]["num_layers"] = 2.5;
+  CHECK_THAT(error_of(d), Contains("model.num_layers must be an integer") && Contains("2.5"));
+
+  d = base();
+  d["optimizer"]["lr"] = "fast";
+  CHECK_THAT(error_of(d), Contains("optimizer.lr must be a number, got string \"fast\""));
+
+  d = base();
+  d["data"]["shuffle"] = 1;
+  CHECK_THAT(error_of(d), Contains("data.shuffle must be true or false"));
+
+  d = base();
+  d["data"]["path"] = 5;
+  CHECK_THAT(error_of(d), Contains("data.path must be a string"));
+
+  d = base();
+  d["training"]["seed"] = -1;
+  CHECK_THAT(error_of(d), Contains("training.seed must be a non-negative integer"));
+
+  d = base();
+  d["training"] = json::array();
+  CHECK_THAT(error_of(d), Contains("\"training\" must be an object"));
+
+  // An integral float is accepted for an integer field.
+  d = base();
+  d["training"]["train_iters"] = 1e3;
+  REQUIRE(parse_config(d, "t").training.train_iters == 1000);
+}
+
+TEST_CASE("enum values list the allowed ones") {
+  json d = base();
+  d["model"]["norm"] = "batchnorm";
+  CHECK_THAT(error_of(d), Contains("model.norm must be one of layernorm | rmsnorm, got \"batchnorm\""));
+  d = base();
+  d["model"]["arch"] = "bert";
+  CHECK_THAT(error_of(d), Contains("model.arch must be one of gpt2 | llama"));
+  d = base();
+  d["model"]["activation"] = "relu";
+  CHECK_THAT(error_of(d), Contains("model.activation") && Contains("gelu | swiglu"));
+  d = base();
+  d["model"]["position_embedding"] = "alibi";
+  CHECK_THAT(error_of(d), Contains("model.position_embedding") && Contains("learned | rope"));
+  d = base();
+  d["optimizer"]["decay"] = "exp";
+  CHECK_THAT(error_of(d), Contains("optimizer.decay must be one of cosine | linear | constant"));
+}
+
+TEST_CASE("inconsistent fields name both") {
+  json d = base();
+  d["model"]["num_attention_heads"] = 5;
+  CHECK_THAT(error_of(d), Contains("model.hidden_size (64)") && Contains("model.num_attention_heads (5)"));
+
+  d = base();
+  d["model"]["num_kv_heads"] = 3;
+  CHECK_THAT(error_of(d), Contains("model.num_attention_heads (4)") && Contains("model.num_kv_heads (3)"));
+
+  d = base();
+  d["training"]["global_batch_size"] = 7;
+  CHECK_THAT(error_of(d), Contains("training.global_batch_size (7)") && Contains("training.micro_batch_size (2)"));
+
+  d = base();
+  d["optimizer"]["min_lr"] = 1.0;
+  CHECK_THAT(error_of(d), Contains("optimizer.min_lr") && Contains("optimizer.lr"));
+
+  d = base();
+  d["optimizer"]["warmup_iters"] = 50;
+  CHECK_THAT(error_of(d), Contains("optimizer.warmup_iters (50)") && Contains("training.train_iters (10)"));
+
+  d = base();
+  d["optimizer"]["decay_iters"] = 5;
+  d["optimizer"]["warmup_iters"] = 6;
+  CHECK_THAT(error_of(d), Contains("optimizer.warmup_iters (6)") && Contains("optimizer.decay_iters (5)"));
+
+  // rope needs an even head dimension: 36 / 4 = 9.
+  d = base();
+  d["model"]["hidden_size"] = 36;
+  d["model"]["position_embedding"] = "rope";
+  CHECK_THAT(error_of(d), Contains("model.position_embedding") && Contains("model.hidden_size") &&
+                              Contains("model.num_attention_heads") && Contains("even"));
+
+  d = base();
+  d["training"]["eval_interval"] = 5;
+  d["data"]["split"] = "100,0,0";
+  CHECK_THAT(error_of(d), Contains("training.eval_interval") && Contains("data.split"));
+}
+
+TEST_CASE("out-of-range values name the field") {
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"model.num_layers", 0},       {"model.hidden_size", -8},      {"model.vocab_size", 1},
+      {"model.seq_length", 0},       {"model.norm_eps", 0.0},        {"model.init_std", -0.02},
+      {"model.rope_theta", 0},       {"model.ffn_hidden_size", 0},   {"model.num_kv_heads", 0},
+      {"training.micro_batch_size", 0}, {"training.train_iters", 0}, {"training.eval_iters", 0},
+      {"training.eval_interval", -1}, {"optimizer.lr", -1.0},        {"optimizer.beta1", 1.0},
+      {"optimizer.beta2", -0.1},     {"optimizer.eps", 0.0},         {"optimizer.weight_decay", -0.1},
+      {"optimizer.grad_clip", -1.0}, {"optimizer.warmup_iters", -1}, {"logging.log_interval", 0},
+      {"data.split", "a,b"},         {"data.split", "1,2,3,4"},      {"data.split", "0,1,0"},
+  };
+  for (const auto& [field, value] : cases) {
+    INFO(field << " = " << value.dump());
+    json d = base();
+    const auto dot = field.find('.');
+    d[field.substr(0, dot)][field.substr(dot + 1)] = value;
+    CHECK_THAT(error_of(d), Contains(field));
+  }
+}
+
+TEST_CASE("parallel degrees other than 1 and device cuda are refused") {
+  json d = base();
+  d["parallel"] = {{"tensor", 2}};
+  CHECK_THAT(error_of(d), Contains("parallel.tensor=2") && Contains("not available yet") && Contains("set it to 1"));
+  d = base();
+  d["parallel"] = {{"pipeline", 4}};
+  CHECK_THAT(error_of(d), Contains("parallel.pipeline=4"));
+  d = base();
+  d["parallel"] = {{"data", 0}};
+  CHECK_THAT(error_of(d), Contains("parallel.data"));
+  d = base();
+  d["parallel"] = {{"tensor", 1}, {"pipeline", 1}, {"data", 1}};
+  REQUIRE_NOTHROW(parse_config(d, "t"));
+
+  d = base();
+  d["device"] = "cuda";
+  CHECK_THAT(error_of(d), Contains("device \"cuda\"") && Contains("no CUDA backend"));
+  d = base();
+  d["device"] = "tpu";
+  CHECK_THAT(error_of(d), Contains("device must be one of cpu | cuda"));
+}
+
+TEST_CASE("top level must be an object") {
+  CHECK_THAT(error_of(json::array({1, 2})), Contains("top level must be a JSON object"));
+}
+
+TEST_CASE("presets: gpt2 and llama defaults, explicit keys override") {
+  json d = base();
+  Config c = parse_config(d, "t");
+  CHECK(c.model.norm == NormKind::kLayerNorm);
+  CHECK(c.model.activation == Activation::kGelu);
+  CHECK(c.model.position_embedding == PositionEmbedding::kLearned);
+  CHECK(c.model.bias);
+  CHECK(c.model.tie_embeddings);
+  CHECK(c.model.ffn_hidden_size == 4 * 64);
+  CHECK(c.model.num_kv_heads == 4);
+  CHECK(c.model.norm_eps == 1e-5);
+
+  d["model"]["arch"] = "llama";
+  c = parse_config(d, "t");
+  CHECK(c.model.norm == NormKind::kRmsNorm);
+  CHECK(c.model.activation == Activation::kSwiglu);
+  CHECK(c.model.position_embedding == PositionEmbedding::kRope);
+  CHECK(!c.model.bias);
+  CHECK(!c.model.tie_embeddings);
+  CHECK(c.model.num_kv_heads == 4);
+  CHECK(c.model.norm_eps == 1e-5);
+  CHECK(c.model.ffn_hidden_size == 256);  // round_up(floor(8*64/3) = 170, 256)
+  CHECK(default_swiglu_ffn_hidden_size(4096) == 11008);  // Llama-7B
+
+  d["model"]["tie_embeddings"] = true;
+  d["model"]["num_kv_heads"] = 2;
+  d["model"]["ffn_hidden_size"] = 100;
+  d["model"]["norm"] = "layernorm";
+  c = parse_config(d, "t");
+  CHECK(c.model.tie_embeddings);
+  CHECK(c.model.num_kv_heads == 2);
+  CHECK(c.model.ffn_hidden_size == 100);
+  CHECK(c.model.norm == NormKind::kLayerNorm);
+  CHECK(c.model.activation == Activation::kSwiglu);
+
+  // An empty document is all defaults.
+  c = parse_config(json::object(), "t");
+  CHECK(c.device == "cpu");
+  CHECK(c.optimizer.decay == DecayStyle::kCosine);
+  CHECK(c.data.path.empty());
+}
+
+TEST_CASE("--set overrides") {
+  json d = base();
+  apply_overrides(d, {"model.num_layers=3", "model.arch=llama", "data.path=some/where", "optimizer.lr=0.01",
+                      "data.shuffle=false", "device=cpu", "data.split=100", "model.init_from=\"x.safetensors\""});
+  const Config c = parse_config(d, "t");
+  CHECK(c.model.num_layers == 3);
+  CHECK(c.model.arch == Arch::kLlama);
+  CHECK(c.model.activation == Activation::kSwiglu);
+  CHECK(c.data.path == "some/where");
+  CHECK(c.optimizer.lr == 0.01);
+  CHECK(!c.data.shuffle);
+  CHECK(c.data.split == "100");
+  CHECK(c.model.init_from == "x.safetensors");
+
+  // A new section is created by an override.
+  d = base();
+  apply_overrides(d, {"logging.metrics_file=m.jsonl"});
+  CHECK(parse_config(d, "t").logging.metrics_file == "m.jsonl");
+
+  // Overrides are validated like the file.
+  CHECK_THAT(error_of(base(), {"model.hidden_size=abc"}), Contains("model.hidden_size must be an integer"));
+  CHECK_THAT(error_of(base(), {"model.hiden_size=3"}),
+             Contains("--set model.hiden_size=3") && Contains("did you mean 'hidden_size'"));
+  CHECK_THAT(error_of(base(), {"modle.hidden_size=3"}), Contains("did you mean 'model'"));
+  CHECK_THAT(error_of(base(), {"model.num_layers"}), Contains("--set model.num_layers") && Contains("malformed"));
+  CHECK_THAT(error_of(base(), {"=3"}), Contains("malformed"));
+  CHECK_THAT(error_of(base(), {"model=3"}), Contains("'model' is a section"));
+  CHECK_THAT(error_of(base(), {"parallel.tensor=2"}), Contains("parallel.tensor=2"));
+}
+
+TEST_CASE("config_to_json round trips and names every key") {
+  json d = base();
+  d["model"]["arch"] = "llama";
+  d["model"]["num_kv_heads"] = 2;
+  d["optimizer"]["decay"] = "linear";
+  d["training"]["seed"] = 18446744073709551615ull;
+  const Config c = parse_config(d, "t");
+  const json j = config_to_json(c);
+  CHECK(j["model"]["arch"] == "llama");
+  CHECK(j["model"]["norm"] == "rmsnorm");
+  CHECK(j["optimizer"]["decay"] == "linear");
+  CHECK(j["device"] == "cpu");
+  CHECK(j["model"].size() == 17);
+  CHECK(j["training"].size() == 6);
+  CHECK(j["optimizer"].size() == 10);
+  CHECK(j["data"].size() == 4);
+  CHECK(j["logging"].size() == 2);
+  CHECK(j["parallel"].size() == 3);
+  const Config back = parse_config(j, "round trip");
+  CHECK(config_to_json(back) == j);
+  // Through text too.
+  CHECK(config_to_json(parse_config(json::parse(j.dump()), "text")) == j);
+  CHECK(back.training.seed == 18446744073709551615ull);
+}
+
+TEST_CASE("load_config: file errors") {
+  CHECK_THAT(load_error(temp_path("does-not-exist.json")), Contains("does-not-exist.json") && Contains("not found"));
+
+  const std::string bad = write_file("bad.json", "{\n  \"model\": {\n    \"num_layers\": 2,,\n  }\n}\n");
+  const std::string m = load_error(bad);
+  CHECK_THAT(m, Contains("bad.json:3:") && Contains("invalid JSON") && Contains("line 3"));
+
+  const std::string arr = write_file("array.json", "[1, 2, 3]");
+  CHECK_THAT(load_error(arr), Contains("array.json") && Contains("top level must be a JSON object"));
+
+  const std::string good = write_file("good.json", base().dump(2));
+  const Config c = load_config(good, {"model.num_layers=5"});
+  CHECK(c.model.num_layers == 5);
+  CHECK_THAT(load_error(good, {"training.micro_batch_size=3"}),
+             Contains("good.json") && Contains("training.global_batch_size (8)"));
+  CHECK_THAT(load_error(good, {"nonsense"}), Contains("malformed"));
+}
+
+TEST_CASE("validate_for_training checks the dataset files") {
+  Config c = parse_config(base(), "t");
+  c.data.path = "";
+  try {
+    validate_for_training(c);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Contains("data.path") && Contains("lattice data prepare"));
+  }
+  c.data.path = temp_path("missing/prefix");
+  try {
+    validate_for_training(c);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Contains(c.data.path + ".bin") && Contains("lattice data prepare"));
+  }
+  const std::string prefix = temp_path("ds");
+  std::ofstream(prefix + ".bin") << "x";
+  std::ofstream(prefix + ".idx") << "x";
+  c.data.path = prefix;
+  REQUIRE_NOTHROW(validate_for_training(c));
+  c.model.init_from = temp_path("nope.safetensors");
+  CHECK_THROWS_AS(validate_for_training(c), InputError);
+}
+
+TEST_CASE("data split and did-you-mean helpers") {
+  const auto w = parse_data_split("949,50,1");
+  CHECK(w[0] == Approx(0.949));
+  CHECK(w[1] == Approx(0.05));
+  CHECK(w[2] == Approx(0.001));
+  const auto w2 = parse_data_split("98/2");
+  CHECK(w2[1] == Approx(0.02));
+  CHECK(w2[2] == 0.0);
+  CHECK(closest_match("hiden_size", {"hidden_size", "seq_length"}) == "hidden_size");
+  CHECK(closest_match("xyz", {"hidden_size", "seq_length"}).empty());
+}

@@ -1,0 +1,710 @@
+// Parsing, --set overrides and validation of the JSON run configuration. Every mistake is an
+// InputError (exit code 2) whose message names the file and the dotted field.
+#include "trainer/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
+namespace lattice {
+
+using nlohmann::json;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Schema: the sections and their keys. `device` is a top-level string, not an object.
+
+const std::vector<std::string> kSections = {"model", "training", "optimizer", "data",
+                                            "logging", "device", "parallel"};
+
+const std::map<std::string, std::vector<std::string>>& known_keys() {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"model",
+       {"arch", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
+        "vocab_size", "seq_length", "norm", "norm_eps", "activation", "position_embedding", "rope_theta",
+        "tie_embeddings", "bias", "init_std", "init_from"}},
+      {"training",
+       {"micro_batch_size", "global_batch_size", "train_iters", "seed", "eval_interval", "eval_iters"}},
+      {"optimizer",
+       {"lr", "min_lr", "warmup_iters", "decay", "decay_iters", "weight_decay", "beta1", "beta2", "eps",
+        "grad_clip"}},
+      {"data", {"path", "split", "shuffle", "seed"}},
+      {"logging", {"log_interval", "metrics_file"}},
+      {"device", {}},
+      {"parallel", {"tensor", "pipeline", "data"}},
+  };
+  return keys;
+}
+
+// Fields whose value is a string: an unquoted --set value is taken literally for them.
+bool is_string_field(const std::string& dotted) {
+  static const std::vector<std::string> fields = {
+      "model.arch",         "model.norm", "model.activation", "model.position_embedding",
+      "model.init_from",    "data.path",  "data.split",       "logging.metrics_file",
+      "optimizer.decay",    "device"};
+  return std::find(fields.begin(), fields.end(), dotted) != fields.end();
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::vector<std::string> q;
+  for (const auto& s : items) q.push_back("'" + s + "'");
+  return join(q);
+}
+
+// "string \"768\"", "number 3.5", "boolean true", "null", "array [1,2]", "object {...}".
+std::string describe(const json& j) {
+  std::string text = j.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  switch (j.type()) {
+    case json::value_t::string: return "string " + text;
+    case json::value_t::boolean: return "boolean " + text;
+    case json::value_t::null: return "null";
+    case json::value_t::array: return "array " + text;
+    case json::value_t::object: return "object " + text;
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "integer " + text;
+    case json::value_t::number_float: return "number " + text;
+    default: return text;
+  }
+}
+
+// Message for a key that is not in `section` (or a section name that is not known when
+// section is empty): a close spelling, or the same key in another section, or the known keys.
+std::string unknown_key_message(const std::string& section, const std::string& key) {
+  if (section.empty()) {
+    std::string msg = fmt::format("unknown section '{}'", key);
+    const std::string hint = closest_match(key, kSections);
+    if (!hint.empty()) return msg + fmt::format("; did you mean '{}'?", hint);
+    // A key of some section written at the top level.
+    for (const auto& [sec, keys] : known_keys())
+      if (std::find(keys.begin(), keys.end(), key) != keys.end())
+        return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key,
+                                 sec);
+    return msg + "; the sections are " + quoted_list(kSections);
+  }
+  const auto& keys = known_keys().at(section);
+  std::string msg = fmt::format("unknown key '{}.{}'", section, key);
+  const std::string hint = closest_match(key, keys);
+  if (!hint.empty()) return msg + fmt::format("; did you mean '{}'?", hint);
+  for (const auto& [sec, other] : known_keys())
+    if (sec != section && std::find(other.begin(), other.end(), key) != other.end())
+      return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key, sec);
+  return msg + "; the keys of \"" + section + "\" are " + quoted_list(keys);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed reading of one section.
+
+class Reader {
+ public:
+  Reader(const std::string& source, const json& section, std::string name)
+      : source_(source), section_(section), name_(std::move(name)) {}
+
+  [[noreturn]] void fail(const std::string& msg) const { throw InputError(source_ + ": " + msg); }
+
+  std::string field(const std::string& key) const { return name_ + "." + key; }
+  bool has(const std::string& key) const { return section_.is_object() && section_.contains(key); }
+
+  void read(const std::string& key, int64_t& out) const {
+    if (!has(key)) return;
+    const json& j = section_.at(key);
+    if (j.is_number_unsigned()) {
+      if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        fail(fmt::format("{} is too large: {}", field(key), j.dump()));
+      out = static_cast<int64_t>(j.get<uint64_t>());
+    } else if (j.is_number_integer()) {
+      out = j.get<int64_t>();
+    } else if (j.is_number_float() && std::isfinite(j.get<double>()) &&
+               std::floor(j.get<double>()) == j.get<double>() && std::fabs(j.get<double>()) < 9.0e18) {
+      out = static_cast<int64_t>(j.get<double>());  // 1e4 is fine for an integer field
+    } else {
+      fail(fmt::format("{} must be an integer, got {}", field(key), describe(j)));
+    }
+  }
+
+  void read(const std::string& key, uint64_t& out) const {
+    if (!has(key)) return;
+    const json& j = section_.at(key);
+    if (j.is_number_unsigned()) {
+      out = j.get<uint64_t>();
+    } else if (j.is_number_integer() && j.get<int64_t>() >= 0) {
+      out = static_cast<uint64_t>(j.get<int64_t>());
+    } else if (j.is_number_float() && j.get<double>() >= 0 && std::floor(j.get<double>()) == j.get<double>() &&
+               j.get<double>() < 1.8e19) {
+      out = static_cast<uint64_t>(j.get<double>());
+    } else {
+      fail(fmt::format("{} must be a non-negative integer, got {}", field(key), describe(j)));
+    }
+  }
+
+  void read(const std::string& key, double& out) const {
+    if (!has(key)) return;
+    const json& j = section_.at(key);
+    if (!j.is_number()) fail(fmt::format("{} must be a number, got {}", field(key), describe(j)));
+    out = j.get<double>();
+  }
+
+  void read(const std::string& key, bool& out) const {
+    if (!has(key)) return;
+    const json& j = section_.at(key);
+    if (!j.is_boolean()) fail(fmt::format("{} must be true or false, got {}", field(key), describe(j)));
+    out = j.get<bool>();
+  }
+
+  void read(const std::string& key, std::string& out) const {
+    if (!has(key)) return;
+    const json& j = section_.at(key);
+    if (!j.is_string()) fail(fmt::format("{} must be a string, got {}", field(key), describe(j)));
+    out = j.get<std::string>();
+  }
+
+  template <typename E>
+  void read_enum(const std::string& key, E& out, const std::vector<std::pair<std::string, E>>& values) const {
+    if (!has(key)) return;
+    std::string s;
+    read(key, s);
+    for (const auto& [name, v] : values) {
+      if (name == s) {
+        out = v;
+        return;
+      }
+    }
+    std::vector<std::string> names;
+    for (const auto& nv : values) names.push_back(nv.first);
+    fail(fmt::format("{} must be one of {}, got \"{}\"", field(key), join(names, " | "), s));
+  }
+
+ private:
+  const std::string& source_;
+  const json& section_;
+  std::string name_;
+};
+
+// Range checks: each names the field and the value.
+struct Checker {
+  const std::string& source;
+  [[noreturn]] void fail(const std::string& msg) const { throw InputError(source + ": " + msg); }
+  void positive(const std::string& f, int64_t v) const {
+    if (v < 1) fail(fmt::format("{} must be >= 1, got {}", f, v));
+  }
+  void non_negative(const std::string& f, int64_t v) const {
+    if (v < 0) fail(fmt::format("{} must be >= 0, got {}", f, v));
+  }
+  void positive(const std::string& f, double v) const {
+    if (!(v > 0) || !std::isfinite(v)) fail(fmt::format("{} must be > 0, got {}", f, v));
+  }
+  void non_negative(const std::string& f, double v) const {
+    if (!(v >= 0) || !std::isfinite(v)) fail(fmt::format("{} must be >= 0, got {}", f, v));
+  }
+};
+
+const std::vector<std::pair<std::string, Arch>> kArchs = {{"gpt2", Arch::kGpt2}, {"llama", Arch::kLlama}};
+const std::vector<std::pair<std::string, NormKind>> kNorms = {{"layernorm", NormKind::kLayerNorm},
+                                                              {"rmsnorm", NormKind::kRmsNorm}};
+const std::vector<std::pair<std::string, Activation>> kActivations = {{"gelu", Activation::kGelu},
+                                                                      {"swiglu", Activation::kSwiglu}};
+const std::vector<std::pair<std::string, PositionEmbedding>> kPositions = {
+    {"learned", PositionEmbedding::kLearned}, {"rope", PositionEmbedding::kRope}};
+const std::vector<std::pair<std::string, DecayStyle>> kDecays = {
+    {"cosine", DecayStyle::kCosine}, {"linear", DecayStyle::kLinear}, {"constant", DecayStyle::kConstant}};
+
+void check_keys(const std::string& source, const json& section, const std::string& name) {
+  if (!section.is_object())
+    throw InputError(fmt::format("{}: \"{}\" must be an object {{...}}, got {}", source, name, describe(section)));
+  const auto& keys = known_keys().at(name);
+  for (const auto& item : section.items())
+    if (std::find(keys.begin(), keys.end(), item.key()) == keys.end())
+      throw InputError(source + ": " + unknown_key_message(name, item.key()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections.
+
+ModelConfig parse_model(const std::string& source, const json& sec) {
+  const Reader r(source, sec, "model");
+  const Checker c{source};
+  ModelConfig m;
+  r.read_enum("arch", m.arch, kArchs);
+  // Presets; explicit keys below override them.
+  if (m.arch == Arch::kGpt2) {
+    m.norm = NormKind::kLayerNorm;
+    m.activation = Activation::kGelu;
+    m.position_embedding = PositionEmbedding::kLearned;
+    m.bias = true;
+    m.tie_embeddings = true;
+  } else {
+    m.norm = NormKind::kRmsNorm;
+    m.activation = Activation::kSwiglu;
+    m.position_embedding = PositionEmbedding::kRope;
+    m.bias = false;
+    m.tie_embeddings = false;
+  }
+  m.norm_eps = 1e-5;
+  r.read("num_layers", m.num_layers);
+  r.read("hidden_size", m.hidden_size);
+  r.read("num_attention_heads", m.num_attention_heads);
+  r.read("num_kv_heads", m.num_kv_heads);
+  r.read("ffn_hidden_size", m.ffn_hidden_size);
+  r.read("vocab_size", m.vocab_size);
+  r.read("seq_length", m.seq_length);
+  r.read_enum("norm", m.norm, kNorms);
+  r.read("norm_eps", m.norm_eps);
+  r.read_enum("activation", m.activation, kActivations);
+  r.read_enum("position_embedding", m.position_embedding, kPositions);
+  r.read("rope_theta", m.rope_theta);
+  r.read("tie_embeddings", m.tie_embeddings);
+  r.read("bias", m.bias);
+  r.read("init_std", m.init_std);
+  r.read("init_from", m.init_from);
+
+  c.positive("model.num_layers", m.num_layers);
+  c.positive("model.hidden_size", m.hidden_size);
+  c.positive("model.num_attention_heads", m.num_attention_heads);
+  if (!r.has("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
+  c.positive("model.num_kv_heads", m.num_kv_heads);
+  if (!r.has("ffn_hidden_size"))
+    m.ffn_hidden_size = m.activation == Activation::kSwiglu ? default_swiglu_ffn_hidden_size(m.hidden_size)
+                                                            : 4 * m.hidden_size;
+  c.positive("model.ffn_hidden_size", m.ffn_hidden_size);
+  if (m.vocab_size < 2) c.fail(fmt::format("model.vocab_size must be >= 2, got {}", m.vocab_size));
+  c.positive("model.seq_length", m.seq_length);
+  c.positive("model.norm_eps", m.norm_eps);
+  c.positive("model.rope_theta", m.rope_theta);
+  c.positive("model.init_std", m.init_std);
+
+  if (m.hidden_size % m.num_attention_heads != 0)
+    c.fail(fmt::format("model.hidden_size ({}) must be divisible by model.num_attention_heads ({}): "
+                       "each head gets hidden_size / num_attention_heads dimensions",
+                       m.hidden_size, m.num_attention_heads));
+  if (m.num_attention_heads % m.num_kv_heads != 0)
+    c.fail(fmt::format("model.num_attention_heads ({}) must be a multiple of model.num_kv_heads ({}): "
+                       "each key/value head serves a whole group of query heads",
+                       m.num_attention_heads, m.num_kv_heads));
+  if (m.position_embedding == PositionEmbedding::kRope && m.head_dim() % 2 != 0)
+    c.fail(fmt::format("model.position_embedding \"rope\" needs an even head dimension, but "
+                       "model.hidden_size / model.num_attention_heads = {} / {} = {}",
+                       m.hidden_size, m.num_attention_heads, m.head_dim()));
+  return m;
+}
+
+TrainingConfig parse_training(const std::string& source, const json& sec) {
+  const Reader r(source, sec, "training");
+  const Checker c{source};
+  TrainingConfig t;
+  r.read("micro_batch_size", t.micro_batch_size);
+  r.read("global_batch_size", t.global_batch_size);
+  r.read("train_iters", t.train_iters);
+  r.read("seed", t.seed);
+  r.read("eval_interval", t.eval_interval);
+  r.read("eval_iters", t.eval_iters);
+  c.positive("training.micro_batch_size", t.micro_batch_size);
+  c.positive("training.global_batch_size", t.global_batch_size);
+  c.positive("training.train_iters", t.train_iters);
+  c.non_negative("training.eval_interval", t.eval_interval);
+  c.positive("training.eval_iters", t.eval_iters);
+  return t;
+}
+
+OptimizerConfig parse_optimizer(const std::string& source, const json& sec) {
+  const Reader r(source, sec, "optimizer");
+  const Checker c{source};
+  OptimizerConfig o;
+  r.read("lr", o.lr);
+  r.read("min_lr", o.min_lr);
+  r.read("warmup_iters", o.warmup_iters);
+  r.read_enum("decay", o.decay, kDecays);
+  r.read("decay_iters", o.decay_iters);
+  r.read("weight_decay", o.weight_decay);
+  r.read("beta1", o.beta1);
+  r.read("beta2", o.beta2);
+  r.read("eps", o.eps);
+  r.read("grad_clip", o.grad_clip);
+  c.non_negative("optimizer.lr", o.lr);
+  c.non_negative("optimizer.min_lr", o.min_lr);
+  if (o.min_lr > o.lr)
+    c.fail(fmt::format("optimizer.min_lr ({}) must be <= optimizer.lr ({})", o.min_lr, o.lr));
+  c.non_negative("optimizer.warmup_iters", o.warmup_iters);
+  c.non_negative("optimizer.decay_iters", o.decay_iters);
+  c.non_negative("optimizer.weight_decay", o.weight_decay);
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) c.fail(fmt::format("optimizer.beta1 must be in [0, 1), got {}", o.beta1));
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) c.fail(fmt::format("optimizer.beta2 must be in [0, 1), got {}", o.beta2));
+  c.positive("optimizer.eps", o.eps);
+  c.non_negative("optimizer.grad_clip", o.grad_clip);
+  return o;
+}
+
+DataConfig parse_data(const std::string& source, const json& sec) {
+  const Reader r(source, sec, "data");
+  DataConfig d;
+  r.read("path", d.path);
+  r.read("split", d.split);
+  r.read("shuffle", d.shuffle);
+  r.read("seed", d.seed);
+  try {
+    parse_data_split(d.split);
+  } catch (const InputError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+  return d;
+}
+
+LoggingConfig parse_logging(const std::string& source, const json& sec) {
+  const Reader r(source, sec, "logging");
+  LoggingConfig l;
+  r.read("log_interval", l.log_interval);
+  r.read("metrics_file", l.metrics_file);
+  Checker{source}.positive("logging.log_interval", l.log_interval);
+  return l;
+}
+
+ParallelConfig parse_parallel(const std::string& source, const json& sec) {
+  const Reader r(source, sec, "parallel");
+  const Checker c{source};
+  ParallelConfig p;
+  r.read("tensor", p.tensor);
+  r.read("pipeline", p.pipeline);
+  r.read("data", p.data);
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"tensor", p.tensor},
+                                {"pipeline", p.pipeline},
+                                {"data", p.data}}) {
+    c.positive(std::string("parallel.") + name, v);
+    if (v != 1)
+      c.fail(fmt::format("parallel.{}={}: tensor/pipeline/data parallelism is not available yet in this "
+                         "version; set it to 1",
+                         name, v));
+  }
+  return p;
+}
+
+std::string read_device(const std::string& source, const json& doc) {
+  if (!doc.contains("device")) return "cpu";
+  const json& j = doc.at("device");
+  if (!j.is_string()) throw InputError(fmt::format("{}: device must be a string, got {}", source, describe(j)));
+  const std::string d = j.get<std::string>();
+  if (d == "cpu") return d;
+  if (d == "cuda")
+    throw InputError(fmt::format("{}: device \"cuda\": this build has no CUDA backend yet; set \"device\": \"cpu\"",
+                                 source));
+  throw InputError(fmt::format("{}: device must be one of cpu | cuda, got \"{}\"", source, d));
+}
+
+// Cross-section consistency.
+void check_consistency(const std::string& source, const Config& cfg) {
+  const Checker c{source};
+  const TrainingConfig& t = cfg.training;
+  const int64_t per_step = t.micro_batch_size * cfg.parallel.data;
+  if (t.global_batch_size % per_step != 0) {
+    if (cfg.parallel.data == 1)
+      c.fail(fmt::format("training.global_batch_size ({}) must be a multiple of training.micro_batch_size ({})",
+                         t.global_batch_size, t.micro_batch_size));
+    c.fail(fmt::format("training.global_batch_size ({}) must be a multiple of training.micro_batch_size ({}) "
+                       "x parallel.data ({})",
+                       t.global_batch_size, t.micro_batch_size, cfg.parallel.data));
+  }
+  const OptimizerConfig& o = cfg.optimizer;
+  if (o.decay_iters > 0) {
+    if (o.warmup_iters > o.decay_iters)
+      c.fail(fmt::format("optimizer.warmup_iters ({}) must be <= optimizer.decay_iters ({})", o.warmup_iters,
+                         o.decay_iters));
+  } else if (o.warmup_iters > t.train_iters) {
+    c.fail(fmt::format("optimizer.warmup_iters ({}) must be <= training.train_iters ({}) "
+                       "(optimizer.decay_iters is 0, so the schedule spans train_iters)",
+                       o.warmup_iters, t.train_iters));
+  }
+  if (t.eval_interval > 0 && parse_data_split(cfg.data.split)[1] == 0)
+    c.fail(fmt::format("training.eval_interval ({}) is set but data.split (\"{}\") gives the validation set "
+                       "no documents; give the second part a weight or set eval_interval to 0",
+                       t.eval_interval, cfg.data.split));
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+// -----------------------------------------------------------------------------------------------
+
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  // A typo: a couple of edits, more for long words; never more than half the word.
+  const size_t limit = std::max<size_t>(2, word.size() / 3);
+  if (best.empty() || best_d > limit || best_d * 2 > std::max(word.size(), best.size())) return "";
+  return best;
+}
+
+int64_t default_swiglu_ffn_hidden_size(int64_t hidden_size) {
+  const int64_t raw = 8 * hidden_size / 3;
+  return (raw + 255) / 256 * 256;
+}
+
+const char* decay_style_name(DecayStyle d) {
+  switch (d) {
+    case DecayStyle::kCosine: return "cosine";
+    case DecayStyle::kLinear: return "linear";
+    case DecayStyle::kConstant: return "constant";
+  }
+  return "?";
+}
+
+std::vector<double> parse_data_split(const std::string& split, const std::string& field) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char ch : split) {
+    if (ch == ',' || ch == '/') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  parts.push_back(cur);
+  const std::string expect = "expected 1 to 3 non-negative weights for train,valid,test such as \"949,50,1\"";
+  if (parts.size() > 3) throw InputError(fmt::format("{} \"{}\": {}", field, split, expect));
+  std::vector<double> w(3, 0.0);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string p = trim(parts[i]);
+    size_t used = 0;
+    double v = -1;
+    try {
+      v = std::stod(p, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (p.empty() || used != p.size() || !(v >= 0) || !std::isfinite(v))
+      throw InputError(fmt::format("{} \"{}\": {}", field, split, expect));
+    w[i] = v;
+  }
+  const double total = w[0] + w[1] + w[2];
+  if (!(w[0] > 0))
+    throw InputError(fmt::format("{} \"{}\": the train weight (the first) must be > 0", field, split));
+  for (double& x : w) x /= total;
+  return w;
+}
+
+void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
+  for (const std::string& o : overrides) {
+    const auto eq = o.find('=');
+    const std::string where = fmt::format("--set {}", o);
+    if (eq == std::string::npos)
+      throw InputError(fmt::format("{}: malformed override, expected KEY=VALUE such as model.num_layers=4", where));
+    const std::string path = trim(o.substr(0, eq));
+    const std::string raw = o.substr(eq + 1);
+    if (path.empty()) throw InputError(fmt::format("{}: malformed override, the key before '=' is empty", where));
+    const auto dot = path.find('.');
+    const std::string section = path.substr(0, dot);
+    if (std::find(kSections.begin(), kSections.end(), section) == kSections.end())
+      throw InputError(fmt::format("{}: {}", where, unknown_key_message("", section)));
+    json value;
+    if (is_string_field(path)) {
+      // Only a quoted JSON string is parsed; anything else is the string itself.
+      value = raw;
+      if (raw.size() >= 2 && raw.front() == '"') {
+        try {
+          json parsed = json::parse(raw);
+          if (parsed.is_string()) value = parsed;
+        } catch (const json::exception&) {
+        }
+      }
+    } else {
+      try {
+        value = json::parse(raw);
+      } catch (const json::exception&) {
+        value = raw;
+      }
+    }
+    if (!doc.is_object()) throw InputError(fmt::format("{}: the config's top level is not an object", where));
+    if (section == "device") {
+      if (dot != std::string::npos)
+        throw InputError(fmt::format("{}: 'device' is a plain value, not a section; use --set device=cpu", where));
+      doc["device"] = value;
+      continue;
+    }
+    if (dot == std::string::npos)
+      throw InputError(fmt::format("{}: '{}' is a section; name a key in it such as {}.{}=...", where, section,
+                                   section, known_keys().at(section).front()));
+    const std::string key = path.substr(dot + 1);
+    const auto& keys = known_keys().at(section);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      throw InputError(fmt::format("{}: {}", where, unknown_key_message(section, key)));
+    if (doc.contains(section) && !doc[section].is_object())
+      throw InputError(fmt::format("{}: \"{}\" in the config is not an object", where, section));
+    doc[section][key] = value;
+  }
+}
+
+Config parse_config(const json& doc, const std::string& source) {
+  if (!doc.is_object())
+    throw InputError(fmt::format("{}: the top level must be a JSON object {{...}}, got {}", source, describe(doc)));
+  for (const auto& item : doc.items())
+    if (std::find(kSections.begin(), kSections.end(), item.key()) == kSections.end())
+      throw InputError(source + ": " + unknown_key_message("", item.key()));
+  static const json kEmpty = json::object();
+  auto section = [&](const std::string& name) -> const json& {
+    if (!doc.contains(name)) return kEmpty;
+    const json& s = doc.at(name);
+    check_keys(source, s, name);
+    return s;
+  };
+  Config cfg;
+  cfg.model = parse_model(source, section("model"));
+  cfg.training = parse_training(source, section("training"));
+  cfg.optimizer = parse_optimizer(source, section("optimizer"));
+  cfg.data = parse_data(source, section("data"));
+  cfg.logging = parse_logging(source, section("logging"));
+  cfg.device = read_device(source, doc);
+  cfg.parallel = parse_parallel(source, section("parallel"));
+  check_consistency(source, cfg);
+  return cfg;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw InputError(fmt::format("config file '{}' not found (ready configs are in configs/, e.g. "
+                                 "configs/quickstart.json)",
+                                 path));
+  if (fs::is_directory(path, ec)) throw InputError(fmt::format("config file '{}' is a directory", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("config file '{}' cannot be read", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.byte is the 1-based offset of the character where parsing failed.
+    const size_t pos = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    size_t line = 1, line_start = 0;
+    for (size_t i = 0; i < pos; ++i)
+      if (text[i] == '\n') {
+        ++line;
+        line_start = i + 1;
+      }
+    const size_t column = pos - line_start + 1;
+    std::string detail = e.what();
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..." -> "syntax error ..."
+    const auto colon = detail.find(": ");
+    if (detail.rfind("[json.exception", 0) == 0 && colon != std::string::npos) detail = detail.substr(colon + 2);
+    throw InputError(fmt::format("{}:{}:{}: invalid JSON (line {}, column {}): {}", path, line, column, line, column,
+                                 detail));
+  }
+  apply_overrides(doc, overrides);
+  return parse_config(doc, path);
+}
+
+json config_to_json(const Config& c) {
+  json j;
+  const ModelConfig& m = c.model;
+  j["model"] = {
+      {"arch", arch_name(m.arch)},
+      {"num_layers", m.num_layers},
+      {"hidden_size", m.hidden_size},
+      {"num_attention_heads", m.num_attention_heads},
+      {"num_kv_heads", m.num_kv_heads},
+      {"ffn_hidden_size", m.ffn_hidden_size},
+      {"vocab_size", m.vocab_size},
+      {"seq_length", m.seq_length},
+      {"norm", norm_name(m.norm)},
+      {"norm_eps", m.norm_eps},
+      {"activation", activation_name(m.activation)},
+      {"position_embedding", position_embedding_name(m.position_embedding)},
+      {"rope_theta", m.rope_theta},
+      {"tie_embeddings", m.tie_embeddings},
+      {"bias", m.bias},
+      {"init_std", m.init_std},
+      {"init_from", m.init_from},
+  };
+  const TrainingConfig& t = c.training;
+  j["training"] = {
+      {"micro_batch_size", t.micro_batch_size}, {"global_batch_size", t.global_batch_size},
+      {"train_iters", t.train_iters},           {"seed", t.seed},
+      {"eval_interval", t.eval_interval},       {"eval_iters", t.eval_iters},
+  };
+  const OptimizerConfig& o = c.optimizer;
+  j["optimizer"] = {
+      {"lr", o.lr},
+      {"min_lr", o.min_lr},
+      {"warmup_iters", o.warmup_iters},
+      {"decay", decay_style_name(o.decay)},
+      {"decay_iters", o.decay_iters},
+      {"weight_decay", o.weight_decay},
+      {"beta1", o.beta1},
+      {"beta2", o.beta2},
+      {"eps", o.eps},
+      {"grad_clip", o.grad_clip},
+  };
+  j["data"] = {{"path", c.data.path}, {"split", c.data.split}, {"shuffle", c.data.shuffle}, {"seed", c.data.seed}};
+  j["logging"] = {{"log_interval", c.logging.log_interval}, {"metrics_file", c.logging.metrics_file}};
+  j["device"] = c.device;
+  j["parallel"] = {{"tensor", c.parallel.tensor}, {"pipeline", c.parallel.pipeline}, {"data", c.parallel.data}};
+  return j;
+}
+
+void validate_for_training(const Config& config) {
+  namespace fs = std::filesystem;
+  const std::string& prefix = config.data.path;
+  if (prefix.empty())
+    throw InputError(
+        "data.path is required for training: set it to a dataset prefix (PREFIX.bin + PREFIX.idx, a "
+        "Megatron indexed dataset); make one from text with `lattice data prepare`");
+  for (const char* ext : {".bin", ".idx"}) {
+    const std::string file = prefix + ext;
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec))
+      throw InputError(fmt::format("data.path \"{}\": dataset file '{}' not found; data.path is a prefix "
+                                   "(PREFIX.bin + PREFIX.idx); create the dataset with `lattice data prepare`",
+                                   prefix, file));
+  }
+  if (!config.model.init_from.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(config.model.init_from, ec))
+      throw InputError(fmt::format("model.init_from: file '{}' not found", config.model.init_from));
+  }
+}
+
+}  // namespace lattice

@@ -1,0 +1,126 @@
+// Parameter counts, FLOPs per token and the memory estimate of a config.
+//
+// Activation estimate (fp32, one micro-batch of B sequences of T tokens, N = B*T rows; with
+// gradient accumulation only one micro-batch's activations are alive at a time). Per layer, the
+// tensors the explicit backward keeps:
+//   layer input x [N,H], input_norm output [N,H], norm statistics (mean+rstd: 2N, rmsnorm: N),
+//   q/k/v after rope [N,(Hq+2*Hkv)*D], attention output [N,Hq*D] and its logsumexp [N*Hq]
+//   (flash-style: no [T,T] probabilities), residual after attention [N,H], post_attention_norm
+//   output [N,H] and statistics, the MLP: gelu keeps the pre-activation and the activation [2 x N,F],
+//   swiglu keeps gate, up and their product [3 x N,F].
+// After the last layer: final_norm input and output [2 x N,H] + statistics, logits [N,V] twice
+// (logits and their gradient, the largest single item for small models), per-row loss and
+// logsumexp [2N], token ids and targets [2N] (int32, also 4 bytes).
+// Workspace of the backward pass (a few [N,max(H,F)] gradients) is not counted.
+#include "trainer/model_stats.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "model/model_parameters.h"
+
+namespace lattice {
+
+namespace {
+
+bool is_matmul_weight(const std::string& name) {
+  // Linear layer weights inside the blocks, and the untied LM head. Not: embedding tables,
+  // norm weights, biases.
+  const auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (name == "lm_head.weight") return true;
+  if (!ends_with("_proj.weight")) return false;
+  return name.find(".attention.") != std::string::npos || name.find(".mlp.") != std::string::npos;
+}
+
+std::string count_str(int64_t n) {
+  if (n >= 1'000'000'000) return fmt::format("{:.2f}B", n / 1e9);
+  if (n >= 1'000'000) return fmt::format("{:.2f}M", n / 1e6);
+  if (n >= 1'000) return fmt::format("{:.1f}K", n / 1e3);
+  return fmt::format("{}", n);
+}
+
+std::string bytes_str(int64_t b) {
+  const double kib = 1024.0, mib = kib * 1024, gib = mib * 1024;
+  if (b >= gib) return fmt::format("{:.2f} GiB", b / gib);
+  if (b >= mib) return fmt::format("{:.1f} MiB", b / mib);
+  if (b >= kib) return fmt::format("{:.1f} KiB", b / kib);
+  return fmt::format("{} B", b);
+}
+
+std::string with_commas(int64_t n) {
+  const std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out = n < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelStats compute_model_stats(const Config& config) {
+  const ModelConfig& m = config.model;
+  ModelStats s;
+  for (const ParamSpec& p : model_parameter_specs(m)) {
+    const int64_t n = shape_numel(p.shape);
+    s.num_params += n;
+    if (p.name == "embedding.word_embeddings.weight" || p.name == "embedding.position_embeddings.weight" ||
+        p.name == "lm_head.weight")
+      s.embedding_params += n;
+    if (is_matmul_weight(p.name)) s.matmul_params += n;
+  }
+  // Tied embeddings: the LM head GEMM reuses the word embedding table; it still costs its FLOPs.
+  if (m.tie_embeddings) s.matmul_params += m.vocab_size * m.hidden_size;
+  s.non_embedding_params = s.num_params - s.embedding_params;
+
+  const int64_t L = m.num_layers, T = m.seq_length, H = m.hidden_size, F = m.ffn_hidden_size, V = m.vocab_size;
+  const int64_t Hq = m.num_attention_heads, Hkv = m.num_kv_heads, D = m.head_dim();
+  s.matmul_flops_per_token = 6.0 * static_cast<double>(s.matmul_params);
+  s.attention_flops_per_token = 12.0 * static_cast<double>(L) * T * Hq * D;
+  s.flops_per_token = s.matmul_flops_per_token + s.attention_flops_per_token;
+  s.tokens_per_iter = config.training.global_batch_size * T;
+  s.flops_per_iter = s.flops_per_token * static_cast<double>(s.tokens_per_iter);
+
+  s.weight_bytes = 4 * s.num_params;
+  s.grad_bytes = 4 * s.num_params;
+  s.optimizer_bytes = 8 * s.num_params;
+
+  const int64_t N = config.training.micro_batch_size * T;
+  const int64_t norm_stats = m.norm == NormKind::kLayerNorm ? 2 : 1;
+  const int64_t mlp = m.activation == Activation::kSwiglu ? 3 * F : 2 * F;
+  const int64_t per_layer_row = 4 * H + (Hq + 2 * Hkv) * D + Hq * D + Hq + 2 * norm_stats + mlp;
+  const int64_t final_row = 2 * H + norm_stats + 2 * V + 2 + 2;
+  s.activation_bytes = 4 * N * (L * per_layer_row + final_row);
+
+  s.total_bytes = s.weight_bytes + s.grad_bytes + s.optimizer_bytes + s.activation_bytes;
+  return s;
+}
+
+std::string format_model_stats(const ModelStats& s) {
+  std::string out;
+  const auto line = [&](const std::string& k, const std::string& v) { out += fmt::format("  {:<28}{}\n", k, v); };
+  out += "parameters\n";
+  line("total", fmt::format("{} ({})", count_str(s.num_params), with_commas(s.num_params)));
+  line("embedding", fmt::format("{} ({})", count_str(s.embedding_params), with_commas(s.embedding_params)));
+  line("non-embedding", fmt::format("{} ({})", count_str(s.non_embedding_params),
+                                    with_commas(s.non_embedding_params)));
+  line("in GEMMs (incl. LM head)", fmt::format("{} ({})", count_str(s.matmul_params), with_commas(s.matmul_params)));
+  out += "compute (training, fwd+bwd)\n";
+  line("FLOPs/token", fmt::format("{:.3f} GFLOP  (6N {:.3f} + attention {:.3f})", s.flops_per_token / 1e9,
+                                  s.matmul_flops_per_token / 1e9, s.attention_flops_per_token / 1e9));
+  line("tokens/iteration", with_commas(s.tokens_per_iter));
+  line("FLOPs/iteration", fmt::format("{:.3f} TFLOP", s.flops_per_iter / 1e12));
+  out += "memory per process (fp32)\n";
+  line("weights", bytes_str(s.weight_bytes));
+  line("gradients", bytes_str(s.grad_bytes));
+  line("AdamW moments", bytes_str(s.optimizer_bytes));
+  line("activations (1 micro-batch)", bytes_str(s.activation_bytes));
+  line("total", bytes_str(s.total_bytes));
+  return out;
+}
+
+}  // namespace lattice
