@@ -1,0 +1,45 @@
+// Tokenizer: the interface `lattice data prepare` and sampling use; ByteTokenizer is the built-in
+// one (256 byte tokens + end-of-document 256). GPT-2 BPE / tokenizer.json plug in behind it later.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lattice {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::string name() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int32_t eod_id() const = 0;
+  // Tokens of text; never includes eod_id (the caller appends it after each document).
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Text of ids. Throws Error for an id outside [0, vocab_size).
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  // True if encode(a + b) == encode(a) + encode(b) for any split point, so a document may be
+  // encoded in pieces (lines) with bounded memory.
+  virtual bool splits_anywhere() const { return false; }
+};
+
+// Each byte is its own token (0..255); 256 is end-of-document; vocab 257.
+// decode renders the end-of-document token as "<|endoftext|>".
+class ByteTokenizer final : public Tokenizer {
+ public:
+  static constexpr int32_t kEod = 256;
+  std::string name() const override { return "byte"; }
+  int64_t vocab_size() const override { return 257; }
+  int32_t eod_id() const override { return kEod; }
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string decode(std::span<const int32_t> ids) const override;
+  bool splits_anywhere() const override { return true; }
+};
+
+// "byte" → ByteTokenizer. Unknown names throw InputError naming `flag` and the known names.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& flag = "--tokenizer");
+
+}  // namespace lattice

@@ -1,0 +1,169 @@
+// prepare_dataset on text (file, blank-line, fortune "%" separators) and JSONL, and its errors;
+// the byte tokenizer.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/indexed_dataset.h"
+#include "data/prepare.h"
+#include "data/tokenizer.h"
+#include "kernels/error.h"
+#include "tests/data/test_util.h"
+
+using namespace lattice;
+using lattice::testing::TempDir;
+using lattice::testing::write_text;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Documents of a dataset decoded with the byte tokenizer; EOD must end each one and only there.
+std::vector<std::string> read_documents(const std::string& prefix) {
+  IndexedDataset ds(prefix);
+  REQUIRE(ds.dtype() == TokenDType::kU16);
+  ByteTokenizer tok;
+  std::vector<std::string> docs;
+  for (int64_t d = 0; d < ds.num_documents(); ++d) {
+    std::vector<int32_t> ids(ds.sequence_length(d));
+    ds.read(d, 0, ids.size(), ids.data());
+    REQUIRE(!ids.empty());
+    REQUIRE(ids.back() == ByteTokenizer::kEod);
+    ids.pop_back();
+    for (int32_t id : ids) REQUIRE(id != ByteTokenizer::kEod);
+    docs.push_back(tok.decode(ids));
+  }
+  return docs;
+}
+
+}  // namespace
+
+TEST_CASE("byte tokenizer") {
+  auto tok = make_tokenizer("byte");
+  REQUIRE(tok->name() == "byte");
+  REQUIRE(tok->vocab_size() == 257);
+  REQUIRE(tok->eod_id() == 256);
+  std::string text = "h\xc3\xa9llo\n\x00\xff";
+  text.push_back('\0');
+  auto ids = tok->encode(text);
+  REQUIRE(ids.size() == text.size());
+  REQUIRE(ids[1] == 0xc3);
+  REQUIRE(tok->decode(ids) == text);
+  std::vector<int32_t> eod = {104, 256};
+  REQUIRE(tok->decode(eod) == "h<|endoftext|>");
+  std::vector<int32_t> bad = {257};
+  REQUIRE_THROWS_AS(tok->decode(bad), Error);
+  REQUIRE_THROWS_WITH(make_tokenizer("gpt3"), Catch::Contains("--tokenizer gpt3"));
+}
+
+TEST_CASE("prepare text files") {
+  TempDir dir("prepare_text");
+  PrepareOptions o;
+  o.output_prefix = dir / "out/ds";  // the directory is created
+  SECTION("fortune format: % lines separate documents") {
+    write_text(dir / "fortunes", "first one\n%\ntwo\n  lines\n%\n%\n  \n%\nlast, no newline");
+    write_text(dir / "more", "A\r\n%\r\nB\n%\n");
+    o.inputs = {dir / "fortunes", dir / "more"};
+    o.text_document_separator = "percent-line";
+    PrepareSummary s = prepare_dataset(o);
+    auto docs = read_documents(o.output_prefix);
+    REQUIRE(docs == std::vector<std::string>{"first one\n", "two\n  lines\n", "last, no newline", "A\r\n", "B\n"});
+    REQUIRE(s.documents == 5);
+    REQUIRE(s.empty_documents == 3);  // "%%", "  " and the one after the final %
+    REQUIRE(s.tokens == 10 + 12 + 16 + 3 + 2 + 5);
+    REQUIRE(s.input_bytes == static_cast<int64_t>(fs::file_size(dir / "fortunes") + fs::file_size(dir / "more")));
+    REQUIRE(s.dtype == "u16");
+  }
+  SECTION("blank lines separate documents") {
+    write_text(dir / "a.txt", "\n\npara one\nstill one\n\n \n\npara two\n");
+    o.inputs = {dir / "a.txt"};
+    o.text_document_separator = "blank-line";
+    prepare_dataset(o);
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"para one\nstill one\n", "para two\n"});
+  }
+  SECTION("each file is one document") {
+    write_text(dir / "a.txt", "\nwhole\n\nfile\n%\n");
+    write_text(dir / "b.txt", "   \n");
+    write_text(dir / "c.txt", "c");
+    o.inputs = {dir / "a.txt", dir / "b.txt", dir / "c.txt"};
+    PrepareSummary s = prepare_dataset(o);
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"\nwhole\n\nfile\n%\n", "c"});
+    REQUIRE(s.empty_documents == 1);
+  }
+  SECTION("a real fortune file, if installed") {
+    const std::string f = "/usr/share/games/fortunes/fortunes";
+    if (!fs::exists(f)) return;
+    o.inputs = {f};
+    o.text_document_separator = "percent-line";
+    PrepareSummary s = prepare_dataset(o);
+    REQUIRE(s.documents > 10);
+    for (const std::string& d : read_documents(o.output_prefix)) REQUIRE(d.find("\n%\n") == std::string::npos);
+  }
+  SECTION("bad flags and inputs name the flag or file") {
+    o.inputs = {dir / "missing.txt"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("missing.txt") && Catch::Contains("--input"));
+    write_text(dir / "a.txt", "x");
+    o.inputs = {dir / "a.txt"};
+    o.text_document_separator = "comma";
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("--text-document-separator comma"));
+    o.text_document_separator = "file";
+    o.format = "csv";
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("--format csv"));
+    o.format = "auto";
+    write_text(dir / "z.gz", std::string("\x1f\x8b\x08\x00", 4));
+    o.inputs = {dir / "z.gz"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("z.gz") && Catch::Contains("gzip"));
+    o.inputs = {dir.path().string()};
+    REQUIRE_THROWS_AS(prepare_dataset(o), InputError);
+    REQUIRE_FALSE(fs::exists(o.output_prefix + ".idx"));
+  }
+}
+
+TEST_CASE("prepare JSONL") {
+  TempDir dir("prepare_jsonl");
+  PrepareOptions o;
+  o.output_prefix = dir / "ds";
+  SECTION("one document per line, from the --json-key field") {
+    write_text(dir / "a.jsonl",
+               "{\"text\": \"hello\", \"id\": 1}\n"
+               "\n"
+               "{\"text\": \"\"}\n"
+               "{\"text\": \"caf\\u00e9\\nline\", \"meta\": {\"x\": [1,2]}}\r\n"
+               "{\"id\": 3, \"text\": \"no newline at end\"}");
+    o.inputs = {dir / "a.jsonl"};
+    PrepareSummary s = prepare_dataset(o);
+    REQUIRE(read_documents(o.output_prefix) ==
+            std::vector<std::string>{"hello", "caf\xc3\xa9\nline", "no newline at end"});
+    REQUIRE(s.empty_documents == 1);
+    REQUIRE(s.documents == 3);
+  }
+  SECTION("--json-key and --format jsonl") {
+    write_text(dir / "b.txt", "{\"content\": \"x\"}\n{\"content\": \"yz\"}\n");
+    o.inputs = {dir / "b.txt"};
+    o.format = "jsonl";
+    o.json_key = "content";
+    prepare_dataset(o);
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"x", "yz"});
+  }
+  SECTION("a bad line is an error naming file and line, and leaves no files") {
+    write_text(dir / "bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"ok\"}\n{\"text\": \"broken\n{\"text\": \"ok\"}\n");
+    o.inputs = {dir / "bad.jsonl"};
+    REQUIRE_THROWS_AS(prepare_dataset(o), InputError);
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "bad.jsonl:3") && Catch::Contains("line 3") &&
+                                                Catch::Contains("not valid JSON"));
+    REQUIRE(fs::is_empty(dir.path()) == false);  // the input is still there
+    for (const char* ext : {".bin", ".idx", ".bin.tmp", ".idx.tmp"}) REQUIRE_FALSE(fs::exists(o.output_prefix + ext));
+  }
+  SECTION("missing key, wrong type, not an object") {
+    write_text(dir / "k.jsonl", "{\"text\": \"ok\"}\n{\"body\": \"x\", \"title\": \"t\"}\n");
+    o.inputs = {dir / "k.jsonl"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "k.jsonl:2") && Catch::Contains("no \"text\" field") &&
+                                                Catch::Contains("body, title"));
+    write_text(dir / "t.jsonl", "{\"text\": 5}\n");
+    o.inputs = {dir / "t.jsonl"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "t.jsonl:1") && Catch::Contains("not a string"));
+    write_text(dir / "o.jsonl", "[1, 2]\n");
+    o.inputs = {dir / "o.jsonl"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "o.jsonl:1") && Catch::Contains("not an object"));
+  }
+}
