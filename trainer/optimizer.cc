@@ -1,0 +1,76 @@
+// AdamW over the ParameterStore's flat buffers, and global-norm clipping helpers.
+#include "trainer/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/error.h"
+#include "kernels/ops.h"
+
+namespace lattice {
+
+AdamW::AdamW(const ParameterStore& store, const OptimizerConfig& config)
+    : config_(config), param_count_(store.count()), numel_(store.numel()) {
+  // Same layout as ParameterStore: parameter i occupies the next numel(i) flat elements.
+  int64_t offset = 0;
+  for (const ParamSpec& s : store.specs()) {
+    const int64_t n = shape_numel(s.shape);
+    if (!runs_.empty() && runs_.back().decay == s.weight_decay) {
+      runs_.back().numel += n;
+    } else {
+      runs_.push_back({offset, n, s.weight_decay});
+    }
+    offset += n;
+  }
+  LATTICE_CHECK(offset == numel_, "AdamW: parameter specs cover {} elements but the store holds {}", offset,
+                numel_);
+  const Device device = store.count() > 0 ? store.grad(0).device() : Device::kCpu;
+  exp_avg_ = Tensor::zeros({numel_}, DType::kF32, device);
+  exp_avg_sq_ = Tensor::zeros({numel_}, DType::kF32, device);
+}
+
+void AdamW::set_step_count(int64_t steps) {
+  LATTICE_CHECK(steps >= 0, "AdamW: negative step count {}", steps);
+  step_count_ = steps;
+}
+
+void AdamW::step(ParameterStore& store, double lr, float grad_scale) {
+  LATTICE_CHECK(store.count() == param_count_ && store.numel() == numel_,
+                "AdamW: built for {} parameters / {} elements, stepped with {} / {}", param_count_, numel_,
+                store.count(), store.numel());
+  ++step_count_;
+  Tensor& values = store.flat_values();
+  Tensor& grads = store.flat_grads();
+  for (const Run& r : runs_) {
+    if (r.numel == 0) continue;
+    const Shape shape{r.numel};
+    Tensor p = values.slice_flat(r.offset, shape);
+    Tensor g = grads.slice_flat(r.offset, shape);
+    Tensor m = exp_avg_.slice_flat(r.offset, shape);
+    Tensor v = exp_avg_sq_.slice_flat(r.offset, shape);
+    ops::AdamWParams params{
+        .lr = static_cast<float>(lr),
+        .beta1 = static_cast<float>(config_.beta1),
+        .beta2 = static_cast<float>(config_.beta2),
+        .eps = static_cast<float>(config_.eps),
+        .weight_decay = r.decay ? static_cast<float>(config_.weight_decay) : 0.0f,
+        .step = step_count_,
+        .grad_scale = grad_scale,
+    };
+    ops::adamw_update(p, g, m, v, params);
+  }
+}
+
+double global_grad_norm(const ParameterStore& store) {
+  if (store.numel() == 0) return 0.0;
+  // ParameterStore has no const flat_grads(); reading through a copy of the handle is read-only.
+  const Tensor grads = const_cast<ParameterStore&>(store).flat_grads();
+  return std::sqrt(ops::sum_squares(grads));
+}
+
+float clip_scale(double norm, double max_norm) {
+  if (max_norm <= 0.0) return 1.0f;
+  return static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
+}
+
+}  // namespace lattice
