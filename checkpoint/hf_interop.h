@@ -1,0 +1,33 @@
+// Hugging Face interop: load a GPT-2 / Llama safetensors checkpoint into a ParameterStore, and export
+// a store as an HF model directory (model.safetensors + config.json) that transformers can load.
+#pragma once
+
+#include <string>
+
+#include "model/model_config.h"
+#include "model/parameter_store.h"
+
+namespace lattice {
+
+enum class HfFamily { kGpt2, kLlama };
+
+// The HF family that represents `config` (GPT-2: layernorm + gelu + learned positions + biases + MHA;
+// Llama: rmsnorm + swiglu + rope). A mix no family represents is an InputError naming the field.
+HfFamily hf_family(const ModelConfig& config);
+
+// Fills every parameter of `store` from an HF-layout safetensors file (F32/F16/BF16). GPT-2 names
+// may carry the "transformer." prefix; attention-mask / rotary buffers are ignored, and so is a tied
+// lm_head.weight that equals the embedding. Missing tensors, shape mismatches, a different layer
+// count and unexpected extra tensors (e.g. a file of the other family) are InputErrors (exit 2)
+// naming the HF tensor, the file and the model field that likely differs.
+void import_hf(const ModelConfig& config, const std::string& safetensors_path, ParameterStore& store);
+
+// Writes `output_dir/model.safetensors` (F32, HF names; GPT-2 without the "transformer." prefix,
+// Conv1D weights transposed back, c_attn fused) and `output_dir/config.json` (HF style). Each file
+// is written atomically; `output_dir` is created when missing.
+void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir);
+
+// The HF config.json text for `config` (pretty printed, sorted keys).
+std::string hf_config_json(const ModelConfig& config);
+
+}  // namespace lattice
