@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -614,8 +615,27 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   buf << in.rdbuf();
   const std::string text = buf.str();
   json doc;
+  // A key given twice in one object is almost always an edit mistake (the last one would win
+  // silently): the parser callback keeps the keys seen per open object.
+  std::vector<std::pair<std::set<std::string>, std::string>> open;  // (keys seen, current key)
+  const json::parser_callback_t callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open.empty()) open.pop_back();
+    } else if (event == json::parse_event_t::key && !open.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (!open.back().first.insert(key).second) {
+        std::string dotted;
+        for (size_t i = 0; i + 1 < open.size(); ++i) dotted += open[i].second + ".";
+        throw InputError(fmt::format("{}: key '{}{}' is given twice; keep one", path, dotted, key));
+      }
+      open.back().second = key;
+    }
+    return true;
+  };
   try {
-    doc = json::parse(text);
+    doc = json::parse(text, callback);
   } catch (const json::parse_error& e) {
     // e.byte is the 1-based offset of the character where parsing failed.
     const size_t pos = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/data_config.h"
+#include "kernels/error.h"  // InputError, thrown by everything below
 #include "model/model_config.h"
 
 namespace lattice {

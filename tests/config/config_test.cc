@@ -346,6 +346,9 @@ TEST_CASE("load_config: file errors") {
   const std::string arr = write_file("array.json", "[1, 2, 3]");
   CHECK_THAT(load_error(arr), Contains("array.json") && Contains("top level must be a JSON object"));
 
+  const std::string dup = write_file("dup.json", R"({"model": {"num_layers": 2, "hidden_size": 64, "num_layers": 3}})");
+  CHECK_THAT(load_error(dup), Contains("dup.json") && Contains("'model.num_layers' is given twice"));
+
   const std::string good = write_file("good.json", base().dump(2));
   const Config c = load_config(good, {"model.num_layers=5"});
   CHECK(c.model.num_layers == 5);
