@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -65,6 +67,7 @@ void ensure_fast_blas(int argc, char** argv) {
                corename(), upgrade, upgrade);
   ::setenv("OPENBLAS_CORETYPE", upgrade.c_str(), 1);
   ::setenv(kReexecMarker, "1", 1);
+  std::fflush(nullptr);  // exec drops unflushed stdio buffers
   ::execv("/proc/self/exe", argv);
   // Only reached when exec failed: carry on with the slow core rather than die.
   spdlog::warn("re-exec of /proc/self/exe failed ({}); continuing with OpenBLAS core '{}'", std::strerror(errno),

@@ -22,7 +22,8 @@ double sum_squares(const Tensor& x);                            // sum x^2 in do
 // ---- matrix multiply (BLAS / cuBLASLt) ----
 // c = alpha * op(a) @ op(b) + beta * c, with a, b, c viewed as 2-D matrices:
 // a is [M, K] (or [K, M] when trans_a), b is [K, N] (or [N, K] when trans_b), c is [M, N].
-// Leading dims of a/c are flattened into rows; `b` must be 2-D.
+// Leading dims of a, b and c are flattened into rows (so a weight gradient a^T @ dy can take 3-D
+// activations for both operands). c must not overlap a or b.
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
             float beta = 0.0f);
 

@@ -89,9 +89,10 @@ TEST_CASE("attention gradients by finite differences (MHA and GQA, T not a power
     loss();
     Tensor dq = filled(q.shape(), 1e6f), dk = filled(k.shape(), 1e6f), dv = filled(v.shape(), 1e6f);
     ops::attention_backward(r, q, k, v, out, lse, dq, dk, dv);
-    CHECK_GRAD(grad_check(q, dq, loss, 1e-2, 200));
-    CHECK_GRAD(grad_check(k, dk, loss, 1e-2, 200));
-    CHECK_GRAD(grad_check(v, dv, loss, 1e-2, 200));
+    // 64 sampled entries per tensor (of 168..336): keeps the test fast on a loaded 2-core machine.
+    CHECK_GRAD(grad_check(q, dq, loss, 1e-2, 64));
+    CHECK_GRAD(grad_check(k, dk, loss, 1e-2, 64));
+    CHECK_GRAD(grad_check(v, dv, loss, 1e-2, 64));
   }
 }
 

@@ -34,8 +34,8 @@ TEST_CASE("layernorm without affine gives rows with mean 0 and variance 1") {
 }
 
 TEST_CASE("layernorm gradients by finite differences, with and without beta") {
-  // 40 rows x 512 > the parallel threshold, so per-thread partial sums of dgamma/dbeta are used.
-  const int64_t n = 40, h = 512;
+  // 33 rows x 512 > the parallel threshold, so per-thread partial sums of dgamma/dbeta are used.
+  const int64_t n = 33, h = 512;  // 16896 elements: above the 16384 parallel threshold
   for (bool with_beta : {true, false}) {
     CAPTURE(with_beta);
     Tensor x = random_tensor({n, h}, 1, -2.0f, 2.0f), gamma = random_tensor({h}, 2, 0.5f, 1.5f);
@@ -51,10 +51,10 @@ TEST_CASE("layernorm gradients by finite differences, with and without beta") {
     Tensor dg0 = random_tensor({h}, 5), db0 = random_tensor({h}, 6);
     Tensor dg = clone(dg0), db = with_beta ? clone(db0) : Tensor();
     ops::layernorm_backward(r, x, gamma, mean, rstd, dx, dg, db);
-    // Larger L (20k outputs): use h = 1e-2 and a row-sized sample.
-    CHECK_GRAD(grad_check(x, dx, loss));
-    CHECK_GRAD(grad_check(gamma, minus(dg, dg0), loss));
-    if (with_beta) CHECK_GRAD(grad_check(beta, minus(db, db0), loss));
+    // 64 sampled entries per tensor keep the test fast on a loaded 2-core machine.
+    CHECK_GRAD(grad_check(x, dx, loss, 1e-2, 64));
+    CHECK_GRAD(grad_check(gamma, minus(dg, dg0), loss, 1e-2, 64));
+    if (with_beta) CHECK_GRAD(grad_check(beta, minus(db, db0), loss, 1e-2, 64));
   }
 }
 
@@ -77,8 +77,8 @@ TEST_CASE("rmsnorm forward and finite-difference gradients") {
   Tensor dg0 = random_tensor({h}, 5);
   Tensor dg = clone(dg0);
   ops::rmsnorm_backward(r, x, gamma, rstd, dx, dg);
-  CHECK_GRAD(grad_check(x, dx, loss));
-  CHECK_GRAD(grad_check(gamma, minus(dg, dg0), loss));
+  CHECK_GRAD(grad_check(x, dx, loss, 1e-2, 64));
+  CHECK_GRAD(grad_check(gamma, minus(dg, dg0), loss, 1e-2, 64));
 }
 
 TEST_CASE("norms reject mismatched parameter shapes") {

@@ -17,23 +17,27 @@ constexpr float kTheta = 10000.0f;
 
 TEST_CASE("rope is the identity at t = 0 and matches a double-precision reference") {
   const int64_t b = 2, t = 9, heads = 3, d = 16;
-  Tensor x0 = random_tensor({b, t, heads, d}, 1);
-  Tensor x = clone(x0);
-  ops::rope_forward(x, kTheta);
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t ti = 0; ti < t; ++ti)
-      for (int64_t h = 0; h < heads; ++h) {
-        const float* in = x0.f32() + ((bi * t + ti) * heads + h) * d;
-        const float* out = x.f32() + ((bi * t + ti) * heads + h) * d;
-        for (int64_t i = 0; i < d; ++i) {
-          const int64_t j = i % (d / 2);
-          const double ang = ti * std::pow(10000.0, -2.0 * j / d);
-          const double rot = i < d / 2 ? -in[i + d / 2] : in[i - d / 2];  // rotate_half
-          const double ref = in[i] * std::cos(ang) + rot * std::sin(ang);
-          if (ti == 0) REQUIRE(out[i] == in[i]);
-          REQUIRE(out[i] == Approx(ref).margin(1e-6));
+  // Same shape, two thetas: the cached cos/sin table must follow theta.
+  for (float theta : {kTheta, 500000.0f}) {
+    CAPTURE(theta);
+    Tensor x0 = random_tensor({b, t, heads, d}, 1);
+    Tensor x = clone(x0);
+    ops::rope_forward(x, theta);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t ti = 0; ti < t; ++ti)
+        for (int64_t h = 0; h < heads; ++h) {
+          const float* in = x0.f32() + ((bi * t + ti) * heads + h) * d;
+          const float* out = x.f32() + ((bi * t + ti) * heads + h) * d;
+          for (int64_t i = 0; i < d; ++i) {
+            const int64_t j = i % (d / 2);
+            const double ang = ti * std::pow(static_cast<double>(theta), -2.0 * j / d);
+            const double rot = i < d / 2 ? -in[i + d / 2] : in[i - d / 2];  // rotate_half
+            const double ref = in[i] * std::cos(ang) + rot * std::sin(ang);
+            if (ti == 0) REQUIRE(out[i] == in[i]);
+            REQUIRE(out[i] == Approx(ref).margin(1e-6));
+          }
         }
-      }
+  }
 }
 
 TEST_CASE("rope_backward is the adjoint (and inverse) of rope_forward") {
