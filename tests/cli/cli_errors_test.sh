@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Each class of user mistake exits 2 with a message naming what to fix; every shipped config
+# validates (exit 0).
+set -uo pipefail
+LATTICE=trainer/lattice
+WORK=${TEST_TMPDIR:-$(mktemp -d)}
+failures=0
+
+# expect CODE PATTERN -- command...: the exit code and a fragment of stderr+stdout.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  local out
+  out=$("$@" 2>&1)
+  local got=$?
+  if [[ $got -ne $code ]] || ! grep -qF -- "$pattern" <<<"$out"; then
+    echo "FAIL: $* -> exit $got (want $code), output:"
+    echo "$out" | head -5
+    echo "  (wanted a message containing: $pattern)"
+    failures=$((failures + 1))
+  else
+    echo "ok: $* -> $code"
+  fi
+}
+
+for config in configs/*.json; do
+  expect 0 "config OK" -- $LATTICE validate --config "$config"
+done
+
+expect 2 "hiden_size" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.hiden_size=3
+expect 2 "did you mean 'hidden_size'" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.hiden_size=3
+expect 2 "model.num_attention_heads" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.num_attention_heads=5
+expect 2 "training.global_batch_size" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.global_batch_size=5
+expect 2 "model.num_kv_heads" -- $LATTICE validate --config configs/test-tiny-llama.json --set model.num_kv_heads=3
+expect 2 "parallel.tensor" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.tensor=2
+expect 2 "model.activation" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.activation=relu
+expect 2 "no-such-file.json" -- $LATTICE validate --config "$WORK/no-such-file.json"
+printf '{"model": {"num_layers": 2,}}' >"$WORK/bad.json"
+expect 2 "line 1" -- $LATTICE validate --config "$WORK/bad.json"
+# Training needs its dataset: the message names the path and the command that makes it.
+expect 2 "data prepare" -- $LATTICE train --config configs/test-tiny-gpt2.json --set data.path="$WORK/missing"
+# Usage errors.
+expect 2 "" -- $LATTICE train
+expect 2 "" -- $LATTICE frobnicate
+expect 0 "train" -- $LATTICE --help
+# Bad input to data prepare names the file and line.
+printf '{"text": "a"}\nnot json\n' >"$WORK/bad.jsonl"
+expect 2 "bad.jsonl" -- $LATTICE data prepare --input "$WORK/bad.jsonl" --output-prefix "$WORK/out"
+if [[ -e $WORK/out.bin || -e $WORK/out.idx ]]; then
+  echo "FAIL: a failed prepare left output files behind"
+  failures=$((failures + 1))
+fi
+# A wrong-family HF file is refused, naming a tensor.
+$LATTICE export --config configs/test-tiny-llama.json --output "$WORK/llama_hf" >/dev/null 2>&1
+expect 2 "wte.weight" -- $LATTICE export --config configs/test-tiny-gpt2.json --set model.init_from="$WORK/llama_hf/model.safetensors" --output "$WORK/x"
+
+echo "$failures failure(s)"
+[[ $failures -eq 0 ]]

@@ -1,0 +1,129 @@
+// lattice: the command-line entry point. Subcommands: train, validate, data prepare, export.
+// Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/hf_interop.h"
+#include "data/prepare.h"
+#include "kernels/blas_runtime.h"
+#include "kernels/error.h"
+#include "trainer/benchmark.h"
+#include "trainer/config.h"
+#include "trainer/data_command.h"
+#include "trainer/logging_setup.h"
+#include "trainer/model_builder.h"
+#include "trainer/model_stats.h"
+#include "trainer/train_loop.h"
+
+namespace lattice {
+namespace {
+
+struct ConfigArgs {
+  std::string path;
+  std::vector<std::string> overrides;
+  void add_to(CLI::App* cmd) {
+    cmd->add_option("--config,-c", path, "JSON run config")->required();
+    cmd->add_option("--set", overrides, "override a config key: --set model.num_layers=4 (repeatable)");
+  }
+  Config load() const { return load_config(path, overrides); }
+};
+
+int run_validate(const ConfigArgs& args) {
+  Config c = args.load();
+  std::printf("%s\n", config_to_json(c).dump(2).c_str());
+  std::printf("%s", format_model_stats(compute_model_stats(c)).c_str());
+  std::printf("config OK: %s\n", args.path.c_str());
+  return 0;
+}
+
+int run_train(const ConfigArgs& args, const TrainOptions& options) {
+  Config c = args.load();
+  spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
+  train(c, options);
+  return 0;
+}
+
+int run_export(const ConfigArgs& args, const std::string& output) {
+  Config c = args.load();
+  auto params = build_parameters(c);
+  export_hf(c.model, *params, output);
+  spdlog::info("wrote {}/model.safetensors and {}/config.json", output, output);
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"lattice: LLM pre-training (GPT-2 / Llama), one binary for CPU and GPU"};
+  app.require_subcommand(1);
+
+  ConfigArgs train_args, validate_args, export_args;
+  TrainOptions train_options;
+  CLI::App* train_cmd = app.add_subcommand("train", "train a model from a JSON config");
+  train_args.add_to(train_cmd);
+  train_cmd->add_option("--export", train_options.export_dir,
+                        "after training, write the model to this directory in Hugging Face format");
+
+  CLI::App* validate_cmd = app.add_subcommand(
+      "validate", "check a config; print it resolved, the parameter count, FLOPs per token and memory");
+  validate_args.add_to(validate_cmd);
+
+  CLI::App* data_cmd = app.add_subcommand("data", "dataset tools");
+  data_cmd->require_subcommand(1);
+  PrepareOptions prepare;
+  CLI::App* prepare_cmd = data_cmd->add_subcommand(
+      "prepare", "tokenize text or JSONL files into a Megatron indexed dataset (PREFIX.bin + PREFIX.idx)");
+  add_prepare_options(prepare_cmd, prepare);
+
+  ConfigArgs bench_args;
+  int64_t bench_steps = 6;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench", "train a few steps on synthetic tokens; print tokens/s and achieved GFLOP/s against the "
+               "measured sgemm peak");
+  bench_args.add_to(bench_cmd);
+  bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
+
+  std::string export_output;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "write the model a config describes (model.init_from or its seeded init) as Hugging Face "
+                "safetensors + config.json");
+  export_args.add_to(export_cmd);
+  export_cmd->add_option("--output,-o", export_output, "output directory")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : static_cast<int>(ExitCode::kBadInput);
+  }
+
+  if (*train_cmd) return run_train(train_args, train_options);
+  if (*validate_cmd) return run_validate(validate_args);
+  if (*prepare_cmd) {
+    prepare_dataset(prepare);
+    return 0;
+  }
+  if (*export_cmd) return run_export(export_args, export_output);
+  if (*bench_cmd) return run_benchmark(bench_args.load(), bench_steps);
+  return static_cast<int>(ExitCode::kBadInput);
+}
+
+}  // namespace
+}  // namespace lattice
+
+int main(int argc, char** argv) {
+  lattice::ensure_fast_blas(argc, argv);
+  lattice::setup_logging();
+  try {
+    return lattice::run(argc, argv);
+  } catch (const lattice::Error& e) {
+    spdlog::error("{}", e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    spdlog::error("unexpected failure: {}", e.what());
+    return static_cast<int>(lattice::ExitCode::kRuntime);
+  }
+}

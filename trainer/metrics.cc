@@ -1,0 +1,40 @@
+// Metrics file (JSON lines) and the step log line.
+#include "trainer/metrics.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "kernels/error.h"
+
+namespace lattice {
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  file_.open(path, std::ios::app);
+  if (!file_) throw InputError("logging.metrics_file: cannot open '" + path + "' for appending; check the directory exists and is writable");
+}
+
+void MetricsWriter::write_line(const std::string& line) {
+  if (path_.empty()) return;
+  file_ << line << '\n';
+  file_.flush();  // outside tools tail this file while the run goes on
+  if (!file_) throw Error("writing metrics to '" + path_ + "' failed (disk full?)");
+}
+
+void MetricsWriter::write_step(const StepMetrics& m) {
+  nlohmann::json j = {{"step", m.step},       {"loss", m.loss},     {"grad_norm", m.grad_norm},
+                      {"lr", m.lr},           {"tokens_per_s", m.tokens_per_s},
+                      {"step_ms", m.step_ms}, {"gflops", m.gflops}};
+  write_line(j.dump());
+}
+
+void MetricsWriter::write_validation(int64_t step, double val_loss) {
+  write_line(nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump());
+}
+
+void log_step(const StepMetrics& m) {
+  spdlog::info("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:>9.1f} tok/s | {:>8.1f} ms | {:>7.1f} GFLOP/s",
+               m.step, m.train_iters, m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms, m.gflops);
+}
+
+}  // namespace lattice

@@ -1,0 +1,39 @@
+// Metrics: the per-step numbers the program prints (one spdlog line per log_interval) and
+// appends to logging.metrics_file as one JSON object per line. Key names are a contract with
+// outside tools: step, loss, grad_norm, lr, tokens_per_s, step_ms (plus gflops, val_loss).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+namespace lattice {
+
+struct StepMetrics {
+  int64_t step = 0;
+  int64_t train_iters = 0;
+  double loss = 0;        // mean token loss over the global batch
+  double grad_norm = 0;   // global L2 norm before clipping
+  double lr = 0;
+  double tokens_per_s = 0;
+  double step_ms = 0;
+  double gflops = 0;      // achieved GFLOP/s of the whole step (model FLOPs / step time)
+};
+
+class MetricsWriter {
+ public:
+  // Empty path: no file. The file is appended to (a resumed run continues it).
+  explicit MetricsWriter(const std::string& path);
+  void write_step(const StepMetrics& m);
+  void write_validation(int64_t step, double val_loss);
+
+ private:
+  void write_line(const std::string& json_line);
+  std::string path_;
+  std::ofstream file_;
+};
+
+// The spdlog line for a step.
+void log_step(const StepMetrics& m);
+
+}  // namespace lattice
