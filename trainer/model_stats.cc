@@ -50,6 +50,15 @@ std::string bytes_str(int64_t b) {
   return fmt::format("{} B", b);
 }
 
+// FLOPs with a unit that keeps three significant figures readable: GFLOP (the unit of record),
+// MFLOP for tiny models; TFLOP/PFLOP per iteration for big ones.
+std::string flops_str(double f) {
+  if (f >= 1e15) return fmt::format("{:.3f} PFLOP", f / 1e15);
+  if (f >= 1e12) return fmt::format("{:.3f} TFLOP", f / 1e12);
+  if (f >= 1e8) return fmt::format("{:.3f} GFLOP", f / 1e9);
+  return fmt::format("{:.3f} MFLOP", f / 1e6);
+}
+
 std::string with_commas(int64_t n) {
   const std::string digits = std::to_string(n < 0 ? -n : n);
   std::string out = n < 0 ? "-" : "";
@@ -110,10 +119,10 @@ std::string format_model_stats(const ModelStats& s) {
                                     with_commas(s.non_embedding_params)));
   line("in GEMMs (incl. LM head)", fmt::format("{} ({})", count_str(s.matmul_params), with_commas(s.matmul_params)));
   out += "compute (training, fwd+bwd)\n";
-  line("FLOPs/token", fmt::format("{:.3f} GFLOP  (6N {:.3f} + attention {:.3f})", s.flops_per_token / 1e9,
-                                  s.matmul_flops_per_token / 1e9, s.attention_flops_per_token / 1e9));
+  line("FLOPs/token", fmt::format("{}  (6N {} + attention {})", flops_str(s.flops_per_token),
+                                  flops_str(s.matmul_flops_per_token), flops_str(s.attention_flops_per_token)));
   line("tokens/iteration", with_commas(s.tokens_per_iter));
-  line("FLOPs/iteration", fmt::format("{:.3f} TFLOP", s.flops_per_iter / 1e12));
+  line("FLOPs/iteration", flops_str(s.flops_per_iter));
   out += "memory per process (fp32)\n";
   line("weights", bytes_str(s.weight_bytes));
   line("gradients", bytes_str(s.grad_bytes));

@@ -72,6 +72,7 @@ TEST_CASE("training FLOPs per token of a tiny config, by hand") {
   CHECK(s.flops_per_token == 209088.0);
   CHECK(s.tokens_per_iter == 4 * 16);
   CHECK(s.flops_per_iter == 209088.0 * 64);
+  CHECK(format_model_stats(s).find("0.209 MFLOP") != std::string::npos);
   // Activations of one micro-batch, N = 2*16 = 32 rows, layernorm stats 2 per row:
   //   per layer: 4H + (Hq+2Hkv)D + HqD + Hq + 2*2 + 2F = 128 + 96 + 32 + 4 + 4 + 256 = 520
   //   after the layers: 2H + 2 + 2V + 4 = 64 + 2 + 514 + 4 = 584
