@@ -1,6 +1,8 @@
 // Metrics file (JSON lines) and the step log line.
 #include "trainer/metrics.h"
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -10,6 +12,9 @@ namespace lattice {
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   if (path.empty()) return;
+  std::error_code ec;
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   file_.open(path, std::ios::app);
   if (!file_) throw InputError("logging.metrics_file: cannot open '" + path + "' for appending; check the directory exists and is writable");
 }
