@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "data/gpt_dataset.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -491,38 +492,12 @@ const char* decay_style_name(DecayStyle d) {
 }
 
 std::vector<double> parse_data_split(const std::string& split, const std::string& field) {
-  std::vector<std::string> parts;
-  std::string cur;
-  for (char ch : split) {
-    if (ch == ',' || ch == '/') {
-      parts.push_back(cur);
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  parts.push_back(cur);
-  const std::string expect = "expected 1 to 3 non-negative weights for train,valid,test such as \"949,50,1\"";
-  if (parts.size() > 3) throw InputError(fmt::format("{} \"{}\": {}", field, split, expect));
-  std::vector<double> w(3, 0.0);
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const std::string p = trim(parts[i]);
-    size_t used = 0;
-    double v = -1;
-    try {
-      v = std::stod(p, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (p.empty() || used != p.size() || !(v >= 0) || !std::isfinite(v))
-      throw InputError(fmt::format("{} \"{}\": {}", field, split, expect));
-    w[i] = v;
-  }
-  const double total = w[0] + w[1] + w[2];
+  // The syntax is data/'s (it cuts the documents); config adds that training needs a train share.
+  const std::array<double, 3> w = parse_split_weights(split, field);
   if (!(w[0] > 0))
     throw InputError(fmt::format("{} \"{}\": the train weight (the first) must be > 0", field, split));
-  for (double& x : w) x /= total;
-  return w;
+  const double total = w[0] + w[1] + w[2];
+  return {w[0] / total, w[1] / total, w[2] / total};
 }
 
 void apply_overrides(json& doc, const std::vector<std::string>& overrides) {

@@ -8,34 +8,16 @@
 #include "kernels/ops.h"
 #include "model/model_parameters.h"
 #include "model/transformer.h"
+#include "tests/tiny_models.h"
 
 using namespace lattice;
+using lattice::testing::tiny_gpt2;
+using lattice::testing::tiny_llama;
 
 namespace {
 
-ModelConfig tiny_gpt2() {
-  ModelConfig c;
-  c.arch = Arch::kGpt2;
-  c.num_layers = 2;
-  c.hidden_size = 16;
-  c.num_attention_heads = 4;
-  c.num_kv_heads = 4;
-  c.ffn_hidden_size = 32;
-  c.vocab_size = 11;
-  c.seq_length = 5;
+ModelConfig gradient_check_config(ModelConfig c) {
   c.init_std = 0.3;  // large enough that every gradient is far above fp32 finite-difference noise
-  return c;
-}
-
-ModelConfig tiny_llama() {
-  ModelConfig c = tiny_gpt2();
-  c.arch = Arch::kLlama;
-  c.num_kv_heads = 2;  // GQA
-  c.norm = NormKind::kRmsNorm;
-  c.activation = Activation::kSwiglu;
-  c.position_embedding = PositionEmbedding::kRope;
-  c.tie_embeddings = false;
-  c.bias = false;
   return c;
 }
 
@@ -114,10 +96,10 @@ void check_gradients(const ModelConfig& c) {
 
 }  // namespace
 
-TEST_CASE("GPT-2-style model: gradients match finite differences") { check_gradients(tiny_gpt2()); }
+TEST_CASE("GPT-2-style model: gradients match finite differences") { check_gradients(gradient_check_config(tiny_gpt2())); }
 
 TEST_CASE("Llama-style model (GQA, RoPE, SwiGLU, untied): gradients match finite differences") {
-  check_gradients(tiny_llama());
+  check_gradients(gradient_check_config(tiny_llama()));
 }
 
 TEST_CASE("loss at init is close to ln(vocab)") {
