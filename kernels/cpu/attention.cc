@@ -8,9 +8,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace lattice::cpu {
@@ -34,12 +34,12 @@ void attention_forward(const float* q, const float* k, const float* v, float* ou
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int64_t tasks = s.batch * Hq;
   const int threads = task_threads(tasks);
-  std::vector<float> scratch(static_cast<size_t>(threads) * T * T);
+  float* const workspace = scratch(ScratchSlot::kAttentionForward, static_cast<size_t>(threads) * T * T);
 
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t b = task / Hq, h = task % Hq, g = h / group;
-    float* S = scratch.data() + static_cast<int64_t>(omp_get_thread_num()) * T * T;
+    float* S = workspace + static_cast<int64_t>(omp_get_thread_num()) * T * T;
     const float* qh = q + b * T * ldq + h * D;
     const float* kh = k + b * T * ldkv + g * D;
     const float* vh = v + b * T * ldkv + g * D;
@@ -79,12 +79,12 @@ void attention_backward(const float* dout, const float* q, const float* k, const
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int64_t tasks = s.batch * Hkv;
   const int threads = task_threads(tasks);
-  std::vector<float> scratch(static_cast<size_t>(threads) * 2 * T * T);
+  float* const workspace = scratch(ScratchSlot::kAttentionBackward, static_cast<size_t>(threads) * 2 * T * T);
 
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t b = task / Hkv, g = task % Hkv;
-    float* P = scratch.data() + static_cast<int64_t>(omp_get_thread_num()) * 2 * T * T;
+    float* P = workspace + static_cast<int64_t>(omp_get_thread_num()) * 2 * T * T;
     float* dP = P + T * T;
     const float* kg = k + b * T * ldkv + g * D;
     const float* vg = v + b * T * ldkv + g * D;

@@ -6,7 +6,8 @@
 #include <omp.h>
 
 #include <cmath>
-#include <vector>
+
+#include "kernels/cpu/scratch.h"
 
 namespace lattice::cpu {
 
@@ -15,7 +16,7 @@ namespace {
 bool parallel_worth(int64_t rows, int64_t hidden) { return rows > 1 && rows * hidden > (1 << 14); }
 
 // grad[c] += sum over threads of partial[t * stride + c], parallel over c.
-void reduce_partials(const std::vector<float>& partial, int threads, int64_t stride, int64_t offset, float* grad,
+void reduce_partials(const float* partial, int threads, int64_t stride, int64_t offset, float* grad,
                      int64_t hidden) {
 #pragma omp parallel for if (hidden * threads > (1 << 14)) schedule(static)
   for (int64_t c = 0; c < hidden; ++c) {
@@ -62,10 +63,10 @@ void layernorm_backward(const float* dy, const float* x, const float* gamma, con
   const bool par = parallel_worth(rows, hidden);
   const int threads = par ? omp_get_max_threads() : 1;
   const int64_t stride = 2 * hidden;
-  std::vector<float> partial(static_cast<size_t>(threads) * stride, 0.0f);
+  float* const partial = scratch(ScratchSlot::kNormPartials, static_cast<size_t>(threads) * stride, /*zero=*/true);
 #pragma omp parallel if (par) num_threads(threads)
   {
-    float* pg = partial.data() + omp_get_thread_num() * stride;
+    float* pg = partial + omp_get_thread_num() * stride;
     float* pb = pg + hidden;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -117,10 +118,10 @@ void rmsnorm_backward(const float* dy, const float* x, const float* gamma, const
   const float inv_h = 1.0f / static_cast<float>(hidden);
   const bool par = parallel_worth(rows, hidden);
   const int threads = par ? omp_get_max_threads() : 1;
-  std::vector<float> partial(static_cast<size_t>(threads) * hidden, 0.0f);
+  float* const partial = scratch(ScratchSlot::kNormPartials, static_cast<size_t>(threads) * hidden, /*zero=*/true);
 #pragma omp parallel if (par) num_threads(threads)
   {
-    float* pg = partial.data() + omp_get_thread_num() * hidden;
+    float* pg = partial + omp_get_thread_num() * hidden;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * hidden;
