@@ -42,6 +42,8 @@ class ParameterStore {
 
   Tensor& flat_values() { return flat_values_; }
   Tensor& flat_grads() { return flat_grads_; }
+  const Tensor& flat_values() const { return flat_values_; }
+  const Tensor& flat_grads() const { return flat_grads_; }
   int64_t numel() const { return flat_values_.numel(); }
 
   // Counter-based init keyed by (seed, name, global element index).

@@ -63,8 +63,7 @@ void AdamW::step(ParameterStore& store, double lr, float grad_scale) {
 
 double global_grad_norm(const ParameterStore& store) {
   if (store.numel() == 0) return 0.0;
-  // ParameterStore has no const flat_grads(); reading through a copy of the handle is read-only.
-  const Tensor grads = const_cast<ParameterStore&>(store).flat_grads();
+  const Tensor& grads = store.flat_grads();
   return std::sqrt(ops::sum_squares(grads));
 }
 
