@@ -81,6 +81,7 @@ GptSamples::GptSamples(std::shared_ptr<const IndexedDataset> dataset, DocumentRa
       seq_length_(seq_length),
       shuffle_(shuffle),
       seed_(seed),
+      doc_seed_(splitmix64(seed ^ 0x646f63756d656e74ULL)),  // "document"
       label_(std::move(split_label)) {
   LATTICE_CHECK(dataset_ != nullptr, "GptSamples needs a dataset");
   LATTICE_CHECK(seq_length_ > 0, "seq_length must be positive, got {}", seq_length_);
@@ -88,12 +89,13 @@ GptSamples::GptSamples(std::shared_ptr<const IndexedDataset> dataset, DocumentRa
                     documents_.end <= dataset_->num_documents(),
                 "document range [{}, {}) outside the {} documents of {}", documents_.begin, documents_.end,
                 dataset_->num_documents(), dataset_->prefix());
-  cumulative_.resize(documents_.size() + 1);
-  cumulative_[0] = 0;
+  auto cumulative = std::make_shared<std::vector<int64_t>>(documents_.size() + 1);
+  (*cumulative)[0] = 0;
   for (int64_t j = 0; j < documents_.size(); ++j) {
-    cumulative_[j + 1] = cumulative_[j] + dataset_->sequence_length(documents_.begin + j);
+    (*cumulative)[j + 1] = (*cumulative)[j] + dataset_->sequence_length(documents_.begin + j);
   }
-  const int64_t tokens = cumulative_.back();
+  cumulative_ = std::move(cumulative);
+  const int64_t tokens = cumulative_->back();
   if (tokens < seq_length_ + 1) {
     throw InputError(fmt::format(
         "the {} split of dataset {} (documents [{}, {}) of {}, data.split) has {} tokens, fewer than "
@@ -113,16 +115,100 @@ int64_t GptSamples::sample_for(int64_t k) const {
   return EpochPermutation(num_samples_, seed_, static_cast<uint64_t>(epoch))(pos);
 }
 
+int64_t GptSamples::document_at(int64_t epoch, int64_t j) const {
+  LATTICE_CHECK(j >= 0 && j < documents_.size(), "document position {} outside [0, {})", j, documents_.size());
+  if (!shuffle_) return documents_.begin + j;
+  return documents_.begin + EpochPermutation(documents_.size(), doc_seed_, static_cast<uint64_t>(epoch))(j);
+}
+
+std::shared_ptr<const std::vector<int64_t>> GptSamples::epoch_cumulative(int64_t epoch) const {
+  if (!shuffle_) return cumulative_;
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    for (auto& [e, v] : cache_)
+      if (v && e == epoch) return v;
+  }
+  // Built outside the lock: O(documents); two threads may build the same epoch, harmlessly.
+  const int64_t n = documents_.size();
+  auto cum = std::make_shared<std::vector<int64_t>>(n + 1);
+  const EpochPermutation perm(n, doc_seed_, static_cast<uint64_t>(epoch));
+  (*cum)[0] = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t d = perm(j);
+    (*cum)[j + 1] = (*cum)[j] + ((*cumulative_)[d + 1] - (*cumulative_)[d]);
+  }
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  cache_[cache_next_] = {epoch, cum};
+  cache_next_ = 1 - cache_next_;
+  return cum;
+}
+
+namespace {
+
+// Position j of the last document in `cum` whose start is <= token (skipping empty documents
+// is left to the reader).
+int64_t find_document(const std::vector<int64_t>& cum, int64_t token) {
+  auto it = std::upper_bound(cum.begin(), cum.end(), token);
+  return static_cast<int64_t>(it - cum.begin()) - 1;
+}
+
+}  // namespace
+
+SampleLocation GptSamples::locate(int64_t k) const {
+  SampleLocation loc;
+  loc.epoch = k / num_samples_;
+  loc.sample = sample_for(k);
+  auto cum = epoch_cumulative(loc.epoch);
+  const int64_t begin = loc.sample * seq_length_;
+  loc.doc_pos = find_document(*cum, begin);
+  loc.offset = begin - (*cum)[loc.doc_pos];
+  loc.document = document_at(loc.epoch, loc.doc_pos);
+  return loc;
+}
+
+void GptSamples::read(int64_t k, int32_t* out) const {
+  LATTICE_CHECK(k >= 0, "negative sample counter {}", k);
+  const int64_t epoch = k / num_samples_;
+  const int64_t s = sample_for(k);
+  if (!shuffle_) {
+    read_sample(s, out);
+    return;
+  }
+  auto cum = epoch_cumulative(epoch);
+  const EpochPermutation perm(documents_.size(), doc_seed_, static_cast<uint64_t>(epoch));
+  const int64_t begin = s * seq_length_;
+  int64_t j = find_document(*cum, begin);
+  int64_t offset = begin - (*cum)[j];
+  int64_t count = seq_length_ + 1;
+  while (count > 0) {
+    LATTICE_CHECK(j < documents_.size(), "sample {} runs past the end of epoch {} of {}", s, epoch,
+                  dataset_->prefix());
+    const int64_t len = (*cum)[j + 1] - (*cum)[j];
+    const int64_t take = std::min(count, len - offset);
+    if (take > 0) {
+      dataset_->read(documents_.begin + perm(j), offset, take, out);
+      out += take;
+      count -= take;
+    }
+    ++j;
+    offset = 0;
+  }
+}
+
+std::string GptSamples::describe(int64_t k) const {
+  return fmt::format("dataset {}, {} split, sample counter {} (epoch {}, in-epoch sample {})", dataset_->prefix(),
+                     label_, k, k / num_samples_, sample_for(k));
+}
+
 void GptSamples::read_tokens(int64_t begin, int64_t count, int32_t* out) const {
   LATTICE_CHECK(begin >= 0 && count >= 0 && begin + count <= num_tokens(),
                 "tokens [{}, {}) outside the {} tokens of the {} split of {}", begin, begin + count, num_tokens(),
                 label_, dataset_->prefix());
-  // Last document whose start is <= begin.
-  auto it = std::upper_bound(cumulative_.begin(), cumulative_.end(), begin);
-  int64_t j = static_cast<int64_t>(it - cumulative_.begin()) - 1;
-  int64_t offset = begin - cumulative_[j];
+  const std::vector<int64_t>& cum = *cumulative_;
+  int64_t j = find_document(cum, begin);
+  int64_t offset = begin - cum[j];
   while (count > 0) {
-    const int64_t len = cumulative_[j + 1] - cumulative_[j];
+    const int64_t len = cum[j + 1] - cum[j];
     const int64_t take = std::min(count, len - offset);
     if (take > 0) {
       dataset_->read(documents_.begin + j, offset, take, out);

@@ -41,7 +41,7 @@ const std::map<std::string, std::vector<std::string>>& known_keys() {
       {"optimizer",
        {"lr", "min_lr", "warmup_iters", "decay", "decay_iters", "weight_decay", "beta1", "beta2", "eps",
         "grad_clip"}},
-      {"data", {"path", "split", "shuffle", "seed"}},
+      {"data", {"path", "blend", "split", "shuffle", "seed"}},
       {"logging", {"log_interval", "metrics_file"}},
       {"device", {}},
       {"parallel", {"tensor", "pipeline", "data"}},
@@ -370,6 +370,31 @@ DataConfig parse_data(const std::string& source, const json& sec) {
   const Reader r(source, sec, "data");
   DataConfig d;
   r.read("path", d.path);
+  if (r.has("blend")) {
+    // [[weight, prefix], ...]; [] = not set.
+    const json& b = sec.at("blend");
+    if (!b.is_array())
+      r.fail(fmt::format("data.blend must be an array of [weight, prefix] pairs such as [[0.7, \"data/a\"], "
+                         "[0.3, \"data/b\"]], got {}",
+                         describe(b)));
+    for (size_t i = 0; i < b.size(); ++i) {
+      const json& e = b[i];
+      if (!e.is_array() || e.size() != 2)
+        r.fail(fmt::format("data.blend[{}] must be a [weight, prefix] pair, got {}", i, describe(e)));
+      if (!e[0].is_number())
+        r.fail(fmt::format("data.blend[{}][0] (the weight) must be a number, got {}", i, describe(e[0])));
+      if (!e[1].is_string())
+        r.fail(fmt::format("data.blend[{}][1] (the dataset prefix) must be a string, got {}", i, describe(e[1])));
+      BlendEntry entry{e[0].get<double>(), e[1].get<std::string>()};
+      if (!(std::isfinite(entry.weight) && entry.weight > 0))
+        r.fail(fmt::format("data.blend[{}][0] (the weight) must be > 0, got {}", i, e[0].dump()));
+      if (entry.prefix.empty()) r.fail(fmt::format("data.blend[{}][1] (the dataset prefix) is empty", i));
+      d.blend.push_back(std::move(entry));
+    }
+  }
+  if (!d.path.empty() && !d.blend.empty())
+    r.fail("data.path and data.blend are both set: set exactly one of them (data.path for one dataset, "
+           "data.blend to mix several)");
   r.read("split", d.split);
   r.read("shuffle", d.shuffle);
   r.read("seed", d.seed);
@@ -673,7 +698,13 @@ json config_to_json(const Config& c) {
       {"eps", o.eps},
       {"grad_clip", o.grad_clip},
   };
-  j["data"] = {{"path", c.data.path}, {"split", c.data.split}, {"shuffle", c.data.shuffle}, {"seed", c.data.seed}};
+  json blend = json::array();
+  for (const BlendEntry& e : c.data.blend) blend.push_back(json::array({e.weight, e.prefix}));
+  j["data"] = {{"path", c.data.path},
+               {"blend", blend},
+               {"split", c.data.split},
+               {"shuffle", c.data.shuffle},
+               {"seed", c.data.seed}};
   j["logging"] = {{"log_interval", c.logging.log_interval}, {"metrics_file", c.logging.metrics_file}};
   j["device"] = c.device;
   j["parallel"] = {{"tensor", c.parallel.tensor}, {"pipeline", c.parallel.pipeline}, {"data", c.parallel.data}};
@@ -682,18 +713,27 @@ json config_to_json(const Config& c) {
 
 void validate_for_training(const Config& config) {
   namespace fs = std::filesystem;
-  const std::string& prefix = config.data.path;
-  if (prefix.empty())
+  const std::string& path = config.data.path;
+  if (path.empty() && config.data.blend.empty())
     throw InputError(
-        "data.path is required for training: set it to a dataset prefix (PREFIX.bin + PREFIX.idx, a "
-        "Megatron indexed dataset); make one from text with `lattice data prepare`");
-  for (const char* ext : {".bin", ".idx"}) {
-    const std::string file = prefix + ext;
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec))
-      throw InputError(fmt::format("data.path \"{}\": dataset file '{}' not found; data.path is a prefix "
-                                   "(PREFIX.bin + PREFIX.idx); create the dataset with `lattice data prepare`",
-                                   prefix, file));
+        "data.path is required for training (or data.blend): set data.path to a dataset prefix (PREFIX.bin + "
+        "PREFIX.idx, a Megatron indexed dataset) or data.blend to [[weight, prefix], ...]; make one from text "
+        "with `lattice data prepare`");
+  if (!path.empty() && !config.data.blend.empty())
+    throw InputError("data.path and data.blend are both set: set exactly one of them");
+  std::vector<std::pair<std::string, std::string>> prefixes;  // (field, prefix)
+  if (!path.empty()) prefixes.emplace_back("data.path", path);
+  for (size_t i = 0; i < config.data.blend.size(); ++i)
+    prefixes.emplace_back(fmt::format("data.blend[{}][1]", i), config.data.blend[i].prefix);
+  for (const auto& [field, prefix] : prefixes) {
+    for (const char* ext : {".bin", ".idx"}) {
+      const std::string file = prefix + ext;
+      std::error_code ec;
+      if (!fs::is_regular_file(file, ec))
+        throw InputError(fmt::format("{} \"{}\": dataset file '{}' not found; {} is a prefix "
+                                     "(PREFIX.bin + PREFIX.idx); create the dataset with `lattice data prepare`",
+                                     field, prefix, file, field));
+    }
   }
   if (!config.model.init_from.empty()) {
     std::error_code ec;

@@ -77,8 +77,9 @@ const char* decay_style_name(DecayStyle d);
 // the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
 
-// The checks that only matter when training starts: data.path is set and PREFIX.bin/PREFIX.idx
-// exist; model.init_from (when set) exists. parse_config/load_config do everything else.
+// The checks that only matter when training starts: exactly one of data.path / data.blend is set
+// and every PREFIX.bin/PREFIX.idx it names exists; model.init_from (when set) exists.
+// parse_config/load_config do everything else.
 void validate_for_training(const Config& config);
 
 // data.split ("949,50,1", also "98,2" or "949/50/1") as three fractions that sum to 1

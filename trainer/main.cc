@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/hf_interop.h"
+#include "data/inspect.h"
 #include "data/prepare.h"
 #include "kernels/blas_runtime.h"
 #include "kernels/error.h"
@@ -77,6 +78,12 @@ int run(int argc, char** argv) {
   CLI::App* prepare_cmd = data_cmd->add_subcommand(
       "prepare", "tokenize text or JSONL files into a Megatron indexed dataset (PREFIX.bin + PREFIX.idx)");
   add_prepare_options(prepare_cmd, prepare);
+  InspectOptions inspect;
+  CLI::App* inspect_cmd = data_cmd->add_subcommand(
+      "inspect", "print an indexed dataset's counts, dtype, length statistics and its first documents");
+  inspect_cmd->add_option("prefix", inspect.prefix, "dataset prefix (PREFIX.bin + PREFIX.idx)")->required();
+  inspect_cmd->add_option("--tokenizer", inspect.tokenizer, "decode the shown tokens with this tokenizer (e.g. byte)");
+  inspect_cmd->add_option("--show", inspect.show, "documents to show (default 3)")->check(CLI::NonNegativeNumber);
 
   ConfigArgs bench_args;
   int64_t bench_steps = 6;
@@ -104,6 +111,10 @@ int run(int argc, char** argv) {
   if (*validate_cmd) return run_validate(validate_args);
   if (*prepare_cmd) {
     prepare_dataset(prepare);
+    return 0;
+  }
+  if (*inspect_cmd) {
+    std::printf("%s", inspect_dataset(inspect).c_str());
     return 0;
   }
   if (*export_cmd) return run_export(export_args, export_output);

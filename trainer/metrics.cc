@@ -29,7 +29,8 @@ void MetricsWriter::write_line(const std::string& line) {
 void MetricsWriter::write_step(const StepMetrics& m) {
   nlohmann::json j = {{"step", m.step},       {"loss", m.loss},     {"grad_norm", m.grad_norm},
                       {"lr", m.lr},           {"tokens_per_s", m.tokens_per_s},
-                      {"step_ms", m.step_ms}, {"gflops", m.gflops}};
+                      {"step_ms", m.step_ms}, {"gflops", m.gflops},
+                      {"data_wait_ms", m.data_wait_ms}};
   write_line(j.dump());
 }
 
@@ -38,8 +39,9 @@ void MetricsWriter::write_validation(int64_t step, double val_loss) {
 }
 
 void log_step(const StepMetrics& m) {
-  spdlog::info("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:>9.1f} tok/s | {:>8.1f} ms | {:>7.1f} GFLOP/s",
-               m.step, m.train_iters, m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms, m.gflops);
+  spdlog::info("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:>9.1f} tok/s | {:>8.1f} ms | {:>7.1f} GFLOP/s | data wait {:.2f} ms",
+               m.step, m.train_iters, m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms, m.gflops,
+               m.data_wait_ms);
 }
 
 }  // namespace lattice

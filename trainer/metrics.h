@@ -1,6 +1,6 @@
 // Metrics: the per-step numbers the program prints (one spdlog line per log_interval) and
 // appends to logging.metrics_file as one JSON object per line. Key names are a contract with
-// outside tools: step, loss, grad_norm, lr, tokens_per_s, step_ms (plus gflops, val_loss).
+// outside tools: step, loss, grad_norm, lr, tokens_per_s, step_ms (plus gflops, data_wait_ms, val_loss).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,7 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double step_ms = 0;
   double gflops = 0;      // achieved GFLOP/s of the whole step (model FLOPs / step time)
+  double data_wait_ms = 0;  // time the step waited for data (inside step_ms)
 };
 
 class MetricsWriter {

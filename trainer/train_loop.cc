@@ -42,9 +42,14 @@ double evaluate(Transformer& model, const MicroBatchSource& source, const Config
   return sum / static_cast<double>(c.training.eval_iters);
 }
 
-MicroBatchSource dataset_source(std::shared_ptr<BatchLoader> loader, const Config& c) {
-  return [loader, &c](int64_t g, int64_t m, Tensor& ids, Tensor& targets) {
-    loader->micro_batch(g, m, c.training.micro_batch_size, c.training.global_batch_size, ids, targets);
+// A loader read in order: the (g, m) the loop asks for is normally where the loader stands; any
+// other position (validation restarting at batch 0) is a seek to its consumed-samples count.
+MicroBatchSource dataset_source(std::shared_ptr<BatchLoader> loader) {
+  return [loader](int64_t g, int64_t m, Tensor& ids, Tensor& targets) {
+    const LoaderOptions& o = loader->options();
+    const int64_t consumed = g * o.global_batch_size + m * o.micro_batch_size * o.dp_size;
+    if (consumed != loader->consumed_samples()) loader->seek(consumed);
+    loader->next(ids, targets);
   };
 }
 
@@ -52,12 +57,19 @@ MicroBatchSource dataset_source(std::shared_ptr<BatchLoader> loader, const Confi
 
 TrainResult train(const Config& c, const TrainOptions& options) {
   validate_for_training(c);
-  const int64_t T = c.model.seq_length, V = c.model.vocab_size;
-  auto train_loader = std::make_shared<BatchLoader>(c.data, Split::kTrain, T, V);
+  const int64_t T = c.model.seq_length;
+  LoaderOptions lo;
+  lo.micro_batch_size = c.training.micro_batch_size;
+  lo.global_batch_size = c.training.global_batch_size;
+  lo.dp_rank = 0;
+  lo.dp_size = 1;  // the single-process trainer; a DP rank r of D passes its own here
+  lo.vocab_size = c.model.vocab_size;
+  const auto datasets = open_datasets(c.data);
+  auto train_loader = std::make_shared<BatchLoader>(make_split_samples(c.data, datasets, Split::kTrain, T), lo);
   MicroBatchSource valid;
   if (c.training.eval_interval > 0)
-    valid = dataset_source(std::make_shared<BatchLoader>(train_loader->dataset_ptr(), c.data, Split::kValid, T, V), c);
-  return train_on(c, options, dataset_source(train_loader, c), valid);
+    valid = dataset_source(std::make_shared<BatchLoader>(make_split_samples(c.data, datasets, Split::kValid, T), lo));
+  return train_on(c, options, dataset_source(train_loader), valid);
 }
 
 TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBatchSource& train_data,
@@ -88,8 +100,11 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   for (int64_t step = 1; step <= c.training.train_iters; ++step) {
     const auto t0 = Clock::now();
     params->zero_grads();
+    double data_wait_s = 0;  // time the step waited for its micro-batches (prefetch hides the reads)
     for (int64_t m = 0; m < micro; ++m) {
+      const auto w0 = Clock::now();
       train_data(step - 1, m, ids, targets);
+      data_wait_s += seconds_since(w0);
       Tensor losses = step_losses.slice_flat(m * tokens_per_micro, {tokens_per_micro});
       model.forward_backward(ids, targets, grad_scale, losses);
     }
@@ -111,6 +126,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     m.grad_norm = grad_norm;
     m.lr = lr;
     m.step_ms = seconds * 1e3;
+    m.data_wait_ms = data_wait_s * 1e3;
     m.tokens_per_s = tokens_per_step / seconds;
     m.gflops = stats.flops_per_token * tokens_per_step / seconds / 1e9;
     metrics.write_step(m);

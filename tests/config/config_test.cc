@@ -326,7 +326,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["model"].size() == 17);
   CHECK(j["training"].size() == 6);
   CHECK(j["optimizer"].size() == 10);
-  CHECK(j["data"].size() == 4);
+  CHECK(j["data"].size() == 5);
   CHECK(j["logging"].size() == 2);
   CHECK(j["parallel"].size() == 3);
   const Config back = parse_config(j, "round trip");

@@ -1,5 +1,5 @@
 // The sample contract: data.split ranges, samples of S+1 tokens overlapping by one, global batch
-// g micro-batch m, epochs, seeded shuffling, and the loader's errors.
+// g micro-batch m, epochs, seeded shuffling (documents and samples per epoch), and the loader's errors.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>
@@ -16,41 +16,12 @@
 using namespace lattice;
 using lattice::testing::TempDir;
 
-namespace {
-
-// Documents with varied lengths (some empty, some longer than a sample); token = f(doc, pos).
-std::vector<std::vector<int32_t>> make_docs(int n) {
-  std::vector<std::vector<int32_t>> docs;
-  for (int d = 0; d < n; ++d) {
-    int len = (d % 11 == 4) ? 0 : 1 + (d * 29 + 7) % 23;
-    std::vector<int32_t> doc;
-    for (int j = 0; j < len; ++j) doc.push_back((d * 31 + j * 7) % 1000);
-    doc.push_back(1000);  // "EOD"
-    docs.push_back(doc);
-  }
-  return docs;
-}
-
-std::string write_docs(const TempDir& dir, const std::vector<std::vector<int32_t>>& docs) {
-  std::string prefix = dir / "ds";
-  IndexedDatasetWriter w(prefix, TokenDType::kU16);
-  for (auto& d : docs) w.add_document(d);
-  w.finish();
-  return prefix;
-}
-
-std::vector<int32_t> stream_of(const std::vector<std::vector<int32_t>>& docs, DocumentRange r) {
-  std::vector<int32_t> s;
-  for (int64_t d = r.begin; d < r.end; ++d) s.insert(s.end(), docs[d].begin(), docs[d].end());
-  return s;
-}
-
-std::vector<int32_t> row(const Tensor& t, int64_t r) {
-  const int64_t S = t.dim(1);
-  return std::vector<int32_t>(t.i32() + r * S, t.i32() + (r + 1) * S);
-}
-
-}  // namespace
+using lattice::testing::gpt_samples;
+using lattice::testing::loader_options;
+using lattice::testing::make_docs;
+using lattice::testing::row;
+using lattice::testing::stream_of;
+using lattice::testing::write_docs;
 
 TEST_CASE("data.split gives disjoint, covering, Megatron-style document ranges") {
   auto r = split_document_ranges("949,50,1", 1000);
@@ -125,49 +96,59 @@ TEST_CASE("shuffle off: sample k is tokens [kS, kS+S+1) of the train split; batc
   cfg.split = "8,1,1";
   cfg.shuffle = false;
   const int64_t S = 16;
-  BatchLoader loader(cfg, Split::kTrain, S);
+  auto samples = gpt_samples(cfg, Split::kTrain, S);
   auto ranges = split_document_ranges(cfg.split, 300);
-  REQUIRE(loader.documents().begin == 0);
-  REQUIRE(loader.documents().end == 240);
+  REQUIRE(samples->documents().begin == 0);
+  REQUIRE(samples->documents().end == 240);
   std::vector<int32_t> stream = stream_of(docs, ranges[0]);
-  REQUIRE(loader.num_tokens() == static_cast<int64_t>(stream.size()));
+  REQUIRE(samples->num_tokens() == static_cast<int64_t>(stream.size()));
   const int64_t n = (static_cast<int64_t>(stream.size()) - 1) / S;
-  REQUIRE(loader.num_samples() == n);
+  REQUIRE(samples->num_samples() == n);
 
-  // Every sample, through GptSamples.
+  // Every sample, through GptSamples, including epoch 1 (no document shuffle either).
   std::vector<int32_t> buf(S + 1);
-  for (int64_t k = 0; k < n; ++k) {
-    REQUIRE(loader.samples().sample_for(k) == k);
-    loader.samples().read_sample(k, buf.data());
-    REQUIRE(buf == std::vector<int32_t>(stream.begin() + k * S, stream.begin() + k * S + S + 1));
+  for (int64_t k = 0; k < 2 * n; ++k) {
+    const int64_t p = k % n;
+    REQUIRE(samples->sample_for(k) == p);
+    samples->read(k, buf.data());
+    REQUIRE(buf == std::vector<int32_t>(stream.begin() + p * S, stream.begin() + p * S + S + 1));
   }
-  // Micro-batches of global batches, including ones past the first epoch (wrap: k mod n).
+  // Micro-batches of global batches, including ones past the first epoch (wrap: k mod n): random
+  // access, in order, and in order through the prefetch thread.
   const int64_t B = 12, mb = 4;
+  BatchLoader loader(samples, loader_options(mb, B));
+  BatchLoader prefetched(samples, loader_options(mb, B, 0, 1, /*prefetch=*/3));
   Tensor in = Tensor::empty({mb, S}, DType::kI32), tg = Tensor::empty({mb, S}, DType::kI32);
+  Tensor in2 = Tensor::empty({mb, S}, DType::kI32), tg2 = Tensor::empty({mb, S}, DType::kI32);
   const int64_t batches = (2 * n) / B + 2;
   for (int64_t g = 0; g < batches; ++g) {
     for (int64_t m = 0; m < B / mb; ++m) {
-      loader.micro_batch(g, m, mb, B, in, tg);
+      loader.micro_batch(g, m, in, tg);
       for (int64_t r = 0; r < mb; ++r) {
         int64_t k = (g * B + m * mb + r) % n;
         REQUIRE(row(in, r) == std::vector<int32_t>(stream.begin() + k * S, stream.begin() + k * S + S));
         REQUIRE(row(tg, r) == std::vector<int32_t>(stream.begin() + k * S + 1, stream.begin() + k * S + S + 1));
       }
+      prefetched.next(in2, tg2);
+      REQUIRE(row(in2, 0) == row(in, 0));
+      REQUIRE(row(tg2, mb - 1) == row(tg, mb - 1));
+      REQUIRE(prefetched.consumed_samples() == g * B + (m + 1) * mb);
     }
   }
   // The valid split is the next documents.
-  BatchLoader valid(loader.dataset_ptr(), cfg, Split::kValid, S);
+  auto valid = gpt_samples(cfg, Split::kValid, S);
   std::vector<int32_t> vstream = stream_of(docs, ranges[1]);
-  REQUIRE(valid.documents().begin == 240);
-  valid.samples().read_sample(1, buf.data());
+  REQUIRE(valid->documents().begin == 240);
+  valid->read(1, buf.data());
   REQUIRE(buf == std::vector<int32_t>(vstream.begin() + S, vstream.begin() + 2 * S + 1));
   // Wrong tensors are rejected.
   Tensor f = Tensor::empty({mb, S});
-  REQUIRE_THROWS_AS(loader.micro_batch(0, 0, mb, B, f, tg), Error);
-  REQUIRE_THROWS_AS(loader.micro_batch(0, 3, mb, B, in, tg), Error);
+  REQUIRE_THROWS_AS(loader.micro_batch(0, 0, f, tg), Error);
+  REQUIRE_THROWS_AS(loader.micro_batch(0, 3, in, tg), Error);
+  REQUIRE_THROWS_AS(prefetched.next(f, tg), Error);
 }
 
-TEST_CASE("shuffle on: each epoch is a seeded permutation of the same samples") {
+TEST_CASE("shuffle on: per epoch a seeded document order and a seeded permutation of its samples") {
   TempDir dir("loader_shuffle");
   auto docs = make_docs(200);
   DataConfig cfg;
@@ -176,39 +157,56 @@ TEST_CASE("shuffle on: each epoch is a seeded permutation of the same samples") 
   cfg.shuffle = true;
   cfg.seed = 7;
   const int64_t S = 8;
-  BatchLoader a(cfg, Split::kTrain, S), b(cfg, Split::kTrain, S);
+  auto a = gpt_samples(cfg, Split::kTrain, S), b = gpt_samples(cfg, Split::kTrain, S);
   cfg.seed = 8;
-  BatchLoader c(cfg, Split::kTrain, S);
+  auto c = gpt_samples(cfg, Split::kTrain, S);
   cfg.shuffle = false;
-  BatchLoader plain(cfg, Split::kTrain, S);
-  const int64_t n = a.num_samples();
-  REQUIRE(n == plain.num_samples());
+  auto plain = gpt_samples(cfg, Split::kTrain, S);
+  const int64_t n = a->num_samples();
+  REQUIRE(n == plain->num_samples());
   REQUIRE(n > 50);
+  const int64_t ndocs = a->documents().size();
 
-  std::set<std::vector<int32_t>> plain_samples;
-  std::vector<int32_t> buf(S + 1);
-  for (int64_t s = 0; s < n; ++s) {
-    plain.samples().read_sample(s, buf.data());
-    plain_samples.insert(buf);
-  }
-  Tensor in = Tensor::empty({1, S}, DType::kI32), tg = Tensor::empty({1, S}, DType::kI32);
-  Tensor in2 = Tensor::empty({1, S}, DType::kI32), tg2 = Tensor::empty({1, S}, DType::kI32);
-  std::vector<int64_t> epoch0, epoch1, other_seed;
-  for (int64_t k = 0; k < 2 * n; ++k) {
-    a.fill_samples(k, in, tg);
-    b.fill_samples(k, in2, tg2);
-    REQUIRE(row(in, 0) == row(in2, 0));  // deterministic for a seed
-    REQUIRE(row(tg, 0) == row(tg2, 0));
-    std::vector<int32_t> sample = row(in, 0);
-    sample.push_back(row(tg, 0).back());
-    REQUIRE(std::vector<int32_t>(sample.begin() + 1, sample.end()) == row(tg, 0));
-    REQUIRE(plain_samples.count(sample) == 1);  // one of the same samples
-    (k < n ? epoch0 : epoch1).push_back(a.samples().sample_for(k));
-    if (k < n) other_seed.push_back(c.samples().sample_for(k));
-  }
-  std::vector<int64_t> identity(n);
+  auto doc_order = [&](const GptSamples& g, int64_t e) {
+    std::vector<int64_t> order;
+    for (int64_t j = 0; j < ndocs; ++j) order.push_back(g.document_at(e, j));
+    return order;
+  };
+  std::vector<int64_t> identity_docs(ndocs), identity(n);
+  for (int64_t i = 0; i < ndocs; ++i) identity_docs[i] = i;
   for (int64_t i = 0; i < n; ++i) identity[i] = i;
   auto sorted = [](std::vector<int64_t> v) { std::sort(v.begin(), v.end()); return v; };
+  // Documents: a permutation per epoch, different between epochs and seeds, same for a seed.
+  for (int64_t e = 0; e < 3; ++e) {
+    REQUIRE(sorted(doc_order(*a, e)) == identity_docs);
+    REQUIRE(doc_order(*a, e) != identity_docs);
+    REQUIRE(doc_order(*a, e) == doc_order(*b, e));
+    REQUIRE(doc_order(*a, e) != doc_order(*c, e));
+  }
+  REQUIRE(doc_order(*a, 0) != doc_order(*a, 1));
+  REQUIRE(doc_order(*plain, 1) == identity_docs);
+
+  std::vector<int32_t> buf(S + 1), buf2(S + 1);
+  std::vector<int64_t> epoch0, epoch1, other_seed;
+  for (int64_t k = 0; k < 2 * n; ++k) {
+    const int64_t e = k / n;
+    a->read(k, buf.data());
+    b->read(k, buf2.data());
+    REQUIRE(buf == buf2);  // deterministic for a seed
+    // Sample k is window sample_for(k) of epoch e's document-shuffled stream.
+    std::vector<int32_t> stream;
+    for (int64_t d : doc_order(*a, e)) stream.insert(stream.end(), docs[d].begin(), docs[d].end());
+    const int64_t s = a->sample_for(k);
+    REQUIRE(buf == std::vector<int32_t>(stream.begin() + s * S, stream.begin() + s * S + S + 1));
+    const SampleLocation loc = a->locate(k);
+    REQUIRE(loc.epoch == e);
+    REQUIRE(loc.sample == s);
+    REQUIRE(loc.document == doc_order(*a, e)[loc.doc_pos]);
+    REQUIRE(loc.offset < static_cast<int64_t>(docs[loc.document].size()));
+    REQUIRE(docs[loc.document][loc.offset] == buf[0]);
+    (k < n ? epoch0 : epoch1).push_back(s);
+    if (k < n) other_seed.push_back(c->sample_for(k));
+  }
   REQUIRE(sorted(epoch0) == identity);
   REQUIRE(sorted(epoch1) == identity);
   REQUIRE(epoch0 != identity);
@@ -222,31 +220,41 @@ TEST_CASE("loader errors name the split, the dataset and the sizes") {
   DataConfig cfg;
   cfg.path = write_docs(dir, docs);
   cfg.split = "1,0,0";
-  REQUIRE_THROWS_AS(BatchLoader(cfg, Split::kValid, 8), InputError);
-  REQUIRE_THROWS_WITH(BatchLoader(cfg, Split::kValid, 8),
+  auto make = [&](const DataConfig& c, Split split, int64_t S) { return make_split_samples(c, open_datasets(c), split, S); };
+  REQUIRE_THROWS_AS(make(cfg, Split::kValid, 8), InputError);
+  REQUIRE_THROWS_WITH(make(cfg, Split::kValid, 8),
                       Catch::Contains("valid split") && Catch::Contains(cfg.path) && Catch::Contains("0 tokens") &&
                           Catch::Contains("seq_length + 1 = 9"));
   int64_t total = stream_of(docs, {0, 20}).size();
-  REQUIRE_THROWS_WITH(BatchLoader(cfg, Split::kTrain, total),
+  REQUIRE_THROWS_WITH(make(cfg, Split::kTrain, total),
                       Catch::Contains("train split") && Catch::Contains(std::to_string(total) + " tokens"));
-  BatchLoader exact(cfg, Split::kTrain, total - 1);  // exactly one sample
-  REQUIRE(exact.num_samples() == 1);
+  REQUIRE(gpt_samples(cfg, Split::kTrain, total - 1)->num_samples() == 1);  // exactly one sample
   cfg.split = "1,x";
-  REQUIRE_THROWS_WITH(BatchLoader(cfg, Split::kTrain, 8), Catch::Contains("data.split"));
+  REQUIRE_THROWS_WITH(make(cfg, Split::kTrain, 8), Catch::Contains("data.split"));
   cfg.split = "1";
   DataConfig empty = cfg;
   empty.path = "";
-  REQUIRE_THROWS_WITH(BatchLoader(empty, Split::kTrain, 8), Catch::Contains("data.path"));
+  REQUIRE_THROWS_WITH(make(empty, Split::kTrain, 8), Catch::Contains("data.path") && Catch::Contains("data.blend"));
   empty.path = dir / "nope";
-  REQUIRE_THROWS_WITH(BatchLoader(empty, Split::kTrain, 8), Catch::Contains(dir / "nope.idx"));
-  // Tokens at or above the model's vocabulary.
-  BatchLoader small_vocab(cfg, Split::kTrain, 8, /*vocab_size=*/1000);  // EOD is 1000
-  REQUIRE(small_vocab.max_token_id() == 1000);
+  REQUIRE_THROWS_WITH(make(empty, Split::kTrain, 8), Catch::Contains(dir / "nope.idx"));
+  DataConfig both = cfg;
+  both.blend = {{1.0, cfg.path}};
+  REQUIRE_THROWS_WITH(make(both, Split::kTrain, 8), Catch::Contains("data.path") && Catch::Contains("data.blend"));
+  DataConfig missing_blend;
+  missing_blend.blend = {{1.0, cfg.path}, {2.0, dir / "nope"}};
+  REQUIRE_THROWS_WITH(make(missing_blend, Split::kTrain, 8),
+                      Catch::Contains("data.blend[1][1]") && Catch::Contains(dir / "nope.idx"));
+  // Tokens at or above the model's vocabulary (EOD is 1000), from the loader and its prefetch thread.
+  auto samples = make(cfg, Split::kTrain, 8);
   Tensor in = Tensor::empty({4, 8}, DType::kI32), tg = Tensor::empty({4, 8}, DType::kI32);
-  REQUIRE_THROWS_WITH(small_vocab.micro_batch(0, 0, 4, 4, in, tg),
+  BatchLoader small_vocab(samples, loader_options(4, 4, 0, 1, 0, /*vocab=*/1000));
+  REQUIRE_THROWS_WITH(small_vocab.micro_batch(0, 0, in, tg),
                       Catch::Contains("model.vocab_size 1000") && Catch::Contains(cfg.path));
-  BatchLoader ok_vocab(cfg, Split::kTrain, 8, 1001);
-  ok_vocab.micro_batch(0, 0, 4, 4, in, tg);
+  BatchLoader small_vocab_prefetch(samples, loader_options(4, 4, 0, 1, 2, /*vocab=*/1000));
+  REQUIRE_THROWS_WITH(small_vocab_prefetch.next(in, tg), Catch::Contains("model.vocab_size 1000"));
+  BatchLoader ok_vocab(samples, loader_options(4, 4, 0, 1, 2, 1001));
+  ok_vocab.micro_batch(0, 0, in, tg);
+  ok_vocab.next(in, tg);
 }
 
 TEST_CASE("many documents: 64-bit cumulative offsets and binary search") {
@@ -267,12 +275,14 @@ TEST_CASE("many documents: 64-bit cumulative offsets and binary search") {
   cfg.split = "1";
   cfg.shuffle = true;
   const int64_t S = 64;
-  BatchLoader loader(cfg, Split::kTrain, S);
-  REQUIRE(loader.num_tokens() == docs * 3);  // lengths 1..5 average 3
+  auto samples = gpt_samples(cfg, Split::kTrain, S);
+  REQUIRE(samples->num_tokens() == docs * 3);  // lengths 1..5 average 3
+  BatchLoader loader(samples, loader_options(8, 8, 0, 1, 4));
   Tensor in = Tensor::empty({8, S}, DType::kI32), tg = Tensor::empty({8, S}, DType::kI32);
-  for (int64_t g = 0; g < 2000; ++g) loader.micro_batch(g, 0, 8, 8, in, tg);
+  for (int64_t g = 0; g < 2000; ++g) loader.next(in, tg);
+  REQUIRE(loader.consumed_samples() == 16000);
   // The last token of the stream is the last document's.
   std::vector<int32_t> last(1);
-  loader.samples().read_tokens(loader.num_tokens() - 1, 1, last.data());
+  samples->read_tokens(samples->num_tokens() - 1, 1, last.data());
   REQUIRE(last[0] == (docs - 1) % 60000);
 }

@@ -4,9 +4,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
+
+#include "data/batch_loader.h"
+#include "data/gpt_dataset.h"
+#include "data/indexed_dataset_writer.h"
+#include "kernels/tensor.h"
 
 namespace lattice::testing {
 
@@ -56,6 +63,59 @@ inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;
   REQUIRE(f.good());
+}
+
+// Documents with varied lengths (some empty but for EOD, some longer than a sample); token =
+// f(doc, pos) < 1000, EOD = 1000; `salt` makes another dataset's tokens differ.
+inline std::vector<std::vector<int32_t>> make_docs(int n, int salt = 0) {
+  std::vector<std::vector<int32_t>> docs;
+  for (int d = 0; d < n; ++d) {
+    int len = (d % 11 == 4) ? 0 : 1 + (d * 29 + 7 + salt) % 23;
+    std::vector<int32_t> doc;
+    for (int j = 0; j < len; ++j) doc.push_back((d * 31 + j * 7 + salt * 17) % 1000);
+    doc.push_back(1000);  // "EOD"
+    docs.push_back(doc);
+  }
+  return docs;
+}
+
+inline std::string write_docs(const TempDir& dir, const std::vector<std::vector<int32_t>>& docs,
+                              const std::string& name = "ds") {
+  std::string prefix = dir / name;
+  IndexedDatasetWriter w(prefix, TokenDType::kU16);
+  for (auto& d : docs) w.add_document(d);
+  w.finish();
+  return prefix;
+}
+
+inline std::vector<int32_t> stream_of(const std::vector<std::vector<int32_t>>& docs, DocumentRange r) {
+  std::vector<int32_t> s;
+  for (int64_t d = r.begin; d < r.end; ++d) s.insert(s.end(), docs[d].begin(), docs[d].end());
+  return s;
+}
+
+inline std::vector<int32_t> row(const Tensor& t, int64_t r) {
+  const int64_t S = t.dim(1);
+  return std::vector<int32_t>(t.i32() + r * S, t.i32() + (r + 1) * S);
+}
+
+// The samples of one split of a single-dataset config, as the trainer makes them.
+inline std::shared_ptr<const GptSamples> gpt_samples(const DataConfig& cfg, Split split, int64_t S) {
+  auto s = std::dynamic_pointer_cast<const GptSamples>(make_split_samples(cfg, open_datasets(cfg), split, S));
+  REQUIRE(s != nullptr);
+  return s;
+}
+
+inline LoaderOptions loader_options(int64_t mb, int64_t B, int64_t dp_rank = 0, int64_t dp_size = 1,
+                                    int64_t prefetch = 0, int64_t vocab = 0) {
+  LoaderOptions o;
+  o.micro_batch_size = mb;
+  o.global_batch_size = B;
+  o.dp_rank = dp_rank;
+  o.dp_size = dp_size;
+  o.prefetch = prefetch;
+  o.vocab_size = vocab;
+  return o;
 }
 
 }  // namespace lattice::testing

@@ -1,0 +1,68 @@
+// `lattice data inspect`: counts, dtype, length statistics and decoded first tokens.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "data/indexed_dataset_writer.h"
+#include "data/inspect.h"
+#include "kernels/error.h"
+#include "tests/data/test_util.h"
+
+using namespace lattice;
+using lattice::testing::TempDir;
+
+TEST_CASE("data inspect reports counts, dtype, length statistics and decoded documents") {
+  TempDir dir("inspect");
+  const std::string prefix = dir / "ds";
+  {
+    IndexedDatasetWriter w(prefix, TokenDType::kU16);
+    // 100 documents of lengths 1..100 (+ EOD): min 2, mean 51.5, median 51 (nearest rank), p99 100, max 101.
+    for (int d = 0; d < 100; ++d) {
+      std::vector<int32_t> doc;
+      const std::string text = d == 0 ? "Hello\nworld" : std::string(d + 1, 'a' + d % 26);
+      for (int i = 0; i < d + 1; ++i) doc.push_back(static_cast<unsigned char>(text[i]));
+      doc.push_back(256);
+      w.add_document(doc);
+    }
+    w.finish();
+  }
+  InspectOptions o;
+  o.prefix = prefix;
+  o.show = 2;
+  std::string report = inspect_dataset(o);
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("sequences: 100"));
+  CHECK_THAT(report, Catch::Contains("documents: 100"));
+  CHECK_THAT(report, Catch::Contains("tokens:    5150"));
+  CHECK_THAT(report, Catch::Contains("dtype:     u16"));
+  CHECK_THAT(report, Catch::Contains("min 2 | mean 51.5 | median 51 | p99 100 | max 101"));
+  CHECK_THAT(report, Catch::Contains("sequence 0 (2 tokens): 72 256"));
+  CHECK_THAT(report, Catch::Contains("sequence 1 (3 tokens): 98 98 256"));
+  CHECK_THAT(report, !Catch::Contains("sequence 2 ("));
+  CHECK_THAT(report, !Catch::Contains("decoded"));
+  o.tokenizer = "byte";
+  o.show = 1;
+  o.tokens_per_doc = 3;
+  report = inspect_dataset(o);
+  CHECK_THAT(report, Catch::Contains("decoded (byte): \"H<|endoftext|>\""));
+  // Longer first document: escaped newline, cut after tokens_per_doc.
+  const std::string prefix2 = dir / "ds2";
+  {
+    IndexedDatasetWriter w(prefix2, TokenDType::kU16);
+    std::vector<int32_t> doc;
+    for (char c : std::string("Hello\nworld")) doc.push_back(static_cast<unsigned char>(c));
+    doc.push_back(256);
+    w.add_document(doc);
+    w.finish();
+  }
+  o.prefix = prefix2;
+  o.tokens_per_doc = 7;
+  report = inspect_dataset(o);
+  CHECK_THAT(report, Catch::Contains("sequence 0 (12 tokens), first 7: 72 101 108 108 111 10 119 ..."));
+  CHECK_THAT(report, Catch::Contains("decoded (byte): \"Hello\\nw\""));
+  o.tokenizer = "nope";
+  CHECK_THROWS_WITH(inspect_dataset(o), Catch::Contains("--tokenizer"));
+  o.tokenizer = "";
+  o.prefix = dir / "missing";
+  CHECK_THROWS_AS(inspect_dataset(o), InputError);
+}
