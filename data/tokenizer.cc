@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "data/bpe_loaders.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -28,9 +29,45 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& o) {
+  auto require = [&](const std::string& value, const char* flag) {
+    if (value.empty()) throw InputError(fmt::format("--tokenizer {} needs {}", o.type, flag));
+  };
+  auto forbid = [&](const std::string& value, const char* flag) {
+    if (!value.empty()) {
+      throw InputError(fmt::format("{} {}: not used by --tokenizer {}", flag, value, o.type));
+    }
+  };
+  if (o.type == "byte") {
+    forbid(o.vocab_file, "--vocab-file");
+    forbid(o.merges_file, "--merges-file");
+    forbid(o.tokenizer_file, "--tokenizer-file");
+    forbid(o.eod_token, "--eod-token");
+    return std::make_unique<ByteTokenizer>();
+  }
+  if (o.type == "gpt2-bpe") {
+    require(o.vocab_file, "--vocab-file (GPT-2 vocab.json)");
+    require(o.merges_file, "--merges-file (GPT-2 merges.txt)");
+    forbid(o.tokenizer_file, "--tokenizer-file");
+    return load_gpt2_bpe(o.vocab_file, o.merges_file, o.eod_token);
+  }
+  if (o.type == "hf") {
+    require(o.tokenizer_file, "--tokenizer-file (a Hugging Face tokenizer.json)");
+    forbid(o.vocab_file, "--vocab-file");
+    forbid(o.merges_file, "--merges-file");
+    return load_hf_tokenizer(o.tokenizer_file, o.eod_token);
+  }
+  throw InputError(fmt::format("--tokenizer {}: unknown tokenizer; known tokenizers: byte, gpt2-bpe, hf",
+                               o.type));
+}
+
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& flag) {
   if (name == "byte") return std::make_unique<ByteTokenizer>();
-  throw InputError(fmt::format("{} {}: unknown tokenizer; known tokenizers: byte", flag, name));
+  if (name == "gpt2-bpe" || name == "hf") {
+    throw InputError(fmt::format("{} {}: needs its files (--vocab-file/--merges-file or "
+                                 "--tokenizer-file)", flag, name));
+  }
+  throw InputError(fmt::format("{} {}: unknown tokenizer; known tokenizers: byte, gpt2-bpe, hf", flag, name));
 }
 
 }  // namespace lattice

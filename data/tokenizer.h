@@ -1,5 +1,5 @@
 // Tokenizer: the interface `lattice data prepare` and sampling use; ByteTokenizer is the built-in
-// one (256 byte tokens + end-of-document 256). GPT-2 BPE / tokenizer.json plug in behind it later.
+// one (256 byte tokens + end-of-document 256); byte-level BPE (data/bpe_tokenizer.h) plugs in too.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,24 @@ class ByteTokenizer final : public Tokenizer {
   bool splits_anywhere() const override { return true; }
 };
 
-// "byte" → ByteTokenizer. Unknown names throw InputError naming `flag` and the known names.
+// What make_tokenizer builds; one field per CLI flag of `lattice data prepare`.
+struct TokenizerOptions {
+  std::string type = "byte";  // --tokenizer byte|gpt2-bpe|hf
+  std::string vocab_file;     // --vocab-file   (gpt2-bpe: GPT-2 vocab.json)
+  std::string merges_file;    // --merges-file  (gpt2-bpe: GPT-2 merges.txt)
+  std::string tokenizer_file; // --tokenizer-file (hf: a Hugging Face tokenizer.json, BPE model)
+  // --eod-token: the end-of-document token. Empty: gpt2-bpe "<|endoftext|>"; hf the first of
+  // "<|endoftext|>", "</s>", "<|end_of_text|>" that is a token. Not allowed with byte.
+  std::string eod_token;
+};
+
+// byte → ByteTokenizer; gpt2-bpe / hf → BpeTokenizer. Bad options (unknown type, a missing or
+// extra file flag, an unreadable/unsupported/malformed file) throw InputError naming the flag/file.
+// The tokenizers are thread-safe: several threads may encode with one tokenizer at once.
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
+
+// "byte" → ByteTokenizer (the types needing files are named but need make_tokenizer(options)).
+// Unknown names throw InputError naming `flag` and the known names.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& flag = "--tokenizer");
 
 }  // namespace lattice

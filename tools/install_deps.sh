@@ -8,9 +8,10 @@ DEBIAN_PACKAGES=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev catch2
   libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas0-openmp
+  libpcre2-dev
   fortunes
 )
-PYTHON_PACKAGES=(safetensors numpy)
+PYTHON_PACKAGES=(safetensors numpy tokenizers)
 
 missing=()
 for p in "${DEBIAN_PACKAGES[@]}"; do

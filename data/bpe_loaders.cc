@@ -1,0 +1,323 @@
+// Loading GPT-2 vocab.json + merges.txt and Hugging Face tokenizer.json into a BpeTokenizer.
+#include "data/bpe_loaders.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+
+namespace lattice {
+
+namespace {
+
+using nlohmann::json;
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(fmt::format("{} {}: cannot open the file", what, path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+json parse_json(const std::string& path, const std::string& what) {
+  std::string text = read_file(path, what);
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{} {}: invalid JSON: {}", what, path, e.what()));
+  }
+}
+
+// Reads typed fields of a JSON document and names the file and JSON path in every error.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    throw InputError(fmt::format("tokenizer file {}: {}: {}", file_, path, message));
+  }
+  const json& object(const json& j, const std::string& path) const {
+    if (!j.is_object()) fail(path, fmt::format("expected an object, found {}", j.type_name()));
+    return j;
+  }
+  const json& array(const json& j, const std::string& path) const {
+    if (!j.is_array()) fail(path, fmt::format("expected an array, found {}", j.type_name()));
+    return j;
+  }
+  std::string string(const json& j, const std::string& path) const {
+    if (!j.is_string()) fail(path, fmt::format("expected a string, found {}", j.type_name()));
+    return j.get<std::string>();
+  }
+  // Optional field of an object: default if absent or null.
+  bool flag(const json& obj, const char* key, const std::string& path, bool def) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return def;
+    if (!it->is_boolean()) fail(path + "." + key, fmt::format("expected true or false, found {}", it->type_name()));
+    return it->get<bool>();
+  }
+  int32_t id(const json& j, const std::string& path) const {
+    if (!j.is_number_integer() || j.get<int64_t>() < 0 || j.get<int64_t>() > INT32_MAX) {
+      fail(path, fmt::format("expected a token id (integer in [0, 2^31)), found {}", j.dump()));
+    }
+    return static_cast<int32_t>(j.get<int64_t>());
+  }
+  std::string type_of(const json& obj, const std::string& path) const {
+    auto it = obj.find("type");
+    if (it == obj.end()) fail(path, "missing \"type\"");
+    return string(*it, path + ".type");
+  }
+
+ private:
+  std::string file_;
+};
+
+std::unordered_map<std::string, int32_t> read_vocab(const Reader& r, const json& j,
+                                                    const std::string& path) {
+  r.object(j, path);
+  std::unordered_map<std::string, int32_t> vocab;
+  vocab.reserve(j.size());
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    vocab.emplace(it.key(), r.id(it.value(), fmt::format("{}[{:?}]", path, it.key())));
+  }
+  if (vocab.empty()) r.fail(path, "the vocabulary is empty");
+  return vocab;
+}
+
+SplitBehavior read_behavior(const Reader& r, const json& j, const std::string& path) {
+  std::string b = r.string(j, path);
+  if (b == "Removed") return SplitBehavior::kRemoved;
+  if (b == "Isolated") return SplitBehavior::kIsolated;
+  if (b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (b == "Contiguous") return SplitBehavior::kContiguous;
+  r.fail(path, fmt::format("unknown split behavior {:?} (known: Removed, Isolated, "
+                           "MergedWithPrevious, MergedWithNext, Contiguous)", b));
+}
+
+// Adds one pre-tokenizer (not a Sequence) to `pre`; returns true if it was ByteLevel.
+bool add_pre_tokenizer(const Reader& r, const json& j, const std::string& path, PreTokenizer& pre,
+                       const std::string& file) {
+  r.object(j, path);
+  std::string type = r.type_of(j, path);
+  if (type == "ByteLevel") {
+    pre.add_byte_level(r.flag(j, "add_prefix_space", path, true), r.flag(j, "use_regex", path, true));
+    return true;
+  }
+  if (type == "Split") {
+    auto pat = j.find("pattern");
+    if (pat == j.end()) r.fail(path, "Split without \"pattern\"");
+    r.object(*pat, path + ".pattern");
+    std::string pattern;
+    bool literal;
+    if (pat->contains("Regex")) {
+      pattern = r.string((*pat)["Regex"], path + ".pattern.Regex");
+      literal = false;
+    } else if (pat->contains("String")) {
+      pattern = r.string((*pat)["String"], path + ".pattern.String");
+      literal = true;
+    } else {
+      r.fail(path + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
+    }
+    auto beh = j.find("behavior");
+    if (beh == j.end()) r.fail(path, "Split without \"behavior\"");
+    SplitBehavior behavior = read_behavior(r, *beh, path + ".behavior");
+    auto regex = std::make_shared<const Regex>(pattern, literal,
+                                               fmt::format("tokenizer file {}: {}.pattern", file, path));
+    pre.add_split(std::move(regex), behavior, r.flag(j, "invert", path, false));
+    return false;
+  }
+  r.fail(path, fmt::format("unsupported pre_tokenizer {:?} (supported: ByteLevel, Split, Sequence "
+                           "of Split + ByteLevel)", type));
+}
+
+}  // namespace
+
+std::unique_ptr<BpeTokenizer> load_gpt2_bpe(const std::string& vocab_file,
+                                            const std::string& merges_file,
+                                            const std::string& eod_token) {
+  Reader rv(vocab_file);
+  auto vocab = read_vocab(rv, parse_json(vocab_file, "--vocab-file"), "(root)");
+  std::string text = read_file(merges_file, "--merges-file");
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::istringstream lines(text);
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(lines, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line.rfind("#version", 0) == 0) continue;
+    size_t sp = line.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 == line.size() ||
+        line.find(' ', sp + 1) != std::string::npos) {
+      throw InputError(fmt::format("--merges-file {}: line {}: expected two tokens separated by one "
+                                   "space, found {:?}", merges_file, line_no, line));
+    }
+    merges.emplace_back(line.substr(0, sp), line.substr(sp + 1));
+  }
+  std::string eod = eod_token.empty() ? "<|endoftext|>" : eod_token;
+  auto it = vocab.find(eod);
+  if (it == vocab.end()) {
+    throw InputError(fmt::format("--vocab-file {}: the end-of-document token {:?} is not in the "
+                                 "vocabulary; name one with --eod-token", vocab_file, eod));
+  }
+  std::vector<AddedToken> added{AddedToken{eod, it->second, true, false, false, false}};
+  auto model = std::make_unique<BpeModel>(std::move(vocab), merges, BpeModel::Options{},
+                                          fmt::format("--merges-file {}: merges", merges_file));
+  PreTokenizer pre;
+  pre.add_byte_level(false, true);
+  return std::make_unique<BpeTokenizer>("gpt2-bpe", std::move(model), std::move(pre),
+                                        std::move(added), eod);
+}
+
+std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_file,
+                                                const std::string& eod_token) {
+  const json root = parse_json(tokenizer_file, "--tokenizer-file");
+  Reader r(tokenizer_file);
+  r.object(root, "(root)");
+
+  // normalizer: none supported (null, or an empty Sequence).
+  if (auto n = root.find("normalizer"); n != root.end() && !n->is_null()) {
+    r.object(*n, "normalizer");
+    std::string type = r.type_of(*n, "normalizer");
+    bool empty_sequence = type == "Sequence" && n->contains("normalizers") &&
+                          (*n)["normalizers"].is_array() && (*n)["normalizers"].empty();
+    if (!empty_sequence) {
+      r.fail("normalizer", fmt::format("unsupported normalizer {:?} (only null is supported)", type));
+    }
+  }
+
+  // pre_tokenizer: ByteLevel, or a Sequence of Splits ending in ByteLevel.
+  PreTokenizer pre;
+  {
+    auto p = root.find("pre_tokenizer");
+    if (p == root.end() || p->is_null()) {
+      r.fail("pre_tokenizer", "missing: only byte-level BPE is supported (a ByteLevel pre_tokenizer)");
+    }
+    r.object(*p, "pre_tokenizer");
+    std::string type = r.type_of(*p, "pre_tokenizer");
+    bool byte_level_last = false;
+    if (type == "Sequence") {
+      auto seq = p->find("pretokenizers");
+      if (seq == p->end()) r.fail("pre_tokenizer", "Sequence without \"pretokenizers\"");
+      r.array(*seq, "pre_tokenizer.pretokenizers");
+      for (size_t i = 0; i < seq->size(); ++i) {
+        std::string path = fmt::format("pre_tokenizer.pretokenizers[{}]", i);
+        if (byte_level_last) r.fail(path, "only Split pre-tokenizers may come before ByteLevel, none after it");
+        byte_level_last = add_pre_tokenizer(r, (*seq)[i], path, pre, tokenizer_file);
+      }
+    } else {
+      byte_level_last = add_pre_tokenizer(r, *p, "pre_tokenizer", pre, tokenizer_file);
+    }
+    if (!byte_level_last) {
+      r.fail("pre_tokenizer", "no ByteLevel pre-tokenizer: only byte-level BPE is supported");
+    }
+  }
+
+  // decoder: ByteLevel (or null: we decode byte-level anyway).
+  if (auto d = root.find("decoder"); d != root.end() && !d->is_null()) {
+    r.object(*d, "decoder");
+    std::string type = r.type_of(*d, "decoder");
+    if (type != "ByteLevel") r.fail("decoder", fmt::format("unsupported decoder {:?} (only ByteLevel)", type));
+  }
+
+  // model: BPE.
+  auto m = root.find("model");
+  if (m == root.end() || m->is_null()) r.fail("model", "missing");
+  r.object(*m, "model");
+  if (m->contains("type")) {
+    std::string type = r.type_of(*m, "model");
+    if (type != "BPE") {
+      r.fail("model.type", fmt::format("unsupported model type {:?} (only BPE is supported)", type));
+    }
+  }
+  auto v = m->find("vocab");
+  if (v == m->end() || v->is_null()) r.fail("model.vocab", "missing");
+  auto vocab = read_vocab(r, *v, "model.vocab");
+  auto mg = m->find("merges");
+  if (mg == m->end() || mg->is_null()) r.fail("model.merges", "missing");
+  r.array(*mg, "model.merges");
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(mg->size());
+  for (size_t i = 0; i < mg->size(); ++i) {
+    const json& e = (*mg)[i];
+    std::string path = fmt::format("model.merges[{}]", i);
+    if (e.is_string()) {
+      std::string s = e.get<std::string>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
+        r.fail(path, fmt::format("expected \"a b\" (two tokens, one space), found {:?}", s));
+      }
+      merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+    } else {
+      r.fail(path, fmt::format("expected \"a b\" or [\"a\", \"b\"], found {}", e.dump()));
+    }
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (auto it = m->find(key); it != m->end() && !it->is_null() && *it != "") {
+      r.fail(fmt::format("model.{}", key), "unsupported (byte-level BPE has none)");
+    }
+  }
+  if (auto it = m->find("dropout"); it != m->end() && !it->is_null()) {
+    r.fail("model.dropout", "BPE dropout is unsupported for data preparation; set it to null");
+  }
+  if (r.flag(*m, "byte_fallback", "model", false)) r.fail("model.byte_fallback", "unsupported");
+  BpeModel::Options options;
+  if (auto it = m->find("unk_token"); it != m->end() && !it->is_null()) {
+    options.unk_token = r.string(*it, "model.unk_token");
+  }
+  options.fuse_unk = r.flag(*m, "fuse_unk", "model", false);
+  options.ignore_merges = r.flag(*m, "ignore_merges", "model", false);
+
+  // added_tokens.
+  std::vector<AddedToken> added;
+  if (auto a = root.find("added_tokens"); a != root.end() && !a->is_null()) {
+    r.array(*a, "added_tokens");
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::string path = fmt::format("added_tokens[{}]", i);
+      const json& t = r.object((*a)[i], path);
+      AddedToken tok;
+      if (!t.contains("id")) r.fail(path, "missing \"id\"");
+      if (!t.contains("content")) r.fail(path, "missing \"content\"");
+      tok.id = r.id(t["id"], path + ".id");
+      tok.content = r.string(t["content"], path + ".content");
+      tok.special = r.flag(t, "special", path, false);
+      tok.normalized = r.flag(t, "normalized", path, !tok.special);
+      tok.lstrip = r.flag(t, "lstrip", path, false);
+      tok.rstrip = r.flag(t, "rstrip", path, false);
+      if (r.flag(t, "single_word", path, false)) r.fail(path + ".single_word", "true is unsupported");
+      added.push_back(std::move(tok));
+    }
+  }
+
+  std::string eod = eod_token;
+  if (eod.empty()) {
+    for (const char* c : {"<|endoftext|>", "</s>", "<|end_of_text|>"}) {
+      bool present = vocab.count(c) > 0;
+      for (const auto& t : added) present = present || t.content == c;
+      if (present) {
+        eod = c;
+        break;
+      }
+    }
+    if (eod.empty()) {
+      throw InputError(fmt::format("--tokenizer-file {}: none of <|endoftext|>, </s>, <|end_of_text|> "
+                                   "is a token; name the end-of-document token with --eod-token",
+                                   tokenizer_file));
+    }
+  }
+  auto model = std::make_unique<BpeModel>(std::move(vocab), merges, options,
+                                          fmt::format("tokenizer file {}: model.merges", tokenizer_file));
+  try {
+    return std::make_unique<BpeTokenizer>("hf", std::move(model), std::move(pre), std::move(added), eod);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--tokenizer-file {}: {}{}", tokenizer_file, e.what(),
+                                 eod_token.empty() ? "" : " (from --eod-token)"));
+  }
+}
+
+}  // namespace lattice

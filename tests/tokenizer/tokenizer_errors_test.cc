@@ -1,0 +1,180 @@
+// make_tokenizer with bad options and malformed files: each is an InputError that names the
+// flag or the file and, inside a tokenizer.json, the JSON path.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/tokenizer.h"
+#include "kernels/error.h"
+
+namespace fs = std::filesystem;
+using namespace lattice;
+using nlohmann::json;
+
+namespace {
+
+std::string tmp_path(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return (fs::path(tmp ? tmp : fs::temp_directory_path().string()) / name).string();
+}
+
+std::string write(const std::string& name, const std::string& text) {
+  std::string p = tmp_path(name);
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
+}
+
+// A small valid byte-level tokenizer.json: the 256 byte characters, a few merges, <|endoftext|>.
+json valid_spec() {
+  json vocab = json::object();
+  // GPT-2 byte-level characters for "a", "b", "c", " " (Ġ) are enough for these tests.
+  vocab["a"] = 0;
+  vocab["b"] = 1;
+  vocab["c"] = 2;
+  vocab["\u0120"] = 3;
+  vocab["ab"] = 4;
+  vocab["abc"] = 5;
+  vocab["\u0120ab"] = 6;
+  vocab["<|endoftext|>"] = 7;
+  return json{
+      {"version", "1.0"},
+      {"added_tokens", json::array({json{{"id", 7}, {"content", "<|endoftext|>"}, {"single_word", false},
+                                         {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+                                         {"special", true}}})},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+                             {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", json{{"type", "ByteLevel"}}},
+      {"model", json{{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
+                     {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
+                     {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+                     {"vocab", vocab},
+                     {"merges", json::array({json::array({"a", "b"}), "ab c", json::array({"\u0120", "ab"})})}}}};
+}
+
+std::unique_ptr<Tokenizer> load(const json& spec, const std::string& name) {
+  return make_tokenizer(TokenizerOptions{"hf", "", "", write(name, spec.dump()), ""});
+}
+
+void require_input_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    FAIL("no InputError");
+  } catch (const InputError& e) {
+    for (const auto& p : parts) CHECK_THAT(e.what(), Catch::Contains(p));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the small valid tokenizer.json works") {
+  auto tok = load(valid_spec(), "valid.json");
+  CHECK(tok->vocab_size() == 8);
+  CHECK(tok->eod_id() == 7);
+  CHECK(tok->encode("abc ab<|endoftext|>ab") == std::vector<int32_t>{5, 6, 7, 4});
+  CHECK(tok->decode(std::vector<int32_t>{5, 6, 7, 4}) == "abc ab<|endoftext|>ab");
+  CHECK_THROWS_AS(tok->decode(std::vector<int32_t>{8}), Error);
+}
+
+TEST_CASE("malformed or unsupported tokenizer.json is an InputError naming the file and JSON path") {
+  SECTION("invalid JSON") {
+    std::string p = write("bad.json", "{\"model\": {\"type\": \"BPE\",");
+    require_input_error([&] { make_tokenizer(TokenizerOptions{"hf", "", "", p, ""}); }, {p, "invalid JSON"});
+  }
+  SECTION("missing file") {
+    require_input_error([&] { make_tokenizer(TokenizerOptions{"hf", "", "", tmp_path("nope.json"), ""}); },
+                        {"nope.json", "cannot open"});
+  }
+  SECTION("unsupported model type") {
+    for (const char* type : {"WordPiece", "Unigram"}) {
+      json s = valid_spec();
+      s["model"]["type"] = type;
+      require_input_error([&] { load(s, "type.json"); }, {"type.json", "model.type", type});
+    }
+  }
+  SECTION("missing merges / vocab") {
+    json s = valid_spec();
+    s["model"].erase("merges");
+    require_input_error([&] { load(s, "nomerges.json"); }, {"nomerges.json", "model.merges", "missing"});
+    s = valid_spec();
+    s["model"].erase("vocab");
+    require_input_error([&] { load(s, "novocab.json"); }, {"novocab.json", "model.vocab", "missing"});
+  }
+  SECTION("a merge with an unknown token, or malformed") {
+    json s = valid_spec();
+    s["model"]["merges"].push_back("a zz");
+    require_input_error([&] { load(s, "badmerge.json"); }, {"badmerge.json", "model.merges[3]", "zz"});
+    s = valid_spec();
+    s["model"]["merges"].push_back("b c");  // "bc" not in the vocabulary
+    require_input_error([&] { load(s, "badmerge2.json"); }, {"model.merges[3]", "\"bc\""});
+    s = valid_spec();
+    s["model"]["merges"].push_back(42);
+    require_input_error([&] { load(s, "badmerge3.json"); }, {"badmerge3.json", "model.merges[3]"});
+  }
+  SECTION("a vocabulary id that is not an integer") {
+    json s = valid_spec();
+    s["model"]["vocab"]["c"] = "two";
+    require_input_error([&] { load(s, "badid.json"); }, {"badid.json", "model.vocab[\"c\"]"});
+  }
+  SECTION("unsupported normalizer, pre_tokenizer, decoder") {
+    json s = valid_spec();
+    s["normalizer"] = json{{"type", "NFC"}};
+    require_input_error([&] { load(s, "nfc.json"); }, {"nfc.json", "unsupported normalizer \"NFC\""});
+    s = valid_spec();
+    s["pre_tokenizer"] = json{{"type", "Whitespace"}};
+    require_input_error([&] { load(s, "ws.json"); }, {"ws.json", "pre_tokenizer", "Whitespace"});
+    s = valid_spec();
+    s["pre_tokenizer"] = nullptr;
+    require_input_error([&] { load(s, "nopre.json"); }, {"nopre.json", "pre_tokenizer"});
+    s = valid_spec();
+    s["pre_tokenizer"] = json{{"type", "Sequence"}, {"pretokenizers", json::array({
+        json{{"type", "Split"}, {"pattern", json{{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
+        json{{"type", "ByteLevel"}, {"use_regex", false}}})}};
+    require_input_error([&] { load(s, "regex.json"); }, {"regex.json", "pre_tokenizer.pretokenizers[0].pattern"});
+    s = valid_spec();
+    s["decoder"] = json{{"type", "WordPiece"}};
+    require_input_error([&] { load(s, "dec.json"); }, {"dec.json", "decoder"});
+  }
+  SECTION("no end-of-document token") {
+    json s = valid_spec();
+    s["added_tokens"] = json::array();
+    s["model"]["vocab"].erase("<|endoftext|>");
+    require_input_error([&] { load(s, "noeod.json"); }, {"noeod.json", "--eod-token"});
+    require_input_error(
+        [&] { make_tokenizer(TokenizerOptions{"hf", "", "", write("eod.json", valid_spec().dump()), "</s>"}); },
+        {"eod.json", "</s>"});
+  }
+}
+
+TEST_CASE("bad tokenizer options name the flag") {
+  require_input_error([] { make_tokenizer(TokenizerOptions{"sentencepiece", "", "", "", ""}); },
+                      {"--tokenizer sentencepiece", "byte, gpt2-bpe, hf"});
+  require_input_error([] { make_tokenizer(TokenizerOptions{"gpt2-bpe", "", "", "", ""}); }, {"--vocab-file"});
+  require_input_error([] { make_tokenizer(TokenizerOptions{"hf", "", "", "", ""}); }, {"--tokenizer-file"});
+  require_input_error([] { make_tokenizer(TokenizerOptions{"byte", "", "", "", "<|x|>"}); }, {"--eod-token"});
+  CHECK(make_tokenizer(TokenizerOptions{})->name() == "byte");
+  CHECK(make_tokenizer("byte")->eod_id() == 256);
+}
+
+TEST_CASE("bad GPT-2 files name the file") {
+  std::string vocab = write("vocab.json", R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3})");
+  std::string merges = write("merges.txt", "#version: 0.2\na b\n");
+  auto tok = make_tokenizer(TokenizerOptions{"gpt2-bpe", vocab, merges, "", ""});
+  CHECK(tok->encode("abab") == std::vector<int32_t>{2, 2});
+  CHECK(tok->eod_id() == 3);
+  std::string bad_merges = write("bad_merges.txt", "#version: 0.2\na b\nab\n");
+  require_input_error([&] { make_tokenizer(TokenizerOptions{"gpt2-bpe", vocab, bad_merges, "", ""}); },
+                      {"bad_merges.txt", "line 3"});
+  std::string unknown = write("unknown_merges.txt", "a q\n");
+  require_input_error([&] { make_tokenizer(TokenizerOptions{"gpt2-bpe", vocab, unknown, "", ""}); },
+                      {"unknown_merges.txt", "[0]", "\"q\""});
+  std::string bad_vocab = write("bad_vocab.json", "[1, 2");
+  require_input_error([&] { make_tokenizer(TokenizerOptions{"gpt2-bpe", bad_vocab, merges, "", ""}); },
+                      {"bad_vocab.json", "invalid JSON"});
+}
