@@ -269,6 +269,9 @@ std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_fil
   BpeModel::Options options;
   if (auto it = m->find("unk_token"); it != m->end() && !it->is_null()) {
     options.unk_token = r.string(*it, "model.unk_token");
+    if (!vocab.count(*options.unk_token)) {
+      r.fail("model.unk_token", fmt::format("{:?} is not in model.vocab", *options.unk_token));
+    }
   }
   options.fuse_unk = r.flag(*m, "fuse_unk", "model", false);
   options.ignore_merges = r.flag(*m, "ignore_merges", "model", false);

@@ -117,6 +117,11 @@ TEST_CASE("malformed or unsupported tokenizer.json is an InputError naming the f
     s["model"]["merges"].push_back(42);
     require_input_error([&] { load(s, "badmerge3.json"); }, {"badmerge3.json", "model.merges[3]"});
   }
+  SECTION("an unk_token outside the vocabulary") {
+    json s = valid_spec();
+    s["model"]["unk_token"] = "<unk>";
+    require_input_error([&] { load(s, "unk.json"); }, {"unk.json", "model.unk_token", "<unk>"});
+  }
   SECTION("a vocabulary id that is not an integer") {
     json s = valid_spec();
     s["model"]["vocab"]["c"] = "two";
