@@ -1,17 +1,28 @@
-// prepare_dataset: reads inputs line by line, cuts them into documents, tokenizes and streams the
-// tokens into an IndexedDatasetWriter.
+// prepare_dataset: the reader → encoders → in-order writer pipeline behind `lattice data prepare`.
 #include "data/prepare.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <filesystem>
-#include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "data/bounded_queue.h"
+#include "data/document_reader.h"
 #include "data/indexed_dataset_writer.h"
+#include "data/progress.h"
 #include "data/tokenizer.h"
 #include "kernels/error.h"
 
@@ -19,71 +30,85 @@ namespace lattice {
 
 namespace {
 
-bool is_blank(std::string_view s) {
-  return s.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos;
-}
+constexpr size_t kNone = static_cast<size_t>(-1);
 
-// Collects one document's text and streams its tokens into the writer. Leading whitespace is held
-// back until the first non-whitespace byte, so whitespace-only documents can be skipped; a
-// tokenizer that cannot split text anywhere gets the whole document at once.
-class DocumentBuilder {
+// A batch of pieces on its way from the reader to an encoder, then (encoded) to the writer.
+struct Batch {
+  int64_t seq = 0;
+  bool last = false;                       // no batch follows
+  std::vector<DocumentPiece> pieces;       // text is released once encoded
+  std::vector<std::vector<int32_t>> tokens;  // per piece; empty for empty documents
+  std::vector<char> empty;                 // per piece: it ends an empty / whitespace-only document
+  size_t error_index = kNone;              // pieces before it are good; the error belongs to it
+  std::exception_ptr error;                // the encoder's error, at error_index
+  std::exception_ptr reader_error;         // the reader's error, after all pieces
+  int64_t bytes = 0;                       // held text + token bytes, for the memory gauge
+};
+
+// Bytes held by batches in flight, and the most ever held.
+class Gauge {
  public:
-  DocumentBuilder(const Tokenizer& tok, IndexedDatasetWriter& writer, bool append_eod, PrepareSummary& summary)
-      : tok_(tok), writer_(writer), append_eod_(append_eod), summary_(summary) {}
-
-  void add(std::string_view text) {
-    if (!started_) {
-      if (is_blank(text)) {
-        held_.append(text);
-        return;
-      }
-      started_ = true;
-      std::string first = std::move(held_);
-      held_.clear();
-      first.append(text);
-      emit(first);
-      return;
+  void add(int64_t b) {
+    int64_t now = value_.fetch_add(b) + b;
+    int64_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
     }
-    emit(text);
   }
+  int64_t peak() const { return peak_.load(); }
 
-  void end() {
-    if (!started_) {
-      ++summary_.empty_documents;
-    } else {
-      if (!tok_.splits_anywhere()) {
-        write(tok_.encode(held_));
-        held_.clear();
-      }
-      if (append_eod_) {
-        int32_t eod = tok_.eod_id();
-        write(std::span<const int32_t>(&eod, 1));
-      }
-      writer_.end_document();
-      ++summary_.documents;
-    }
-    started_ = false;
-    held_.clear();
+ private:
+  std::atomic<int64_t> value_{0}, peak_{0};
+};
+
+// Encoded batches waiting for the writer, keyed by sequence number; also the in-flight window:
+// the reader takes a slot before it reads a batch and the writer frees it when the batch is written.
+class ReorderWindow {
+ public:
+  explicit ReorderWindow(int slots) : slots_(slots) {}
+
+  bool acquire_slot() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return cancelled_ || in_flight_ < slots_; });
+    if (cancelled_) return false;
+    ++in_flight_;
+    return true;
+  }
+  void put(Batch batch) {
+    std::lock_guard lock(mu_);
+    if (cancelled_) return;
+    int64_t seq = batch.seq;
+    ready_.emplace(seq, std::move(batch));
+    cv_.notify_all();
+  }
+  // Blocks until batch seq is encoded; nullopt if cancelled.
+  std::optional<Batch> take(int64_t seq) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return cancelled_ || ready_.count(seq) > 0; });
+    if (cancelled_) return std::nullopt;
+    auto it = ready_.find(seq);
+    Batch b = std::move(it->second);
+    ready_.erase(it);
+    return b;
+  }
+  void release_slot() {
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    cv_.notify_all();
+  }
+  void cancel() {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    ready_.clear();
+    cv_.notify_all();
   }
 
  private:
-  void emit(std::string_view text) {
-    if (tok_.splits_anywhere()) {
-      write(tok_.encode(text));
-    } else {
-      held_.append(text);
-    }
-  }
-  void write(std::span<const int32_t> ids) {
-    if (!ids.empty()) writer_.add_tokens(ids);
-  }
-
-  const Tokenizer& tok_;
-  IndexedDatasetWriter& writer_;
-  bool append_eod_;
-  PrepareSummary& summary_;
-  bool started_ = false;
-  std::string held_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int slots_;
+  int in_flight_ = 0;
+  std::map<int64_t, Batch> ready_;
+  bool cancelled_ = false;
 };
 
 std::string resolve_format(const std::string& format, const std::string& path) {
@@ -93,7 +118,8 @@ std::string resolve_format(const std::string& format, const std::string& path) {
   return "text";
 }
 
-std::ifstream open_input(const std::string& path) {
+// Checks an input before anything is written; returns its size.
+int64_t check_input(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     throw InputError(fmt::format("{}: input file does not exist; check --input", path));
@@ -101,89 +127,128 @@ std::ifstream open_input(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     throw InputError(fmt::format("{}: --input is a directory; pass the files in it (e.g. {}/*)", path, path));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read input file; check --input and permissions", path));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot read input file; check --input and permissions", path));
   unsigned char magic[2] = {0, 0};
-  in.read(reinterpret_cast<char*>(magic), 2);
-  if (in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+  ssize_t n = ::read(fd, magic, 2);
+  ::close(fd);
+  if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
     throw InputError(fmt::format("{}: input is gzip-compressed; decompress it first (gunzip -k)", path));
   }
-  in.clear();
-  in.seekg(0);
-  return in;
+  auto size = std::filesystem::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
 }
 
-// Reads the next line without its '\n'; *had_newline says whether one ended it.
-bool next_line(std::istream& in, std::string& line, bool* had_newline) {
-  if (!std::getline(in, line)) return false;
-  *had_newline = !in.eof();
-  return true;
+// Line and file offset of byte `index` of a piece.
+std::string locate(const std::string& path, const DocumentPiece& p, size_t index) {
+  int64_t line = p.line + std::count(p.text.begin(), p.text.begin() + static_cast<std::ptrdiff_t>(index), '\n');
+  return fmt::format("{}:{}: byte offset {}", path, line, p.offset + static_cast<int64_t>(index));
 }
 
-void prepare_text(const std::string& path, const std::string& separator, DocumentBuilder& doc,
-                  PrepareSummary& summary) {
-  std::ifstream in = open_input(path);
-  std::string line;
-  bool nl = false;
-  while (next_line(in, line, &nl)) {
-    summary.input_bytes += static_cast<int64_t>(line.size()) + (nl ? 1 : 0);
-    std::string_view body(line);
-    if (!body.empty() && body.back() == '\r') body.remove_suffix(1);
-    bool is_separator = (separator == "percent-line" && body == "%") ||
-                        (separator == "blank-line" && is_blank(body));
-    if (is_separator) {
-      doc.end();
-      continue;
-    }
-    if (nl) line.push_back('\n');
-    doc.add(line);
+struct EncoderContext {
+  const DocumentReader* reader;
+  const std::string* json_key;
+  bool require_utf8;
+};
+
+void check_utf8(const EncoderContext& ctx, const DocumentPiece& p, const char* what) {
+  size_t bad = find_invalid_utf8(p.text);
+  if (bad == std::string_view::npos) return;
+  throw InputError(fmt::format("{}: invalid UTF-8 (byte 0x{:02x}) {}; fix or drop the document (iconv -c), or "
+                               "use --tokenizer byte",
+                               locate(ctx.reader->path(p.file), p, bad),
+                               static_cast<unsigned>(static_cast<unsigned char>(p.text[bad])), what));
+}
+
+// The document text of a JSONL line; throws InputError naming file and line.
+std::string parse_jsonl_line(const EncoderContext& ctx, const DocumentPiece& p) {
+  const std::string& path = ctx.reader->path(p.file);
+  const std::string& key = *ctx.json_key;
+  const int64_t lineno = p.line;
+  check_utf8(ctx, p, "in a JSON line (JSON text must be UTF-8)");
+  nlohmann::json obj;
+  try {
+    obj = nlohmann::json::parse(p.text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}:{}: line {} is not valid JSON ({}); each line must be one JSON object "
+                                 "with a \"{}\" field (--json-key)",
+                                 path, lineno, lineno, e.what(), key));
   }
-  if (in.bad()) throw InputError(fmt::format("{}: read error", path));
-  doc.end();
-}
-
-void prepare_jsonl(const std::string& path, const std::string& key, DocumentBuilder& doc,
-                   PrepareSummary& summary) {
-  std::ifstream in = open_input(path);
-  std::string line;
-  bool nl = false;
-  int64_t lineno = 0;
-  while (next_line(in, line, &nl)) {
-    ++lineno;
-    summary.input_bytes += static_cast<int64_t>(line.size()) + (nl ? 1 : 0);
-    if (is_blank(line)) continue;
-    nlohmann::json obj;
-    try {
-      obj = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}:{}: line {} is not valid JSON ({}); each line must be one JSON object "
-                                   "with a \"{}\" field (--json-key)",
-                                   path, lineno, lineno, e.what(), key));
-    }
-    if (!obj.is_object()) {
-      throw InputError(fmt::format("{}:{}: line {} is a JSON {}, not an object with a \"{}\" field (--json-key)",
-                                   path, lineno, lineno, obj.type_name(), key));
-    }
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      std::string keys;
-      int shown = 0;
-      for (auto& [k, v] : obj.items()) {
-        if (shown++ == 8) { keys += ", ..."; break; }
-        keys += (keys.empty() ? "" : ", ") + k;
+  if (!obj.is_object()) {
+    throw InputError(fmt::format("{}:{}: line {} is a JSON {}, not an object with a \"{}\" field (--json-key)",
+                                 path, lineno, lineno, obj.type_name(), key));
+  }
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    std::string keys;
+    int shown = 0;
+    for (auto& [k, v] : obj.items()) {
+      if (shown++ == 8) {
+        keys += ", ...";
+        break;
       }
-      throw InputError(fmt::format("{}:{}: line {} has no \"{}\" field (it has: {}); choose the field with "
-                                   "--json-key",
-                                   path, lineno, lineno, key, keys.empty() ? "none" : keys));
+      keys += (keys.empty() ? "" : ", ") + k;
     }
-    if (!it->is_string()) {
-      throw InputError(fmt::format("{}:{}: line {}: field \"{}\" is a JSON {}, not a string", path, lineno,
-                                   lineno, key, it->type_name()));
-    }
-    doc.add(it->get_ref<const std::string&>());
-    doc.end();
+    throw InputError(fmt::format("{}:{}: line {} has no \"{}\" field (it has: {}); choose the field with "
+                                 "--json-key",
+                                 path, lineno, lineno, key, keys.empty() ? "none" : keys));
   }
-  if (in.bad()) throw InputError(fmt::format("{}: read error", path));
+  if (!it->is_string()) {
+    throw InputError(fmt::format("{}:{}: line {}: field \"{}\" is a JSON {}, not a string", path, lineno, lineno,
+                                 key, it->type_name()));
+  }
+  return std::move(it->get_ref<std::string&>());
+}
+
+void encode_batch(const EncoderContext& ctx, const Tokenizer& tok, Batch& b, Gauge& gauge) {
+  const size_t n = b.pieces.size();
+  b.tokens.resize(n);
+  b.empty.assign(n, 0);
+  int64_t before = b.bytes;
+  b.bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    DocumentPiece& p = b.pieces[i];
+    try {
+      if (p.jsonl) {
+        std::string text = parse_jsonl_line(ctx, p);
+        if (is_blank(text)) {
+          b.empty[i] = 1;
+        } else {
+          b.tokens[i] = tok.encode(text);
+        }
+      } else if (p.blank) {
+        b.empty[i] = 1;
+      } else {
+        if (ctx.require_utf8) check_utf8(ctx, p, "in a text file");
+        b.tokens[i] = tok.encode(p.text);
+      }
+    } catch (...) {
+      b.error_index = i;
+      b.error = std::current_exception();
+      break;
+    }
+    if (!p.text.empty()) {
+      if (b.empty[i]) {
+        p.text.resize(std::min<size_t>(p.text.size(), 256));  // kept for the empty-document message
+        p.text.shrink_to_fit();
+      } else {
+        std::string().swap(p.text);
+      }
+    }
+    b.bytes += static_cast<int64_t>(b.tokens[i].size() * sizeof(int32_t) + p.text.size());
+  }
+  if (b.error) {
+    for (size_t i = b.error_index; i < n; ++i) b.bytes += static_cast<int64_t>(b.pieces[i].text.size());
+  }
+  gauge.add(b.bytes - before);
+}
+
+std::string empty_document_message(const DocumentReader& reader, const DocumentPiece& p) {
+  const std::string& path = reader.path(p.file);
+  std::string what = p.jsonl ? fmt::format("line {}", p.line) : fmt::format("the document starting at line {}", p.line);
+  return fmt::format("{}:{}: {} (byte offset {}) is an empty or whitespace-only document; remove it, or pass "
+                     "--skip-empty-documents to skip such documents",
+                     path, p.line, what, p.offset);
 }
 
 }  // namespace
@@ -205,9 +270,25 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
     throw InputError(fmt::format("--text-document-separator {}: expected file, blank-line or percent-line", sep));
   }
   if (opts.json_key.empty()) throw InputError("--json-key: must not be empty");
-  std::unique_ptr<Tokenizer> tok = make_tokenizer(opts.tokenizer, "--tokenizer");
+  if (opts.workers < 0 || opts.workers > 1024) {
+    throw InputError(fmt::format("--workers {}: expected 1..1024 (or 0 for one per hardware thread)", opts.workers));
+  }
+  ProgressReporter::Mode progress_mode = ProgressReporter::parse_mode(opts.progress);
+  const int workers =
+      opts.workers > 0 ? opts.workers : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // One tokenizer per encoder thread, so a tokenizer need not be thread-safe.
+  std::vector<std::unique_ptr<Tokenizer>> toks;
+  toks.push_back(make_tokenizer(opts.tokenizer, "--tokenizer"));
+  const Tokenizer& tok = *toks.front();
+  for (int w = 1; w < workers; ++w) toks.push_back(make_tokenizer(opts.tokenizer, "--tokenizer"));
+
   // Check every input before writing anything.
-  for (const std::string& path : opts.inputs) open_input(path);
+  int64_t total_bytes = 0;
+  std::vector<std::string> formats;
+  for (const std::string& path : opts.inputs) {
+    total_bytes += check_input(path);
+    formats.push_back(resolve_format(opts.format, path));
+  }
 
   auto parent = std::filesystem::absolute(opts.output_prefix).parent_path();
   std::error_code ec;
@@ -219,32 +300,108 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
 
   auto start = std::chrono::steady_clock::now();
   PrepareSummary summary;
-  summary.vocab_size = tok->vocab_size();
-  TokenDType dtype = token_dtype_for_vocab(tok->vocab_size());
+  summary.vocab_size = tok.vocab_size();
+  summary.workers = workers;
+  TokenDType dtype = token_dtype_for_vocab(tok.vocab_size());
   summary.dtype = token_dtype_name(dtype);
   IndexedDatasetWriter writer(opts.output_prefix, dtype);
-  DocumentBuilder doc(*tok, writer, opts.append_eod, summary);
-  for (const std::string& path : opts.inputs) {
-    std::string format = resolve_format(opts.format, path);
-    int64_t before = summary.documents;
-    if (format == "jsonl") {
-      prepare_jsonl(path, opts.json_key, doc, summary);
-    } else {
-      prepare_text(path, sep, doc, summary);
+
+  const size_t batch_bytes = std::max<size_t>(opts.batch_bytes, 1);
+  const int window = opts.max_batches_in_flight > 0 ? opts.max_batches_in_flight : 2 * workers + 2;
+  std::atomic<int64_t> bytes_read{0};
+  DocumentReader reader(opts.inputs, formats, sep, tok.splits_anywhere() ? batch_bytes : 0, &bytes_read);
+  const EncoderContext ctx{&reader, &opts.json_key, /*require_utf8=*/tok.name() != "byte"};
+  BoundedQueue<Batch> work(static_cast<size_t>(window));
+  ReorderWindow done(window);
+  Gauge gauge;
+
+  std::vector<std::thread> threads;
+  auto stop_all = [&] {
+    work.cancel();
+    done.cancel();
+    for (std::thread& t : threads) {
+      if (t.joinable()) t.join();
     }
-    spdlog::debug("data prepare: {} ({}): {} documents", path, format, summary.documents - before);
+  };
+  try {
+    threads.emplace_back([&] {
+      for (int64_t seq = 0;; ++seq) {
+        if (!done.acquire_slot()) return;
+        Batch b;
+        b.seq = seq;
+        bool more = false;
+        try {
+          more = reader.next(b.pieces, batch_bytes);
+        } catch (...) {
+          b.reader_error = std::current_exception();
+        }
+        b.last = !more;
+        for (const DocumentPiece& p : b.pieces) b.bytes += static_cast<int64_t>(p.text.size());
+        gauge.add(b.bytes);
+        if (!work.push(std::move(b)) || !more) return;
+      }
+    });
+    for (int w = 0; w < workers; ++w) {
+      threads.emplace_back([&, w] {
+        while (std::optional<Batch> b = work.pop()) {
+          encode_batch(ctx, *toks[w], *b, gauge);
+          done.put(std::move(*b));
+        }
+      });
+    }
+
+    ProgressReporter progress(progress_mode, total_bytes, opts.progress_interval_s);
+    const int32_t eod = tok.eod_id();
+    for (int64_t seq = 0;; ++seq) {
+      std::optional<Batch> b = done.take(seq);
+      if (!b) throw Error("data prepare: pipeline stopped unexpectedly");
+      for (size_t i = 0; i < b->pieces.size(); ++i) {
+        if (i == b->error_index) std::rethrow_exception(b->error);
+        const DocumentPiece& p = b->pieces[i];
+        if (b->empty[i]) {
+          if (!opts.skip_empty_documents) throw InputError(empty_document_message(reader, p));
+          ++summary.empty_documents;
+          continue;
+        }
+        if (!b->tokens[i].empty()) writer.add_tokens(b->tokens[i]);
+        if (p.ends) {
+          if (opts.append_eod) writer.add_tokens(std::span<const int32_t>(&eod, 1));
+          writer.end_document();
+          ++summary.documents;
+        }
+      }
+      if (b->reader_error) std::rethrow_exception(b->reader_error);
+      gauge.add(-b->bytes);
+      done.release_slot();
+      progress.update(bytes_read.load(std::memory_order_relaxed), summary.documents, writer.num_tokens());
+      if (b->last) break;
+    }
+    progress.finish();
+    work.close();
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+    writer.finish();
+  } catch (...) {
+    stop_all();
+    throw;  // the writer's destructor removes its temporaries
   }
-  writer.finish();
+  summary.input_bytes = bytes_read.load();
   summary.tokens = writer.num_tokens();
   summary.output_bytes = writer.bytes_written();
+  summary.peak_buffered_bytes = gauge.peak();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double mb = summary.input_bytes / 1e6;
+  std::string empty = opts.skip_empty_documents ? fmt::format(" ({} empty skipped)", summary.empty_documents) : "";
   spdlog::info(
-      "data prepare: {} documents ({} empty skipped), {} tokens, {:.2f} MB read in {:.2f} s ({:.1f} MB/s) "
+      "data prepare: {} documents{}, {} tokens, {:.2f} MB read in {:.2f} s ({:.1f} MB/s, {} workers) "
       "-> {}.bin/.idx ({} tokenizer, vocab {}, dtype {}, {:.2f} MB)",
-      summary.documents, summary.empty_documents, summary.tokens, mb, summary.seconds,
-      summary.seconds > 0 ? mb / summary.seconds : 0.0, opts.output_prefix, tok->name(), summary.vocab_size,
-      summary.dtype, summary.output_bytes / 1e6);
+      summary.documents, empty, summary.tokens, mb, summary.seconds,
+      summary.seconds > 0 ? mb / summary.seconds : 0.0, workers, opts.output_prefix, tok.name(),
+      summary.vocab_size, summary.dtype, summary.output_bytes / 1e6);
+  if (summary.empty_documents > 0) {
+    spdlog::warn("data prepare: skipped {} empty or whitespace-only documents (--skip-empty-documents)",
+                 summary.empty_documents);
+  }
   return summary;
 }
 

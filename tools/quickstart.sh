@@ -10,7 +10,7 @@ if [[ ! -f $DATA.idx ]]; then
   mkdir -p "$(dirname "$DATA")"
   mapfile -t inputs < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
   bazel-bin/trainer/lattice data prepare --input "${inputs[@]}" --output-prefix "$DATA" \
-    --tokenizer byte --text-document-separator percent-line
+    --tokenizer byte --text-document-separator percent-line --skip-empty-documents
 fi
 rm -f runs/quickstart/metrics.jsonl
 python3 tools/unigram_baseline.py "$DATA"

@@ -15,6 +15,13 @@ void add_prepare_options(CLI::App* cmd, PrepareOptions& o) {
                   "how text files split into documents: file|blank-line|percent-line")
       ->check(CLI::IsMember({"file", "blank-line", "percent-line"}));
   cmd->add_flag("!--no-eod", o.append_eod, "do not append the end-of-document token");
+  cmd->add_flag("--skip-empty-documents", o.skip_empty_documents,
+                "skip empty or whitespace-only documents (counted and reported) instead of failing on the first");
+  cmd->add_option("--workers,-j", o.workers, "encoder threads (default: one per hardware thread)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--progress", o.progress,
+                  "progress display on stderr: auto (bar on a terminal, else a log line every 5 s)|bar|log|none")
+      ->check(CLI::IsMember({"auto", "bar", "log", "none"}));
 }
 
 }  // namespace lattice

@@ -65,11 +65,12 @@ TEST_CASE("prepare text files") {
     write_text(dir / "more", "A\r\n%\r\nB\n%\n");
     o.inputs = {dir / "fortunes", dir / "more"};
     o.text_document_separator = "percent-line";
+    o.skip_empty_documents = true;
     PrepareSummary s = prepare_dataset(o);
     auto docs = read_documents(o.output_prefix);
     REQUIRE(docs == std::vector<std::string>{"first one\n", "two\n  lines\n", "last, no newline", "A\r\n", "B\n"});
     REQUIRE(s.documents == 5);
-    REQUIRE(s.empty_documents == 3);  // "%%", "  " and the one after the final %
+    REQUIRE(s.empty_documents == 2);  // "%%" and "  "; nothing after a final % is no document
     REQUIRE(s.tokens == 10 + 12 + 16 + 3 + 2 + 5);
     REQUIRE(s.input_bytes == static_cast<int64_t>(fs::file_size(dir / "fortunes") + fs::file_size(dir / "more")));
     REQUIRE(s.dtype == "u16");
@@ -86,15 +87,40 @@ TEST_CASE("prepare text files") {
     write_text(dir / "b.txt", "   \n");
     write_text(dir / "c.txt", "c");
     o.inputs = {dir / "a.txt", dir / "b.txt", dir / "c.txt"};
+    o.skip_empty_documents = true;
     PrepareSummary s = prepare_dataset(o);
     REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"\nwhole\n\nfile\n%\n", "c"});
     REQUIRE(s.empty_documents == 1);
+  }
+  SECTION("an empty document is an error naming file and line, unless skipped") {
+    write_text(dir / "f", "one\n%\ntwo\n%\n%\nthree\n%\n");
+    o.inputs = {dir / "f"};
+    o.text_document_separator = "percent-line";
+    o.workers = 2;
+    REQUIRE_THROWS_AS(prepare_dataset(o), InputError);
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "f:5") && Catch::Contains("line 5") &&
+                                                Catch::Contains("--skip-empty-documents"));
+    for (const char* ext : {".bin", ".idx", ".bin.tmp", ".idx.tmp"}) REQUIRE_FALSE(fs::exists(o.output_prefix + ext));
+    write_text(dir / "g", "x\n%\n   \n\n%\ny\n");  // whitespace-only, starting at line 3
+    o.inputs = {dir / "g"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "g:3") && Catch::Contains("whitespace"));
+    write_text(dir / "e.txt", "");
+    o.inputs = {dir / "e.txt"};
+    o.text_document_separator = "file";
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "e.txt:1"));
+    o.inputs = {dir / "f", dir / "g", dir / "e.txt"};
+    o.text_document_separator = "percent-line";
+    o.skip_empty_documents = true;
+    PrepareSummary s = prepare_dataset(o);
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"one\n", "two\n", "three\n", "x\n", "y\n"});
+    REQUIRE(s.empty_documents == 2);  // f's "%%", g's whitespace; e.txt is empty: no bytes, no document
   }
   SECTION("a real fortune file, if installed") {
     const std::string f = "/usr/share/games/fortunes/fortunes";
     if (!fs::exists(f)) return;
     o.inputs = {f};
     o.text_document_separator = "percent-line";
+    o.skip_empty_documents = true;
     PrepareSummary s = prepare_dataset(o);
     REQUIRE(s.documents > 10);
     for (const std::string& d : read_documents(o.output_prefix)) REQUIRE(d.find("\n%\n") == std::string::npos);
@@ -131,11 +157,25 @@ TEST_CASE("prepare JSONL") {
                "{\"text\": \"caf\\u00e9\\nline\", \"meta\": {\"x\": [1,2]}}\r\n"
                "{\"id\": 3, \"text\": \"no newline at end\"}");
     o.inputs = {dir / "a.jsonl"};
+    o.skip_empty_documents = true;
     PrepareSummary s = prepare_dataset(o);
     REQUIRE(read_documents(o.output_prefix) ==
             std::vector<std::string>{"hello", "caf\xc3\xa9\nline", "no newline at end"});
     REQUIRE(s.empty_documents == 1);
     REQUIRE(s.documents == 3);
+  }
+  SECTION("an empty JSONL document is an error naming file and line") {
+    write_text(dir / "e.jsonl", "{\"text\": \"a\"}\n\n{\"text\": \" \\n\"}\n{\"text\": \"b\"}\n");
+    o.inputs = {dir / "e.jsonl"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "e.jsonl:3") && Catch::Contains("empty"));
+    REQUIRE_FALSE(fs::exists(o.output_prefix + ".idx"));
+  }
+  SECTION("invalid UTF-8 in a JSON line names file, line and byte offset") {
+    write_text(dir / "u.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"bad \xff here\"}\n");
+    o.inputs = {dir / "u.jsonl"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "u.jsonl:2") && Catch::Contains("byte offset 29") &&
+                                                Catch::Contains("UTF-8"));
+    REQUIRE_FALSE(fs::exists(o.output_prefix + ".idx"));
   }
   SECTION("--json-key and --format jsonl") {
     write_text(dir / "b.txt", "{\"content\": \"x\"}\n{\"content\": \"yz\"}\n");

@@ -1,0 +1,246 @@
+// The multi-threaded prepare pipeline: output identical for any worker count and batch size,
+// errors reported in input order, memory bounded by the pipeline's bounds (not the input size);
+// the bounded queue, the UTF-8 validator and the progress line.
+#include <sys/resource.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/bounded_queue.h"
+#include "data/document_reader.h"
+#include "data/prepare.h"
+#include "data/progress.h"
+#include "kernels/error.h"
+#include "tests/data/test_util.h"
+
+using namespace lattice;
+using lattice::testing::TempDir;
+using lattice::testing::write_text;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Deterministic text of `bytes` bytes: words, multi-byte UTF-8, some long lines.
+std::string random_text(std::mt19937& rng, size_t bytes) {
+  static const char* words[] = {"the", "lattice", "of", "tokens", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
+                                "pipeline", "a", "\xf0\x9f\x98\x80", "order"};
+  std::string s;
+  while (s.size() < bytes) {
+    s += words[rng() % 10];
+    s += (rng() % 9 == 0) ? "\n" : " ";
+  }
+  s += "\n";
+  return s;
+}
+
+// Peak RSS of this process in KiB; resets it first when asked and the kernel allows
+// (/proc/self/clear_refs "5"), so later reads measure from here.
+int64_t peak_rss_kib(bool reset) {
+  if (reset) {
+    std::ofstream f("/proc/self/clear_refs");
+    f << "5";
+  }
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+int64_t current_rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("prepare: identical output for any worker count and batch size") {
+  TempDir dir("prepare_workers");
+  std::mt19937 rng(7);
+  // Multi-file input: JSONL, fortune-style, blank-line and whole-file text, one long document.
+  {
+    std::ofstream j(dir / "a.jsonl", std::ios::binary);
+    for (int i = 0; i < 400; ++i) {
+      std::string t = random_text(rng, 1 + rng() % 600);
+      std::string esc;
+      for (char c : t) esc += (c == '\n') ? std::string("\\n") : std::string(1, c);
+      j << "{\"text\": \"" << esc << "\", \"id\": " << i << "}\n";
+    }
+  }
+  {
+    std::string f;
+    for (int i = 0; i < 300; ++i) f += random_text(rng, 1 + rng() % 400) + "%\n";
+    write_text(dir / "b.txt", f);
+  }
+  write_text(dir / "c.txt", random_text(rng, 200000));  // one 200 kB document (split into pieces)
+  const std::vector<std::string> inputs = {dir / "a.jsonl", dir / "b.txt", dir / "c.txt"};
+
+  auto run = [&](int workers, size_t batch_bytes, const std::string& name) {
+    PrepareOptions o;
+    o.inputs = inputs;
+    o.output_prefix = dir / name;
+    o.text_document_separator = "percent-line";
+    o.workers = workers;
+    o.batch_bytes = batch_bytes;
+    o.progress = "none";
+    PrepareSummary s = prepare_dataset(o);
+    REQUIRE(s.workers == workers);
+    REQUIRE(s.documents == 400 + 300 + 1);
+    return std::make_pair(read_file(o.output_prefix + ".bin"), read_file(o.output_prefix + ".idx"));
+  };
+  auto one = run(1, 256 << 10, "w1");
+  auto three = run(3, 256 << 10, "w3");
+  auto three_small = run(3, 97, "w3s");  // tiny batches: many in flight, reordering, 2000+ pieces
+  auto four_small = run(4, 4096, "w4");
+  REQUIRE(one.first.size() > 400000);
+  REQUIRE(one.first == three.first);
+  REQUIRE(one.second == three.second);
+  REQUIRE(one.first == three_small.first);
+  REQUIRE(one.second == three_small.second);
+  REQUIRE(one.first == four_small.first);
+  REQUIRE(one.second == four_small.second);
+}
+
+TEST_CASE("prepare: the first error in input order wins, whatever the worker count") {
+  TempDir dir("prepare_error_order");
+  std::string lines;
+  for (int i = 1; i <= 2000; ++i) {
+    if (i == 1500) {
+      lines += "{\"text\": \"\"}\n";  // empty document, line 1500
+    } else if (i == 1900) {
+      lines += "not json\n";
+    } else {
+      lines += "{\"text\": \"document " + std::to_string(i) + "\"}\n";
+    }
+  }
+  write_text(dir / "x.jsonl", lines);
+  for (int workers : {1, 2, 5}) {
+    PrepareOptions o;
+    o.inputs = {dir / "x.jsonl"};
+    o.output_prefix = dir / "out";
+    o.workers = workers;
+    o.batch_bytes = 64;
+    o.progress = "none";
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "x.jsonl:1500") && Catch::Contains("empty"));
+    o.skip_empty_documents = true;
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "x.jsonl:1900") && Catch::Contains("not valid JSON"));
+    for (const char* ext : {".bin", ".idx", ".bin.tmp", ".idx.tmp"}) REQUIRE_FALSE(fs::exists(o.output_prefix + ext));
+  }
+}
+
+TEST_CASE("prepare: memory stays bounded on an input much larger than the pipeline bounds") {
+  TempDir dir("prepare_memory");
+  // 48 MB of text in blank-line separated documents, written in pieces (never whole in memory).
+  // Its int32 tokens alone would be 192 MB.
+  const int64_t kBytes = 48 << 20;
+  {
+    std::mt19937 rng(3);
+    std::ofstream f(dir / "big.txt", std::ios::binary);
+    std::string chunk = random_text(rng, 1 << 20);
+    std::string paragraphs;
+    for (size_t i = 0; i < chunk.size(); i += 3000) paragraphs += chunk.substr(i, 3000) + "\n\n";
+    for (int64_t written = 0; written < kBytes; written += static_cast<int64_t>(paragraphs.size())) f << paragraphs;
+  }
+  PrepareOptions o;
+  o.inputs = {dir / "big.txt"};
+  o.output_prefix = dir / "big";
+  o.text_document_separator = "blank-line";
+  o.workers = 3;
+  o.batch_bytes = 64 << 10;
+  o.max_batches_in_flight = 6;
+  o.progress = "none";
+  const int64_t rss_before = current_rss_kib();
+  peak_rss_kib(/*reset=*/true);
+  PrepareSummary s = prepare_dataset(o);
+  const int64_t growth_kib = peak_rss_kib(false) - rss_before;
+  INFO("peak RSS growth " << growth_kib << " KiB, peak buffered " << s.peak_buffered_bytes << " bytes");
+  REQUIRE(s.input_bytes >= kBytes);
+  REQUIRE(s.tokens > kBytes);
+  // Text + tokens in flight: at most 6 batches of ~64 KiB text (+ one paragraph) as int32 tokens.
+  REQUIRE(s.peak_buffered_bytes > 0);
+  REQUIRE(s.peak_buffered_bytes <= 6 * 5 * ((64 << 10) + 4096));
+  // The process's peak grows by the pipeline's buffers, the reader's 1 MiB block and the
+  // writer's 1 MiB buffer — tens of MB at most, not the input's 48 MB or its 192 MB of tokens.
+  REQUIRE(growth_kib < 24 * 1024);
+}
+
+TEST_CASE("BoundedQueue: capacity, order, close") {
+  BoundedQueue<int> q(3);
+  std::atomic<int> pushed{0};
+  std::thread producer([&] {
+    for (int i = 0; i < 1000; ++i) {
+      REQUIRE(q.push(i));
+      ++pushed;
+    }
+    q.close();
+  });
+  std::vector<int> got;
+  while (auto v = q.pop()) {
+    got.push_back(*v);
+    if (got.size() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  producer.join();
+  REQUIRE(got.size() == 1000);
+  for (int i = 0; i < 1000; ++i) REQUIRE(got[i] == i);
+  REQUIRE(q.peak() <= 3);
+  REQUIRE(q.peak() >= 1);
+  REQUIRE_FALSE(q.push(5));  // closed
+
+  BoundedQueue<int> c(1);
+  REQUIRE(c.push(1));
+  std::thread blocked([&] { REQUIRE_FALSE(c.push(2)); });  // full: blocks until cancelled
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  c.cancel();
+  blocked.join();
+  REQUIRE_FALSE(c.pop().has_value());
+}
+
+TEST_CASE("find_invalid_utf8") {
+  REQUIRE(find_invalid_utf8("") == std::string_view::npos);
+  REQUIRE(find_invalid_utf8("plain ascii text, long enough for the 8-byte path") == std::string_view::npos);
+  REQUIRE(find_invalid_utf8("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf") == std::string_view::npos);
+  REQUIRE(find_invalid_utf8("abcdefghij\xff") == 10);
+  REQUIRE(find_invalid_utf8("ab\xc3") == 2);              // truncated
+  REQUIRE(find_invalid_utf8("ab\xc0\x80") == 2);          // overlong
+  REQUIRE(find_invalid_utf8("\xe0\x80\x80") == 0);        // overlong 3-byte
+  REQUIRE(find_invalid_utf8("x\xed\xa0\x80") == 1);       // surrogate
+  REQUIRE(find_invalid_utf8("\xf4\x90\x80\x80") == 0);    // above U+10FFFF
+  REQUIRE(find_invalid_utf8("ok\xe6\x97z") == 2);         // bad continuation
+  REQUIRE(find_invalid_utf8("\x80") == 0);                // lone continuation
+}
+
+TEST_CASE("progress line") {
+  ProgressSnapshot s;
+  s.bytes = 50'000'000;
+  s.total_bytes = 200'000'000;
+  s.documents = 12345;
+  s.tokens = 1'234'567;
+  s.seconds = 2.0;
+  std::string line = format_progress(s);
+  REQUIRE(line == "25.0% 50.0/200.0 MB, 25.0 MB/s, 12,345 docs, 1.23M tokens, ETA 0:06");
+  s.bytes = s.total_bytes;
+  REQUIRE_THAT(format_progress(s), Catch::Contains("100.0%") && Catch::Contains("ETA 0:00"));
+  REQUIRE(ProgressReporter::parse_mode("none") == ProgressReporter::Mode::kNone);
+  REQUIRE_THROWS_WITH(ProgressReporter::parse_mode("fancy"), Catch::Contains("--progress fancy"));
+}
