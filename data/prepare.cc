@@ -276,11 +276,10 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   ProgressReporter::Mode progress_mode = ProgressReporter::parse_mode(opts.progress);
   const int workers =
       opts.workers > 0 ? opts.workers : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // One tokenizer per encoder thread, so a tokenizer need not be thread-safe.
-  std::vector<std::unique_ptr<Tokenizer>> toks;
-  toks.push_back(make_tokenizer(opts.tokenizer, "--tokenizer"));
-  const Tokenizer& tok = *toks.front();
-  for (int w = 1; w < workers; ++w) toks.push_back(make_tokenizer(opts.tokenizer, "--tokenizer"));
+  // One tokenizer shared by the encoder threads (tokenizers are thread-safe, see tokenizer.h).
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(
+      TokenizerOptions{opts.tokenizer, opts.vocab_file, opts.merges_file, opts.tokenizer_file, opts.eod_token});
+  const Tokenizer& tok = *tokenizer;
 
   // Check every input before writing anything.
   int64_t total_bytes = 0;
@@ -310,6 +309,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   const int window = opts.max_batches_in_flight > 0 ? opts.max_batches_in_flight : 2 * workers + 2;
   std::atomic<int64_t> bytes_read{0};
   DocumentReader reader(opts.inputs, formats, sep, tok.splits_anywhere() ? batch_bytes : 0, &bytes_read);
+  // BPE tokenizers read UTF-8; the byte tokenizer takes any bytes (JSON text is checked either way).
   const EncoderContext ctx{&reader, &opts.json_key, /*require_utf8=*/tok.name() != "byte"};
   BoundedQueue<Batch> work(static_cast<size_t>(window));
   ReorderWindow done(window);
@@ -342,9 +342,9 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
       }
     });
     for (int w = 0; w < workers; ++w) {
-      threads.emplace_back([&, w] {
+      threads.emplace_back([&] {
         while (std::optional<Batch> b = work.pop()) {
-          encode_batch(ctx, *toks[w], *b, gauge);
+          encode_batch(ctx, tok, *b, gauge);
           done.put(std::move(*b));
         }
       });

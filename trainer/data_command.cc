@@ -9,8 +9,15 @@ void add_prepare_options(CLI::App* cmd, PrepareOptions& o) {
   cmd->add_option("--format", o.format, "auto|text|jsonl (auto: *.jsonl/*.ndjson/*.json are JSONL)")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}));
   cmd->add_option("--json-key", o.json_key, "the JSONL field that holds a document's text");
-  cmd->add_option("--tokenizer", o.tokenizer, "tokenizer: byte (256 bytes + end-of-document)")
-      ->check(CLI::IsMember({"byte"}));
+  cmd->add_option("--tokenizer", o.tokenizer,
+                  "byte (256 bytes + end-of-document) | gpt2-bpe (--vocab-file, --merges-file) | hf (--tokenizer-file)")
+      ->check(CLI::IsMember({"byte", "gpt2-bpe", "hf"}));
+  cmd->add_option("--vocab-file", o.vocab_file, "gpt2-bpe: GPT-2 vocab.json");
+  cmd->add_option("--merges-file", o.merges_file, "gpt2-bpe: GPT-2 merges.txt");
+  cmd->add_option("--tokenizer-file", o.tokenizer_file, "hf: a Hugging Face tokenizer.json (BPE model)");
+  cmd->add_option("--eod-token", o.eod_token,
+                  "end-of-document token (default: gpt2-bpe <|endoftext|>; hf the first of <|endoftext|>, </s>, "
+                  "<|end_of_text|> in the vocabulary)");
   cmd->add_option("--text-document-separator", o.text_document_separator,
                   "how text files split into documents: file|blank-line|percent-line")
       ->check(CLI::IsMember({"file", "blank-line", "percent-line"}));

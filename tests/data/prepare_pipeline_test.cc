@@ -73,6 +73,53 @@ int64_t current_rss_kib() {
   return 0;
 }
 
+std::string utf8(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+// A byte-level BPE tokenizer.json (GPT-2 byte characters for all 256 bytes, a few merges,
+// <|endoftext|>), so any UTF-8 text encodes.
+std::string write_byte_level_tokenizer(const std::string& path) {
+  std::vector<std::string> byte_char(256);
+  uint32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    byte_char[b] = utf8(printable ? b : next++);
+  }
+  auto quoted = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return q + "\"";
+  };
+  std::string vocab;
+  for (int b = 0; b < 256; ++b) vocab += quoted(byte_char[b]) + ": " + std::to_string(b) + ", ";
+  const std::string sp = byte_char[' '];
+  vocab += quoted("th") + ": 256, " + quoted("the") + ": 257, " + quoted(sp + "t") + ": 258, " +
+           quoted(sp + "th") + ": 259, " + quoted(sp + "the") + ": 260, " + quoted("<|endoftext|>") + ": 261";
+  std::string merges = "[" + quoted("t h") + ", " + quoted("th e") + ", " + quoted(sp + " t") + ", " +
+                       quoted(sp + "t h") + ", " + quoted(sp + "th e") + "]";
+  std::string json = R"({"version": "1.0", "added_tokens": [{"id": 261, "content": "<|endoftext|>", "single_word": false,
+    "lstrip": false, "rstrip": false, "normalized": false, "special": true}], "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+    "post_processor": null, "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+      "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+      "vocab": {)" + vocab + "}, \"merges\": " + merges + "}}";
+  write_text(path, json);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("prepare: identical output for any worker count and batch size") {
@@ -183,6 +230,48 @@ TEST_CASE("prepare: memory stays bounded on an input much larger than the pipeli
   // The process's peak grows by the pipeline's buffers, the reader's 1 MiB block and the
   // writer's 1 MiB buffer — tens of MB at most, not the input's 48 MB or its 192 MB of tokens.
   REQUIRE(growth_kib < 24 * 1024);
+}
+
+TEST_CASE("prepare with a BPE tokenizer: worker count invariance; invalid UTF-8 names file, line, offset") {
+  TempDir dir("prepare_bpe");
+  const std::string tj = write_byte_level_tokenizer(dir / "tokenizer.json");
+  std::mt19937 rng(11);
+  std::string f;
+  for (int i = 0; i < 200; ++i) f += "the " + random_text(rng, 1 + rng() % 800) + "\n";
+  write_text(dir / "a.txt", f);
+  write_text(dir / "b.txt", random_text(rng, 50000));
+  PrepareOptions o;
+  o.inputs = {dir / "a.txt", dir / "b.txt"};
+  o.text_document_separator = "blank-line";
+  o.tokenizer = "hf";
+  o.tokenizer_file = tj;
+  o.progress = "none";
+  o.batch_bytes = 512;
+  std::string bin, idx;
+  for (int workers : {1, 3}) {
+    o.workers = workers;
+    o.output_prefix = dir / ("w" + std::to_string(workers));
+    PrepareSummary s = prepare_dataset(o);
+    REQUIRE(s.vocab_size == 262);
+    REQUIRE(s.documents == 201);
+    REQUIRE(s.tokens < s.input_bytes);  // merges used: fewer tokens than bytes
+    if (workers == 1) {
+      bin = read_file(o.output_prefix + ".bin");
+      idx = read_file(o.output_prefix + ".idx");
+    } else {
+      REQUIRE(read_file(o.output_prefix + ".bin") == bin);
+      REQUIRE(read_file(o.output_prefix + ".idx") == idx);
+    }
+  }
+  // Invalid UTF-8 on line 4 of a text file, at file byte offset 8 + 4 + 3.
+  write_text(dir / "bad.txt", "ok\nfine\n\nab\xc3(z\n");
+  o.inputs = {dir / "a.txt", dir / "bad.txt"};
+  o.output_prefix = dir / "bad";
+  o.workers = 2;
+  REQUIRE_THROWS_AS(prepare_dataset(o), InputError);
+  REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "bad.txt:4") && Catch::Contains("byte offset 11") &&
+                                              Catch::Contains("UTF-8"));
+  for (const char* ext : {".bin", ".idx", ".bin.tmp", ".idx.tmp"}) REQUIRE_FALSE(fs::exists(o.output_prefix + ext));
 }
 
 TEST_CASE("BoundedQueue: capacity, order, close") {
