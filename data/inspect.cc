@@ -34,7 +34,7 @@ std::string printable(const std::string& s) {
 std::string inspect_dataset(const InspectOptions& o) {
   if (o.show < 0) throw InputError(fmt::format("--show must be >= 0, got {}", o.show));
   std::unique_ptr<Tokenizer> tokenizer;
-  if (!o.tokenizer.empty()) tokenizer = make_tokenizer(o.tokenizer, "--tokenizer");
+  if (!o.tokenizer.type.empty()) tokenizer = make_tokenizer(o.tokenizer);
   const IndexedDataset ds(o.prefix);
   const int64_t n = ds.num_sequences();
   std::string out;

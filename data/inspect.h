@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <string>
 
+#include "data/tokenizer.h"
+
 namespace lattice {
 
 struct InspectOptions {
   std::string prefix;            // PREFIX.bin + PREFIX.idx
-  std::string tokenizer;         // empty: show token ids only; else a make_tokenizer name ("byte", ...)
+  TokenizerOptions tokenizer{.type = ""};  // type empty: show token ids only; else decode with it
   int64_t show = 3;              // documents to show
   int64_t tokens_per_doc = 32;   // first tokens shown of each
 };

@@ -277,8 +277,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   const int workers =
       opts.workers > 0 ? opts.workers : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   // One tokenizer shared by the encoder threads (tokenizers are thread-safe, see tokenizer.h).
-  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(
-      TokenizerOptions{opts.tokenizer, opts.vocab_file, opts.merges_file, opts.tokenizer_file, opts.eod_token});
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(opts.tokenizer);
   const Tokenizer& tok = *tokenizer;
 
   // Check every input before writing anything.

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
+
 namespace lattice {
 
 // One field per CLI flag of `lattice data prepare`; prepare_dataset validates them and names the
@@ -15,11 +17,7 @@ struct PrepareOptions {
   std::string output_prefix;          // --output-prefix P (required): writes P.bin and P.idx
   std::string format = "auto";        // --format auto|text|jsonl; auto: *.jsonl, *.ndjson, *.json → jsonl, else text
   std::string json_key = "text";      // --json-key: the field of each JSONL object that is a document
-  std::string tokenizer = "byte";     // --tokenizer byte|gpt2-bpe|hf (TokenizerOptions::type)
-  std::string vocab_file;             // --vocab-file (gpt2-bpe: vocab.json)
-  std::string merges_file;            // --merges-file (gpt2-bpe: merges.txt)
-  std::string tokenizer_file;         // --tokenizer-file (hf: tokenizer.json)
-  std::string eod_token;              // --eod-token (default: the tokenizer's end-of-text token)
+  TokenizerOptions tokenizer;         // --tokenizer, --vocab-file, --merges-file, --tokenizer-file, --eod-token
   // --text-document-separator file|blank-line|percent-line: how a text file is cut into documents:
   //   file         the whole file is one document
   //   blank-line   documents are separated by one or more blank (whitespace-only) lines

@@ -61,13 +61,4 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& o) {
                                o.type));
 }
 
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& flag) {
-  if (name == "byte") return std::make_unique<ByteTokenizer>();
-  if (name == "gpt2-bpe" || name == "hf") {
-    throw InputError(fmt::format("{} {}: needs its files (--vocab-file/--merges-file or "
-                                 "--tokenizer-file)", flag, name));
-  }
-  throw InputError(fmt::format("{} {}: unknown tokenizer; known tokenizers: byte, gpt2-bpe, hf", flag, name));
-}
-
 }  // namespace lattice

@@ -55,8 +55,4 @@ struct TokenizerOptions {
 // The tokenizers are thread-safe: several threads may encode with one tokenizer at once.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 
-// "byte" → ByteTokenizer (the types needing files are named but need make_tokenizer(options)).
-// Unknown names throw InputError naming `flag` and the known names.
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& flag = "--tokenizer");
-
 }  // namespace lattice

@@ -3,21 +3,31 @@
 
 namespace lattice {
 
+void add_tokenizer_options(CLI::App* cmd, TokenizerOptions& t) {
+  cmd->add_option("--tokenizer", t.type,
+                  "byte (256 bytes + end-of-document) | gpt2-bpe (--vocab-file, --merges-file) | hf (--tokenizer-file)")
+      ->check(CLI::IsMember({"byte", "gpt2-bpe", "hf"}));
+  cmd->add_option("--vocab-file", t.vocab_file, "gpt2-bpe: GPT-2 vocab.json");
+  cmd->add_option("--merges-file", t.merges_file, "gpt2-bpe: GPT-2 merges.txt");
+  cmd->add_option("--tokenizer-file", t.tokenizer_file, "hf: a Hugging Face tokenizer.json (BPE model)");
+  cmd->add_option("--eod-token", t.eod_token,
+                  "end-of-document token (default: gpt2-bpe <|endoftext|>; hf the first of <|endoftext|>, </s>, "
+                  "<|end_of_text|> in the vocabulary)");
+}
+
+void add_inspect_options(CLI::App* cmd, InspectOptions& o) {
+  cmd->add_option("prefix", o.prefix, "dataset prefix (PREFIX.bin + PREFIX.idx)")->required();
+  add_tokenizer_options(cmd, o.tokenizer);
+  cmd->add_option("--show", o.show, "documents to show (default 3)")->check(CLI::NonNegativeNumber);
+}
+
 void add_prepare_options(CLI::App* cmd, PrepareOptions& o) {
   cmd->add_option("--input,-i", o.inputs, "input files (text or JSONL)")->required();
   cmd->add_option("--output-prefix,-o", o.output_prefix, "writes PREFIX.bin and PREFIX.idx")->required();
   cmd->add_option("--format", o.format, "auto|text|jsonl (auto: *.jsonl/*.ndjson/*.json are JSONL)")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}));
   cmd->add_option("--json-key", o.json_key, "the JSONL field that holds a document's text");
-  cmd->add_option("--tokenizer", o.tokenizer,
-                  "byte (256 bytes + end-of-document) | gpt2-bpe (--vocab-file, --merges-file) | hf (--tokenizer-file)")
-      ->check(CLI::IsMember({"byte", "gpt2-bpe", "hf"}));
-  cmd->add_option("--vocab-file", o.vocab_file, "gpt2-bpe: GPT-2 vocab.json");
-  cmd->add_option("--merges-file", o.merges_file, "gpt2-bpe: GPT-2 merges.txt");
-  cmd->add_option("--tokenizer-file", o.tokenizer_file, "hf: a Hugging Face tokenizer.json (BPE model)");
-  cmd->add_option("--eod-token", o.eod_token,
-                  "end-of-document token (default: gpt2-bpe <|endoftext|>; hf the first of <|endoftext|>, </s>, "
-                  "<|end_of_text|> in the vocabulary)");
+  add_tokenizer_options(cmd, o.tokenizer);
   cmd->add_option("--text-document-separator", o.text_document_separator,
                   "how text files split into documents: file|blank-line|percent-line")
       ->check(CLI::IsMember({"file", "blank-line", "percent-line"}));

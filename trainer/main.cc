@@ -81,9 +81,7 @@ int run(int argc, char** argv) {
   InspectOptions inspect;
   CLI::App* inspect_cmd = data_cmd->add_subcommand(
       "inspect", "print an indexed dataset's counts, dtype, length statistics and its first documents");
-  inspect_cmd->add_option("prefix", inspect.prefix, "dataset prefix (PREFIX.bin + PREFIX.idx)")->required();
-  inspect_cmd->add_option("--tokenizer", inspect.tokenizer, "decode the shown tokens with this tokenizer (e.g. byte)");
-  inspect_cmd->add_option("--show", inspect.show, "documents to show (default 3)")->check(CLI::NonNegativeNumber);
+  add_inspect_options(inspect_cmd, inspect);
 
   ConfigArgs bench_args;
   int64_t bench_steps = 6;

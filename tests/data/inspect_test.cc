@@ -40,7 +40,7 @@ TEST_CASE("data inspect reports counts, dtype, length statistics and decoded doc
   CHECK_THAT(report, Catch::Contains("sequence 1 (3 tokens): 98 98 256"));
   CHECK_THAT(report, !Catch::Contains("sequence 2 ("));
   CHECK_THAT(report, !Catch::Contains("decoded"));
-  o.tokenizer = "byte";
+  o.tokenizer.type = "byte";
   o.show = 1;
   o.tokens_per_doc = 3;
   report = inspect_dataset(o);
@@ -60,9 +60,9 @@ TEST_CASE("data inspect reports counts, dtype, length statistics and decoded doc
   report = inspect_dataset(o);
   CHECK_THAT(report, Catch::Contains("sequence 0 (12 tokens), first 7: 72 101 108 108 111 10 119 ..."));
   CHECK_THAT(report, Catch::Contains("decoded (byte): \"Hello\\nw\""));
-  o.tokenizer = "nope";
+  o.tokenizer.type = "nope";
   CHECK_THROWS_WITH(inspect_dataset(o), Catch::Contains("--tokenizer"));
-  o.tokenizer = "";
+  o.tokenizer.type = "";
   o.prefix = dir / "missing";
   CHECK_THROWS_AS(inspect_dataset(o), InputError);
 }

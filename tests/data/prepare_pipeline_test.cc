@@ -243,8 +243,8 @@ TEST_CASE("prepare with a BPE tokenizer: worker count invariance; invalid UTF-8 
   PrepareOptions o;
   o.inputs = {dir / "a.txt", dir / "b.txt"};
   o.text_document_separator = "blank-line";
-  o.tokenizer = "hf";
-  o.tokenizer_file = tj;
+  o.tokenizer.type = "hf";
+  o.tokenizer.tokenizer_file = tj;
   o.progress = "none";
   o.batch_bytes = 512;
   std::string bin, idx;

@@ -39,7 +39,7 @@ std::vector<std::string> read_documents(const std::string& prefix) {
 }  // namespace
 
 TEST_CASE("byte tokenizer") {
-  auto tok = make_tokenizer("byte");
+  auto tok = make_tokenizer(TokenizerOptions{});
   REQUIRE(tok->name() == "byte");
   REQUIRE(tok->vocab_size() == 257);
   REQUIRE(tok->eod_id() == 256);
@@ -53,7 +53,7 @@ TEST_CASE("byte tokenizer") {
   REQUIRE(tok->decode(eod) == "h<|endoftext|>");
   std::vector<int32_t> bad = {257};
   REQUIRE_THROWS_AS(tok->decode(bad), Error);
-  REQUIRE_THROWS_WITH(make_tokenizer("gpt3"), Catch::Contains("--tokenizer gpt3"));
+  REQUIRE_THROWS_WITH(make_tokenizer(TokenizerOptions{.type = "gpt3"}), Catch::Contains("--tokenizer gpt3"));
 }
 
 TEST_CASE("prepare text files") {

@@ -164,7 +164,7 @@ TEST_CASE("bad tokenizer options name the flag") {
   require_input_error([] { make_tokenizer(TokenizerOptions{"hf", "", "", "", ""}); }, {"--tokenizer-file"});
   require_input_error([] { make_tokenizer(TokenizerOptions{"byte", "", "", "", "<|x|>"}); }, {"--eod-token"});
   CHECK(make_tokenizer(TokenizerOptions{})->name() == "byte");
-  CHECK(make_tokenizer("byte")->eod_id() == 256);
+  CHECK(make_tokenizer(TokenizerOptions{})->eod_id() == 256);
 }
 
 TEST_CASE("bad GPT-2 files name the file") {
