@@ -1,62 +1,17 @@
 // BpeTokenizer: UTF-8 check, added-token splitting, pre-tokenization, cached BPE, decode.
 #include "data/bpe_tokenizer.h"
 
-#include <cstring>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "data/per_thread.h"
+#include "data/utf8.h"
 #include "kernels/error.h"
 
 namespace lattice {
 
 namespace {
-
-// Offset of the first byte that is not part of valid UTF-8 (as Rust's str: no surrogates, no
-// overlong forms, at most U+10FFFF), or npos.
-size_t invalid_utf8_offset(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    if (i + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      if ((w & 0x8080808080808080ULL) == 0) {
-        i += 8;
-        continue;
-      }
-    }
-    unsigned char c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    if (p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (size_t k = 2; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
 
 // Rust's char::is_whitespace for the code point at s[i] (valid UTF-8); sets len.
 bool is_whitespace_at(std::string_view s, size_t i, size_t& len) {
@@ -261,7 +216,7 @@ void BpeTokenizer::encode_text(std::string_view text, ThreadCache& tc,
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
-  size_t bad = invalid_utf8_offset(text);
+  size_t bad = find_invalid_utf8(text);
   if (bad != std::string_view::npos) {
     throw InputError(fmt::format("invalid UTF-8 at byte offset {} (byte 0x{:02X}); the {} tokenizer "
                                  "needs UTF-8 text",

@@ -65,10 +65,6 @@ class DocumentReader {
   TextDoc doc_;
 };
 
-// Index of the first byte of s that is not part of well-formed UTF-8 (overlong forms, surrogates
-// and code points above U+10FFFF are ill-formed), or npos if s is valid.
-size_t find_invalid_utf8(std::string_view s);
-
 // True if s is empty or only ASCII whitespace.
 inline bool is_blank(std::string_view s) {
   return s.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos;

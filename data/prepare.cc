@@ -24,6 +24,7 @@
 #include "data/indexed_dataset_writer.h"
 #include "data/progress.h"
 #include "data/tokenizer.h"
+#include "data/utf8.h"
 #include "kernels/error.h"
 
 namespace lattice {

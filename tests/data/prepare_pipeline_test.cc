@@ -16,6 +16,7 @@
 #include "data/bounded_queue.h"
 #include "data/document_reader.h"
 #include "data/prepare.h"
+#include "data/utf8.h"
 #include "data/progress.h"
 #include "kernels/error.h"
 #include "tests/data/test_util.h"
