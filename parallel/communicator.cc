@@ -1,0 +1,64 @@
+// CommHandle: waiting under the watchdog; reduce op names.
+#include "parallel/communicator.h"
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/error.h"
+
+namespace lattice {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+CommHandle::CommHandle(std::unique_ptr<PendingOp> op, std::shared_ptr<const Watchdog> watchdog)
+    : op_(std::move(op)), watchdog_(std::move(watchdog)) {
+  LATTICE_CHECK(op_ == nullptr || watchdog_ != nullptr, "a pending CommHandle needs a watchdog");
+}
+
+CommHandle& CommHandle::operator=(CommHandle&& other) noexcept {
+  if (this != &other) {
+    finish_or_abandon();
+    op_ = std::move(other.op_);
+    watchdog_ = std::move(other.watchdog_);
+  }
+  return *this;
+}
+
+CommHandle::~CommHandle() { finish_or_abandon(); }
+
+void CommHandle::wait() {
+  if (!op_) return;
+  // If the watchdog throws (an injected action returned), the operation is still in flight: the
+  // op (and the tensors it holds) is deliberately leaked so that MPI never writes into freed memory.
+  PendingOp* op = op_.release();
+  watchdog_->wait(*op);
+  delete op;
+}
+
+bool CommHandle::test() {
+  if (!op_) return true;
+  if (!op_->test()) return false;
+  op_.reset();
+  return true;
+}
+
+void CommHandle::finish_or_abandon() noexcept {
+  if (!op_) return;
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    spdlog::error("pending communication abandoned in a handle's destructor: {}", e.what());
+  }
+}
+
+Communicator::Communicator(std::shared_ptr<Watchdog> watchdog) : watchdog_(std::move(watchdog)) {
+  LATTICE_CHECK(watchdog_ != nullptr, "a Communicator needs a watchdog");
+}
+
+}  // namespace lattice

@@ -1,0 +1,341 @@
+// MpiCommunicator: nonblocking MPI operations wrapped in PendingOps that hold their tensors.
+#include "parallel/mpi_communicator.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+#include "parallel/mpi_runtime.h"
+
+namespace lattice {
+
+struct MpiCommunicator::Info {
+  int world_rank;
+  std::string group;  // describe()
+};
+
+namespace {
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kI32: return MPI_INT32_T;
+  }
+  throw Error("no MPI datatype for this dtype");
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return MPI_SUM;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return MPI_MIN;
+  }
+  throw Error("unknown ReduceOp");
+}
+
+// "f32[4, 256] (4 KiB)"
+std::string tensor_summary(const Tensor& t) {
+  return fmt::format("{}{} ({})", dtype_name(t.dtype()), shape_string(t.shape()),
+                     format_bytes(static_cast<double>(t.bytes())));
+}
+
+// One MPI operation, possibly several requests (chunks), and the tensors they touch.
+class MpiOp : public PendingOp {
+ public:
+  MpiOp(std::shared_ptr<const void> info_owner, int world_rank, const std::string* group,
+        std::string operation)
+      : info_owner_(std::move(info_owner)), world_rank_(world_rank), group_(group),
+        operation_(std::move(operation)) {}
+  ~MpiOp() override = default;
+
+  std::vector<MPI_Request> requests;
+  std::vector<Tensor> keep_alive;
+  // recv: element count each request must deliver (a shorter message is an error).
+  std::vector<int> expected_counts;
+  MPI_Datatype recv_type = MPI_DATATYPE_NULL;
+
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    if (expected_counts.empty()) {
+      MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
+                            MPI_STATUSES_IGNORE));
+    } else {
+      std::vector<MPI_Status> statuses(requests.size());
+      MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag,
+                            statuses.data()));
+      if (flag) {
+        for (size_t i = 0; i < statuses.size(); ++i) {
+          int got = 0;
+          MPI_CHECK(MPI_Get_count(&statuses[i], recv_type, &got));
+          if (got != expected_counts[i]) {
+            done_ = true;
+            keep_alive.clear();
+            throw Error(fmt::format("rank {}: {} on {}: the message had {} elements, expected {} "
+                                    "(sender and receiver disagree on the tensor's shape)",
+                                    world_rank_, operation_, *group_, got, expected_counts[i]));
+          }
+        }
+      }
+    }
+    if (flag) {
+      done_ = true;
+      keep_alive.clear();
+    }
+    return done_;
+  }
+
+  OpDescription describe() const override { return {world_rank_, *group_, operation_}; }
+
+ private:
+  std::shared_ptr<const void> info_owner_;  // keeps *group_ alive
+  int world_rank_;
+  const std::string* group_;
+  std::string operation_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, std::string detail,
+                                 std::shared_ptr<Watchdog> watchdog)
+    : Communicator(std::move(watchdog)), comm_(comm), name_(std::move(name)), detail_(std::move(detail)) {
+  LATTICE_CHECK(comm_ != MPI_COMM_NULL, "MpiCommunicator '{}' given MPI_COMM_NULL", name_);
+  MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
+  MPI_Group group, world_group;
+  MPI_CHECK(MPI_Comm_group(comm_, &group));
+  MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+  std::vector<int> local(size_);
+  for (int i = 0; i < size_; ++i) local[i] = i;
+  world_ranks_.resize(size_);
+  MPI_CHECK(MPI_Group_translate_ranks(group, size_, local.data(), world_group, world_ranks_.data()));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  info_ = std::make_shared<const Info>(Info{world_rank_, describe()});
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) {
+    MPI_Comm_free(&comm_);
+  }
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(std::shared_ptr<Watchdog> watchdog) {
+  MPI_Comm comm;
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  return std::make_unique<MpiCommunicator>(comm, "world", "", std::move(watchdog));
+}
+
+std::string MpiCommunicator::describe() const {
+  std::string ranks;
+  if (size_ <= 16) {
+    ranks = fmt::format("world ranks [{}]", fmt::join(world_ranks_, ", "));
+  } else {
+    ranks = fmt::format("{} ranks: [{}, {}, ..., {}]", size_, world_ranks_[0], world_ranks_[1],
+                        world_ranks_.back());
+  }
+  return fmt::format("group '{}' ({}{}{})", name_, ranks, detail_.empty() ? "" : "; ", detail_);
+}
+
+void MpiCommunicator::set_max_count(int64_t max_count) {
+  LATTICE_CHECK(max_count >= 1 && max_count <= INT_MAX, "max_count {} outside [1, INT_MAX]", max_count);
+  max_count_ = max_count;
+}
+
+void MpiCommunicator::check_cpu(const Tensor& t, const char* op, const char* what) const {
+  if (!t.defined()) throw Error(fmt::format("{} on {}: the {} tensor is undefined", op, describe(), what));
+  if (t.device() != Device::kCpu) {
+    throw Error(fmt::format("{} on {}: the {} tensor {} is on {}, but MpiCommunicator handles CPU "
+                            "tensors only (CUDA tensors need the NCCL communicator)",
+                            op, describe(), what, t.describe(), device_name(t.device())));
+  }
+}
+
+void MpiCommunicator::check_peer(int peer, const char* op, const char* what) const {
+  if (peer < 0 || peer >= size_) {
+    throw Error(fmt::format("{} on {}: {} {} is not a rank of this group (size {})", op, describe(),
+                            what, peer, size_));
+  }
+}
+
+void MpiCommunicator::check_block(int64_t count, const char* op) const {
+  if (count > max_count_) {
+    throw Error(fmt::format("{} on {}: one rank's block has {} elements, more than MPI's count limit "
+                            "of {}; split the tensor into smaller calls",
+                            op, describe(), count, max_count_));
+  }
+}
+
+CommHandle MpiCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
+  check_cpu(inout, "all_reduce", "in/out");
+  auto pending = std::make_unique<MpiOp>(
+      info_, world_rank_, &info_->group,
+      fmt::format("all_reduce({}) of {}", reduce_op_name(op), tensor_summary(inout)));
+  const int64_t n = inout.numel();
+  char* data = static_cast<char*>(inout.raw());
+  const size_t elem = dtype_size(inout.dtype());
+  for (int64_t begin = 0; begin < n; begin += max_count_) {
+    int count = static_cast<int>(std::min<int64_t>(max_count_, n - begin));
+    MPI_Request request;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + begin * elem, count, mpi_type(inout.dtype()),
+                             mpi_op(op), comm_, &request));
+    pending->requests.push_back(request);
+  }
+  pending->keep_alive.push_back(inout);
+  return CommHandle(std::move(pending), watchdog_);
+}
+
+CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor& out) {
+  check_cpu(in, "reduce_scatter", "input");
+  check_cpu(out, "reduce_scatter", "output");
+  if (in.dtype() != out.dtype() || in.numel() != out.numel() * size_) {
+    throw Error(fmt::format("reduce_scatter on {}: input {} must have size {} × the output's {} "
+                            "elements and the same dtype",
+                            describe(), in.describe(), size_, out.describe()));
+  }
+  check_block(out.numel(), "reduce_scatter");
+  auto pending = std::make_unique<MpiOp>(
+      info_, world_rank_, &info_->group,
+      fmt::format("reduce_scatter(sum) of {} into {}", tensor_summary(in), tensor_summary(out)));
+  MPI_Request request;
+  MPI_CHECK(MPI_Ireduce_scatter_block(in.raw(), out.raw(), static_cast<int>(out.numel()),
+                                      mpi_type(in.dtype()), MPI_SUM, comm_, &request));
+  pending->requests.push_back(request);
+  pending->keep_alive = {in, out};
+  return CommHandle(std::move(pending), watchdog_);
+}
+
+CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out) {
+  check_cpu(in, "all_gather", "input");
+  check_cpu(out, "all_gather", "output");
+  if (in.dtype() != out.dtype() || out.numel() != in.numel() * size_) {
+    throw Error(fmt::format("all_gather on {}: output {} must have size {} × the input's {} "
+                            "elements and the same dtype",
+                            describe(), out.describe(), size_, in.describe()));
+  }
+  check_block(in.numel(), "all_gather");
+  auto pending = std::make_unique<MpiOp>(
+      info_, world_rank_, &info_->group,
+      fmt::format("all_gather of {} into {}", tensor_summary(in), tensor_summary(out)));
+  const int count = static_cast<int>(in.numel());
+  MPI_Request request;
+  MPI_CHECK(MPI_Iallgather(in.raw(), count, mpi_type(in.dtype()), out.raw(), count,
+                           mpi_type(out.dtype()), comm_, &request));
+  pending->requests.push_back(request);
+  pending->keep_alive = {in, out};
+  return CommHandle(std::move(pending), watchdog_);
+}
+
+CommHandle MpiCommunicator::broadcast_async(const Tensor& inout, int root) {
+  check_cpu(inout, "broadcast", "in/out");
+  check_peer(root, "broadcast", "root");
+  auto pending = std::make_unique<MpiOp>(
+      info_, world_rank_, &info_->group,
+      fmt::format("broadcast from group rank {} of {}", root, tensor_summary(inout)));
+  const int64_t n = inout.numel();
+  char* data = static_cast<char*>(inout.raw());
+  const size_t elem = dtype_size(inout.dtype());
+  for (int64_t begin = 0; begin < n; begin += max_count_) {
+    int count = static_cast<int>(std::min<int64_t>(max_count_, n - begin));
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibcast(data + begin * elem, count, mpi_type(inout.dtype()), root, comm_, &request));
+    pending->requests.push_back(request);
+  }
+  pending->keep_alive.push_back(inout);
+  return CommHandle(std::move(pending), watchdog_);
+}
+
+CommHandle MpiCommunicator::send_async(const Tensor& in, int dst, int tag) {
+  check_cpu(in, "send", "input");
+  check_peer(dst, "send", "destination");
+  auto pending = std::make_unique<MpiOp>(
+      info_, world_rank_, &info_->group,
+      fmt::format("send of {} to group rank {} (world rank {}), tag {}", tensor_summary(in), dst,
+                  world_ranks_[dst], tag));
+  const int64_t n = in.numel();
+  char* data = static_cast<char*>(in.raw());
+  const size_t elem = dtype_size(in.dtype());
+  // Chunks of one pair and tag arrive in order (MPI's non-overtaking rule); an empty tensor is
+  // still one (empty) message so that the receiver's matching recv completes.
+  int64_t begin = 0;
+  do {
+    int count = static_cast<int>(std::min<int64_t>(max_count_, n - begin));
+    MPI_Request request;
+    MPI_CHECK(MPI_Isend(data + begin * elem, count, mpi_type(in.dtype()), dst, tag, comm_, &request));
+    pending->requests.push_back(request);
+    begin += max_count_;
+  } while (begin < n);
+  pending->keep_alive.push_back(in);
+  return CommHandle(std::move(pending), watchdog_);
+}
+
+CommHandle MpiCommunicator::recv_async(const Tensor& out, int src, int tag) {
+  check_cpu(out, "recv", "output");
+  check_peer(src, "recv", "source");
+  auto pending = std::make_unique<MpiOp>(
+      info_, world_rank_, &info_->group,
+      fmt::format("recv of {} from group rank {} (world rank {}), tag {}", tensor_summary(out), src,
+                  world_ranks_[src], tag));
+  const int64_t n = out.numel();
+  char* data = static_cast<char*>(out.raw());
+  const size_t elem = dtype_size(out.dtype());
+  pending->recv_type = mpi_type(out.dtype());
+  int64_t begin = 0;
+  do {
+    int count = static_cast<int>(std::min<int64_t>(max_count_, n - begin));
+    MPI_Request request;
+    MPI_CHECK(MPI_Irecv(data + begin * elem, count, mpi_type(out.dtype()), src, tag, comm_, &request));
+    pending->requests.push_back(request);
+    pending->expected_counts.push_back(count);
+    begin += max_count_;
+  } while (begin < n);
+  pending->keep_alive.push_back(out);
+  return CommHandle(std::move(pending), watchdog_);
+}
+
+CommHandle MpiCommunicator::all_to_all_async(const Tensor& in, const Tensor& out) {
+  check_cpu(in, "all_to_all", "input");
+  check_cpu(out, "all_to_all", "output");
+  if (in.dtype() != out.dtype() || in.numel() != out.numel() || in.numel() % size_ != 0) {
+    throw Error(fmt::format("all_to_all on {}: input {} and output {} must have the same dtype and "
+                            "element count, divisible by the group size {}",
+                            describe(), in.describe(), out.describe(), size_));
+  }
+  const int64_t block = in.numel() / size_;
+  check_block(block, "all_to_all");
+  auto pending = std::make_unique<MpiOp>(
+      info_, world_rank_, &info_->group,
+      fmt::format("all_to_all of {}", tensor_summary(in)));
+  MPI_Request request;
+  MPI_CHECK(MPI_Ialltoall(in.raw(), static_cast<int>(block), mpi_type(in.dtype()), out.raw(),
+                          static_cast<int>(block), mpi_type(out.dtype()), comm_, &request));
+  pending->requests.push_back(request);
+  pending->keep_alive = {in, out};
+  return CommHandle(std::move(pending), watchdog_);
+}
+
+CommHandle MpiCommunicator::barrier_async() {
+  auto pending = std::make_unique<MpiOp>(info_, world_rank_, &info_->group, "barrier");
+  MPI_Request request;
+  MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  pending->requests.push_back(request);
+  return CommHandle(std::move(pending), watchdog_);
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, std::string name,
+                                                     std::string detail) {
+  MPI_Comm comm;
+  MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &comm));
+  if (comm == MPI_COMM_NULL) return nullptr;
+  auto result = std::make_unique<MpiCommunicator>(comm, std::move(name), std::move(detail), watchdog_);
+  result->set_max_count(max_count_);
+  return result;
+}
+
+}  // namespace lattice

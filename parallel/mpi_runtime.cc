@@ -1,0 +1,44 @@
+// MpiRuntime: MPI start-up and shut-down.
+#include "parallel/mpi_runtime.h"
+
+#include <spdlog/spdlog.h>
+
+#include "parallel/mpi_communicator.h"
+
+namespace lattice {
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return fmt::format("MPI error {}", code);
+  return std::string(text, length);
+}
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv, int required_thread_level) {
+  int initialized = 0;
+  MPI_CHECK(MPI_Initialized(&initialized));
+  if (initialized) {
+    MPI_CHECK(MPI_Query_thread(&thread_level_));
+  } else {
+    MPI_CHECK(MPI_Init_thread(argc, argv, required_thread_level, &thread_level_));
+    owns_ = true;
+  }
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  if (thread_level_ < required_thread_level) {
+    spdlog::debug("MPI granted thread level {} (asked for {})", thread_level_, required_thread_level);
+  }
+}
+
+MpiRuntime::~MpiRuntime() {
+  if (!owns_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+std::unique_ptr<MpiCommunicator> MpiRuntime::world(std::shared_ptr<Watchdog> watchdog) const {
+  return MpiCommunicator::world(std::move(watchdog));
+}
+
+}  // namespace lattice

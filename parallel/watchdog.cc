@@ -1,0 +1,86 @@
+// Watchdog: the polling wait with a timeout, and the default action that ends the job.
+#include "parallel/watchdog.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "kernels/error.h"
+
+namespace lattice {
+
+Watchdog::Watchdog(double timeout_s, Action on_hang)
+    : timeout_s_(timeout_s), on_hang_(std::move(on_hang)) {}
+
+void Watchdog::set_action(Action on_hang) { on_hang_ = std::move(on_hang); }
+
+void Watchdog::wait(PendingOp& op) const {
+  if (op.test()) return;
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  int polls = 0;
+  int sleep_us = 1;
+  while (!op.test()) {
+    // MPI progresses only inside MPI calls: poll; yield first (latency), then back off so that
+    // oversubscribed ranks leave the cores to each other.
+    if (++polls < 200) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+      sleep_us = std::min(sleep_us * 2, 500);
+    }
+    double timeout = timeout_s();
+    if (timeout <= 0) continue;
+    double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited < timeout) continue;
+
+    HangReport report;
+    report.op = op.describe();
+    report.waited_s = waited;
+    report.timeout_s = timeout;
+    report.message = fmt::format(
+        "rank {}: {} on {} did not complete within parallel.timeout_s = {:g} s (waited {:.1f} s): "
+        "a rank of that group never joined it (it crashed, hangs, or took a different code path). "
+        "Ending the job with exit code {}; if this operation is legitimately slower, raise "
+        "parallel.timeout_s.",
+        report.op.world_rank, report.op.operation, report.op.group, timeout, waited,
+        kHungCollectiveExitCode);
+    if (on_hang_) {
+      on_hang_(report);
+    } else {
+      default_action(report);
+    }
+    throw Error(report.message, static_cast<ExitCode>(kHungCollectiveExitCode));
+  }
+}
+
+void Watchdog::default_action(const HangReport& report) {
+  spdlog::critical("{}", report.message);
+  spdlog::default_logger()->flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, kHungCollectiveExitCode);
+  std::_Exit(kHungCollectiveExitCode);
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{:g} B", bytes);
+  return fmt::format("{:.4g} {}", bytes, units[u]);
+}
+
+}  // namespace lattice

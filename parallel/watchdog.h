@@ -1,0 +1,68 @@
+// Watchdog: every wait on a communication handle is bounded by a timeout (parallel.timeout_s).
+// A collective that does not complete ends the whole job with one message and exit code 3.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace lattice {
+
+// Exit code of a job ended by the watchdog (a hung collective or transfer). 0 = ok, 1 = runtime
+// error, 2 = bad input (kernels/error.h), 3 = hung communication.
+inline constexpr int kHungCollectiveExitCode = 3;
+inline constexpr double kDefaultCommTimeoutS = 600.0;
+
+// What a pending operation says about itself when it hangs.
+struct OpDescription {
+  int world_rank = -1;    // this process in MPI_COMM_WORLD
+  std::string group;      // "group 'tp' (world ranks [0, 1]; pp 0, dp 0)"
+  std::string operation;  // "all_reduce(sum) of f32[1024] (4 KiB)"
+};
+
+// The backend half of a CommHandle: one outstanding operation.
+class PendingOp {
+ public:
+  virtual ~PendingOp() = default;
+  // Makes progress; true once the operation has completed (and stays true).
+  virtual bool test() = 0;
+  virtual OpDescription describe() const = 0;
+};
+
+struct HangReport {
+  OpDescription op;
+  double waited_s = 0;
+  double timeout_s = 0;
+  std::string message;  // the one line that is logged
+};
+
+class Watchdog {
+ public:
+  // Called once when a wait times out. The default logs report.message at critical level and
+  // calls MPI_Abort(MPI_COMM_WORLD, kHungCollectiveExitCode), which ends every rank of the job.
+  // An injected action (tests) may return: wait() then throws lattice::Error with the message.
+  using Action = std::function<void(const HangReport&)>;
+
+  // timeout_s <= 0 disables the timeout (waits forever).
+  explicit Watchdog(double timeout_s = kDefaultCommTimeoutS, Action on_hang = {});
+
+  double timeout_s() const { return timeout_s_.load(std::memory_order_relaxed); }
+  void set_timeout_s(double timeout_s) { timeout_s_.store(timeout_s, std::memory_order_relaxed); }
+  void set_action(Action on_hang);
+
+  // Polls op.test() (yielding, then sleeping with a backoff up to 0.5 ms) until it completes or
+  // the timeout passes. Safe to call from several threads at once.
+  void wait(PendingOp& op) const;
+
+  static void default_action(const HangReport& report);
+
+ private:
+  std::atomic<double> timeout_s_;
+  Action on_hang_;
+};
+
+// "4 KiB", "1.5 MiB": sizes in hang messages.
+std::string format_bytes(double bytes);
+
+}  // namespace lattice
