@@ -28,8 +28,7 @@ int main(int argc, char** argv) {
     int any = 0;
     MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (mpi.rank() == 0) {
-      std::printf("%d of %d ranks: %d failed assertion(s) in total\n", mpi.world_size(),
-                  mpi.world_size(), any);
+      std::printf("%d ranks: %d failed test case(s) summed over all ranks\n", mpi.world_size(), any);
     }
     failures = any;
     lattice::testing::g_world = nullptr;
