@@ -9,7 +9,9 @@
 
 namespace lattice {
 
-enum class ExitCode : int { kOk = 0, kRuntime = 1, kBadInput = 2 };
+// Process exit codes: 0 ok, 1 runtime failure, 2 bad input (config, file, flag), 3 a collective
+// that did not complete within parallel.timeout_s (the watchdog ended the job).
+enum class ExitCode : int { kOk = 0, kRuntime = 1, kBadInput = 2, kHungCollective = 3 };
 
 class Error : public std::runtime_error {
  public:

@@ -7,11 +7,12 @@
 #include <memory>
 #include <string>
 
+#include "kernels/error.h"
+
 namespace lattice {
 
-// Exit code of a job ended by the watchdog (a hung collective or transfer). 0 = ok, 1 = runtime
-// error, 2 = bad input (kernels/error.h), 3 = hung communication.
-inline constexpr int kHungCollectiveExitCode = 3;
+// A watchdog-ended job exits with 3 (see ExitCode in kernels/error.h).
+inline constexpr int kHungCollectiveExitCode = static_cast<int>(ExitCode::kHungCollective);
 inline constexpr double kDefaultCommTimeoutS = 600.0;
 
 // What a pending operation says about itself when it hangs.
