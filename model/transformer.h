@@ -24,13 +24,16 @@ class Transformer {
   // Forward only (evaluation).
   void forward_loss(const Tensor& ids, const Tensor& targets, Tensor& token_losses);
 
+  // The two halves of forward_backward, for callers that schedule (or time) them separately.
+  // There is one activation slot: backward() must follow the forward() of the same micro-batch
+  // with no other forward in between. forward() then backward() == forward_backward().
+  void forward(const Tensor& ids, const Tensor& targets, Tensor& token_losses);
+  void backward(const Tensor& ids, const Tensor& targets, float grad_scale);
+
   int64_t micro_batch_size() const { return batch_; }
   const ModelConfig& config() const { return config_; }
 
  private:
-  void forward(const Tensor& ids, const Tensor& targets, Tensor& token_losses);
-  void backward(const Tensor& ids, const Tensor& targets, float grad_scale);
-
   ModelConfig config_;
   ParameterStore& params_;
   int64_t batch_;

@@ -42,7 +42,7 @@ const std::map<std::string, std::vector<std::string>>& known_keys() {
        {"lr", "min_lr", "warmup_iters", "decay", "decay_iters", "weight_decay", "beta1", "beta2", "eps",
         "grad_clip"}},
       {"data", {"path", "blend", "split", "shuffle", "seed"}},
-      {"logging", {"log_interval", "metrics_file"}},
+      {"logging", {"log_interval", "metrics_file", "trace_file"}},
       {"device", {}},
       {"parallel", {"tensor", "pipeline", "data"}},
   };
@@ -54,7 +54,7 @@ bool is_string_field(const std::string& dotted) {
   static const std::vector<std::string> fields = {
       "model.arch",         "model.norm", "model.activation", "model.position_embedding",
       "model.init_from",    "data.path",  "data.split",       "logging.metrics_file",
-      "optimizer.decay",    "device"};
+      "logging.trace_file", "optimizer.decay",  "device"};
   return std::find(fields.begin(), fields.end(), dotted) != fields.end();
 }
 
@@ -411,6 +411,7 @@ LoggingConfig parse_logging(const std::string& source, const json& sec) {
   LoggingConfig l;
   r.read("log_interval", l.log_interval);
   r.read("metrics_file", l.metrics_file);
+  r.read("trace_file", l.trace_file);
   Checker{source}.positive("logging.log_interval", l.log_interval);
   return l;
 }
@@ -705,7 +706,9 @@ json config_to_json(const Config& c) {
                {"split", c.data.split},
                {"shuffle", c.data.shuffle},
                {"seed", c.data.seed}};
-  j["logging"] = {{"log_interval", c.logging.log_interval}, {"metrics_file", c.logging.metrics_file}};
+  j["logging"] = {{"log_interval", c.logging.log_interval},
+                  {"metrics_file", c.logging.metrics_file},
+                  {"trace_file", c.logging.trace_file}};
   j["device"] = c.device;
   j["parallel"] = {{"tensor", c.parallel.tensor}, {"pipeline", c.parallel.pipeline}, {"data", c.parallel.data}};
   return j;

@@ -43,6 +43,7 @@ struct OptimizerConfig {
 struct LoggingConfig {
   int64_t log_interval = 1;
   std::string metrics_file;  // empty = none; one JSON object per line per step
+  std::string trace_file;    // empty = none; Chrome-trace JSON per rank (parallel/trace.h)
 };
 
 struct ParallelConfig {

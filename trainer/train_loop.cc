@@ -10,6 +10,7 @@
 #include "data/batch_loader.h"
 #include "kernels/ops.h"
 #include "model/transformer.h"
+#include "parallel/trace.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/model_builder.h"
@@ -87,6 +88,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   Transformer model(c.model, *params, mb);
   AdamW optimizer(*params, c.optimizer);
   MetricsWriter metrics(c.logging.metrics_file);
+  Tracer tracer(c.logging.trace_file, /*rank=*/0);  // the single-process trainer is rank 0
 
   Tensor ids = Tensor::empty({mb, T}, DType::kI32);
   Tensor targets = Tensor::empty({mb, T}, DType::kI32);
@@ -99,24 +101,44 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   double sum_tokens_per_s = 0, sum_gflops = 0;
   for (int64_t step = 1; step <= c.training.train_iters; ++step) {
     const auto t0 = Clock::now();
+    TraceScope step_scope = tracer.scope(tracer.enabled() ? fmt::format("step {}", step) : "", "compute",
+                                         {{"step", step}});
     params->zero_grads();
     double data_wait_s = 0;  // time the step waited for its micro-batches (prefetch hides the reads)
     for (int64_t m = 0; m < micro; ++m) {
       const auto w0 = Clock::now();
-      train_data(step - 1, m, ids, targets);
+      {
+        TraceScope s = tracer.scope("data wait", "data", {{"step", step}, {"microbatch", m}});
+        train_data(step - 1, m, ids, targets);
+      }
       data_wait_s += seconds_since(w0);
       Tensor losses = step_losses.slice_flat(m * tokens_per_micro, {tokens_per_micro});
-      model.forward_backward(ids, targets, grad_scale, losses);
+      {
+        TraceScope s = tracer.scope("forward", "compute", {{"step", step}, {"microbatch", m}, {"chunk", 0}});
+        model.forward(ids, targets, losses);
+      }
+      {
+        TraceScope s = tracer.scope("backward", "compute", {{"step", step}, {"microbatch", m}, {"chunk", 0}});
+        model.backward(ids, targets, grad_scale);
+      }
     }
     const double loss = read_mean_loss(step_losses);
+    TraceScope norm_scope = tracer.scope("grad norm", "optimizer", {{"step", step}});
     const double grad_norm = global_grad_norm(*params);
+    norm_scope.end();
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       throw Error(fmt::format("step {}: loss {} / grad norm {} is not finite; lower optimizer.lr or set "
                               "optimizer.grad_clip",
                               step, loss, grad_norm));
     }
     const double lr = learning_rate(c.optimizer, c.training.train_iters, step);
-    optimizer.step(*params, lr, clip_scale(grad_norm, c.optimizer.grad_clip));
+    {
+      TraceScope s = tracer.scope("optimizer", "optimizer", {{"step", step}});
+      optimizer.step(*params, lr, clip_scale(grad_norm, c.optimizer.grad_clip));
+    }
+    step_scope.end();
+    tracer.counter("loss", {{"loss", loss}});
+    tracer.counter("grad_norm", {{"grad_norm", grad_norm}});
     const double seconds = seconds_since(t0);
 
     StepMetrics m;
@@ -140,11 +162,18 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
       sum_gflops += m.gflops;
     }
     if (valid_data && (step % c.training.eval_interval == 0 || step == c.training.train_iters)) {
+      TraceScope s = tracer.scope("evaluation", "compute", {{"step", step}});
       result.last_val_loss = evaluate(model, valid_data, c, ids, targets, step_losses);
+      s.end();
       spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result.last_val_loss,
                    std::exp(result.last_val_loss));
       metrics.write_validation(step, result.last_val_loss);
     }
+  }
+  if (tracer.enabled()) {
+    tracer.flush();
+    spdlog::info("wrote the trace ({} events) to {}; open it in https://ui.perfetto.dev", tracer.num_events(),
+                 tracer.path());
   }
   result.mean_tokens_per_s = sum_tokens_per_s / static_cast<double>(timed_steps);
   result.mean_gflops = sum_gflops / static_cast<double>(timed_steps);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end through the binary: prepare a byte-level dataset from real text, train the tiny
 # GPT-2 and Llama configs, check the metrics file (keys, every step, loss falling from ln(257)),
-# and check that the exported model re-imports and re-exports to identical bytes.
+# check the trace timeline (forward/backward per micro-batch, optimizer per step), and check that
+# the exported model re-imports and re-exports to identical bytes.
 set -euo pipefail
 LATTICE=trainer/lattice
 WORK=${TEST_TMPDIR:-$(mktemp -d)}
@@ -14,8 +15,10 @@ $LATTICE data prepare --input "$TEXT/fortunes" "$TEXT/literature" "$TEXT/science
 for config in test-tiny-gpt2 test-tiny-llama; do
   metrics=$WORK/$config.jsonl
   $LATTICE train --config configs/$config.json --set data.path="$WORK/tiny" \
-    --set training.train_iters=60 --set logging.metrics_file="$metrics" --export "$WORK/$config-hf"
+    --set training.train_iters=60 --set logging.metrics_file="$metrics" --export "$WORK/$config-hf" \
+    --set logging.trace_file="$WORK/$config-trace.json"
   python3 tests/cli/verify_training.py "$metrics" 60 257
+  python3 tests/cli/verify_trace.py "$WORK/$config-trace.rank0.json" configs/$config.json 60
   # Lossless HF round trip through the CLI: import the exported file, export it again.
   $LATTICE export --config configs/$config.json --set model.init_from="$WORK/$config-hf/model.safetensors" \
     --output "$WORK/$config-hf2"

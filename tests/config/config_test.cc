@@ -299,6 +299,10 @@ TEST_CASE("--set overrides") {
   d = base();
   apply_overrides(d, {"logging.metrics_file=m.jsonl"});
   CHECK(parse_config(d, "t").logging.metrics_file == "m.jsonl");
+  d = base();
+  apply_overrides(d, {"logging.trace_file=runs/{rank}/trace.json"});
+  CHECK(parse_config(d, "t").logging.trace_file == "runs/{rank}/trace.json");
+  CHECK(parse_config(base(), "t").logging.trace_file.empty());  // off by default
 
   // Overrides are validated like the file.
   CHECK_THAT(error_of(base(), {"model.hidden_size=abc"}), Contains("model.hidden_size must be an integer"));
@@ -327,7 +331,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["training"].size() == 6);
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
-  CHECK(j["logging"].size() == 2);
+  CHECK(j["logging"].size() == 3);
   CHECK(j["parallel"].size() == 3);
   const Config back = parse_config(j, "round trip");
   CHECK(config_to_json(back) == j);

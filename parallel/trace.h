@@ -1,0 +1,135 @@
+// Tracer: a per-process Chrome-trace timeline (logging.trace_file) of what each rank spends its
+// time on — compute, communication, data, optimizer — written as JSON that Perfetto opens.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lattice {
+
+// One key/value of an event's "args": an integer, a number or a string.
+class TraceArg {
+ public:
+  template <std::integral T>
+  TraceArg(std::string_view key, T value) : key_(key), kind_(Kind::kInt), int_(static_cast<int64_t>(value)) {}
+  TraceArg(std::string_view key, double value) : key_(key), kind_(Kind::kDouble), double_(value) {}
+  TraceArg(std::string_view key, std::string_view value) : key_(key), kind_(Kind::kString), string_(value) {}
+  TraceArg(std::string_view key, const char* value) : TraceArg(key, std::string_view(value)) {}
+
+ private:
+  friend class Tracer;
+  enum class Kind { kInt, kDouble, kString };
+  std::string_view key_;
+  Kind kind_;
+  int64_t int_ = 0;
+  double double_ = 0;
+  std::string_view string_;
+};
+using TraceArgs = std::initializer_list<TraceArg>;
+
+class Tracer;
+
+// RAII: records one complete event ("ph":"X") from construction to end() or destruction.
+// Move-only; a scope from a disabled tracer does nothing.
+class TraceScope {
+ public:
+  TraceScope() = default;
+  TraceScope(TraceScope&& other) noexcept;
+  TraceScope& operator=(TraceScope&& other) noexcept;
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+  ~TraceScope() { end(); }
+
+  // Records the event now (idempotent).
+  void end();
+
+ private:
+  friend class Tracer;
+  Tracer* tracer_ = nullptr;
+  std::string name_;
+  std::string category_;
+  std::string args_json_;
+  double start_us_ = 0;
+};
+
+// Events are buffered in memory (at most `max_events`; later ones are counted and dropped, which
+// the file's "otherData" and a final instant event say) and written by flush(), atomically
+// (PATH.tmp, then rename), and again on destruction if anything was recorded since.
+//
+// Timestamps are microseconds of std::chrono::steady_clock since the tracer was created ("otherData"
+// holds that origin in steady-clock microseconds, so files of ranks on one node can be aligned).
+// "pid" is the rank; "tid" is a lane chosen by the event's category: compute 0, communication 1,
+// data 2, optimizer 3, any other category the next free lane (named after it by thread_name
+// metadata). Complete events on one lane must nest, so one thread emits per lane at a time; a
+// background thread uses its own category ("data.prefetch", "communication.async", ...).
+// Thread-safe: any thread may emit.
+class Tracer {
+ public:
+  static constexpr size_t kDefaultMaxEvents = 1'000'000;
+
+  // `path` empty: disabled, every call a cheap no-op and nothing is written. Otherwise the file is
+  // trace_path_for_rank(path, rank); its directory is created when missing.
+  Tracer(std::string path, int rank, size_t max_events = kDefaultMaxEvents);
+  ~Tracer();  // flushes if needed; an error is logged, not thrown
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  bool enabled() const { return !path_.empty(); }
+  int rank() const { return rank_; }
+  const std::string& path() const { return path_; }  // the per-rank file ("" when disabled)
+
+  // A complete event from now until the scope ends.
+  [[nodiscard]] TraceScope scope(std::string_view name, std::string_view category, TraceArgs args = {});
+  // A zero-duration event ("ph":"i", thread scope).
+  void instant(std::string_view name, std::string_view category, TraceArgs args = {});
+  // A counter track ("ph":"C") named `name`, one series per arg (numbers only).
+  void counter(std::string_view name, TraceArgs values);
+
+  // Writes everything recorded so far (the whole file is rewritten). Throws Error naming the file
+  // when it cannot be written. No-op when disabled.
+  void flush();
+
+  size_t num_events() const;     // recorded and kept
+  size_t dropped_events() const;  // past max_events
+
+  // The per-rank file name: every "{rank}" in `path` replaced by the rank; when there is none,
+  // ".rank<r>" inserted before the file name's extension ("runs/t.json" -> "runs/t.rank0.json",
+  // "runs/trace" -> "runs/trace.rank0").
+  static std::string trace_path_for_rank(const std::string& path, int rank);
+
+ private:
+  friend class TraceScope;
+  struct Event {
+    char phase;
+    int lane;
+    double ts_us;
+    double dur_us;
+    std::string name;
+    std::string category;
+    std::string args_json;  // "{...}" or empty
+  };
+  double now_us() const;
+  static std::string args_to_json(TraceArgs args);
+  void record(Event event);
+  int lane_for_locked(std::string_view category);
+
+  std::string path_;
+  int rank_;
+  size_t max_events_;
+  std::chrono::steady_clock::time_point origin_;
+
+  mutable std::mutex mutex_;
+  std::vector<Event> events_;
+  std::map<std::string, int, std::less<>> lanes_;  // category -> lane
+  size_t dropped_ = 0;
+  bool dirty_ = false;
+};
+
+}  // namespace lattice

@@ -1,0 +1,211 @@
+// The Chrome-trace Tracer: event fields, disabled = no file, per-rank file names, valid JSON with
+// nested scopes inside their parents, concurrent emission, the event cap.
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "parallel/trace.h"
+
+using namespace lattice;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  fs::path dir = fs::path(base != nullptr ? base : fs::temp_directory_path().string()) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  return json::parse(in);  // throws (fails the test) on invalid JSON
+}
+
+std::vector<json> events_named(const json& trace, const std::string& name) {
+  std::vector<json> out;
+  for (const json& e : trace["traceEvents"])
+    if (e.value("name", "") == name) out.push_back(e);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("per-rank trace file names") {
+  CHECK(Tracer::trace_path_for_rank("runs/x/trace.json", 0) == "runs/x/trace.rank0.json");
+  CHECK(Tracer::trace_path_for_rank("runs/x/trace.json", 12) == "runs/x/trace.rank12.json");
+  CHECK(Tracer::trace_path_for_rank("trace", 3) == "trace.rank3");
+  CHECK(Tracer::trace_path_for_rank("runs/v1.2/trace", 3) == "runs/v1.2/trace.rank3");
+  CHECK(Tracer::trace_path_for_rank("a.b.json", 1) == "a.b.rank1.json");
+  CHECK(Tracer::trace_path_for_rank("runs/{rank}/t-{rank}.json", 7) == "runs/7/t-7.json");
+  CHECK(Tracer::trace_path_for_rank("t_{rank}", 0) == "t_0");
+}
+
+TEST_CASE("a disabled tracer records and writes nothing") {
+  const fs::path dir = temp_dir("trace_disabled");
+  {
+    Tracer t("", 0);
+    CHECK_FALSE(t.enabled());
+    CHECK(t.path().empty());
+    {
+      TraceScope s = t.scope("forward", "compute", {{"microbatch", 1}});
+    }
+    t.instant("x", "compute");
+    t.counter("loss", {{"loss", 1.5}});
+    t.flush();
+    CHECK(t.num_events() == 0);
+  }
+  CHECK(fs::is_empty(dir));
+}
+
+TEST_CASE("events carry name, category, rank, lane, times and args") {
+  const fs::path dir = temp_dir("trace_fields");
+  const std::string path = (dir / "sub" / "trace.json").string();
+  {
+    Tracer t(path, 5);
+    REQUIRE(t.enabled());
+    CHECK(t.path() == (dir / "sub" / "trace.rank5.json").string());
+    {
+      TraceScope s = t.scope("forward", "compute", {{"microbatch", int64_t{3}}, {"chunk", 1}, {"note", "x"}});
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    { TraceScope s = t.scope("all_reduce", "communication", {{"bytes", 1024}}); }
+    { TraceScope s = t.scope("data wait", "data"); }
+    { TraceScope s = t.scope("optimizer", "optimizer"); }
+    { TraceScope s = t.scope("prefetch", "data.prefetch"); }
+    t.instant("checkpoint", "compute", {{"step", 2}});
+    t.counter("loss", {{"loss", 2.5}});
+    CHECK(t.num_events() == 7);
+    t.flush();
+  }
+  CHECK_FALSE(fs::exists(dir / "sub" / "trace.rank5.json.tmp"));
+  const json trace = read_json(dir / "sub" / "trace.rank5.json");
+  CHECK(trace["displayTimeUnit"] == "ms");
+  CHECK(trace["otherData"]["truncated"] == false);
+
+  const auto fwd = events_named(trace, "forward");
+  REQUIRE(fwd.size() == 1);
+  CHECK(fwd[0]["ph"] == "X");
+  CHECK(fwd[0]["cat"] == "compute");
+  CHECK(fwd[0]["pid"] == 5);
+  CHECK(fwd[0]["tid"] == 0);
+  CHECK(fwd[0]["ts"].get<double>() >= 0);
+  CHECK(fwd[0]["dur"].get<double>() >= 2000);  // slept 2 ms
+  CHECK(fwd[0]["args"] == json{{"microbatch", 3}, {"chunk", 1}, {"note", "x"}});
+
+  CHECK(events_named(trace, "all_reduce").at(0)["tid"] == 1);
+  CHECK(events_named(trace, "data wait").at(0)["tid"] == 2);
+  CHECK(events_named(trace, "optimizer").at(0)["tid"] == 3);
+  CHECK(events_named(trace, "prefetch").at(0)["tid"] == 4);
+  CHECK(events_named(trace, "checkpoint").at(0)["ph"] == "i");
+  const auto loss = events_named(trace, "loss");
+  REQUIRE(loss.size() == 1);
+  CHECK(loss[0]["ph"] == "C");
+  CHECK(loss[0]["args"]["loss"] == 2.5);
+
+  // Metadata names the process after the rank and each lane after its category.
+  std::map<int, std::string> lanes;
+  for (const json& e : events_named(trace, "thread_name")) lanes[e["tid"]] = e["args"]["name"];
+  CHECK(lanes == std::map<int, std::string>{
+                     {0, "compute"}, {1, "communication"}, {2, "data"}, {3, "optimizer"}, {4, "data.prefetch"}});
+  CHECK(events_named(trace, "process_name").at(0)["args"]["name"] == "rank 5");
+}
+
+TEST_CASE("nested scopes lie inside their parent and are written in time order") {
+  const fs::path dir = temp_dir("trace_nested");
+  Tracer t((dir / "t.json").string(), 0);
+  {
+    TraceScope step = t.scope("step 1", "compute");
+    for (int m = 0; m < 3; ++m) {
+      { TraceScope f = t.scope("forward", "compute", {{"microbatch", m}}); }
+      { TraceScope b = t.scope("backward", "compute", {{"microbatch", m}}); }
+    }
+  }
+  t.flush();
+  const json trace = read_json(dir / "t.rank0.json");
+  const auto step = events_named(trace, "step 1");
+  REQUIRE(step.size() == 1);
+  const double s0 = step[0]["ts"], s1 = s0 + step[0]["dur"].get<double>();
+  double prev_ts = -1, prev_end = -1;
+  int children = 0;
+  bool parent_seen = false;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const double ts = e["ts"], end = ts + e["dur"].get<double>();
+    CHECK(ts >= prev_ts);  // sorted by start
+    prev_ts = ts;
+    if (e["name"] == "step 1") {
+      parent_seen = true;
+      continue;
+    }
+    CHECK(parent_seen);  // the parent comes before its children
+    CHECK(ts >= s0);
+    CHECK(end <= s1 + 1e-3);
+    CHECK(ts >= prev_end - 1e-3);  // siblings do not overlap
+    prev_end = end;
+    ++children;
+  }
+  CHECK(children == 6);
+  CHECK(events_named(trace, "forward").at(2)["args"]["microbatch"] == 2);
+}
+
+TEST_CASE("two threads emit concurrently") {
+  const fs::path dir = temp_dir("trace_threads");
+  constexpr int kPerThread = 2000;
+  {
+    Tracer t((dir / "t.json").string(), 1);
+    std::atomic<bool> go{false};
+    auto work = [&](const char* category) {
+      while (!go) std::this_thread::yield();
+      for (int i = 0; i < kPerThread; ++i) {
+        TraceScope s = t.scope("work", category, {{"i", i}});
+        if (i % 100 == 0) t.instant("tick", category);
+      }
+    };
+    std::thread a(work, "compute"), b(work, "data.prefetch");
+    go = true;
+    a.join();
+    b.join();
+    CHECK(t.num_events() == 2 * (kPerThread + kPerThread / 100));
+  }  // the destructor writes the file
+  const json trace = read_json(dir / "t.rank1.json");
+  int lane0 = 0, lane4 = 0;
+  for (const json& e : events_named(trace, "work")) (e["tid"] == 0 ? lane0 : lane4) += 1;
+  CHECK(lane0 == kPerThread);
+  CHECK(lane4 == kPerThread);
+}
+
+TEST_CASE("events past the cap are dropped and the file says so") {
+  const fs::path dir = temp_dir("trace_cap");
+  Tracer t((dir / "t.json").string(), 0, /*max_events=*/10);
+  for (int i = 0; i < 25; ++i) t.instant("e", "compute");
+  CHECK(t.num_events() == 10);
+  CHECK(t.dropped_events() == 15);
+  t.flush();
+  const json trace = read_json(dir / "t.rank0.json");
+  CHECK(events_named(trace, "e").size() == 10);
+  CHECK(trace["otherData"]["truncated"] == true);
+  CHECK(trace["otherData"]["dropped_events"] == 15);
+  REQUIRE(events_named(trace, "trace truncated").size() == 1);
+}
+
+TEST_CASE("flush rewrites the whole file each time") {
+  const fs::path dir = temp_dir("trace_reflush");
+  Tracer t((dir / "t.json").string(), 0);
+  t.instant("a", "compute");
+  t.flush();
+  CHECK(events_named(read_json(dir / "t.rank0.json"), "a").size() == 1);
+  t.instant("b", "compute");
+  t.flush();
+  const json trace = read_json(dir / "t.rank0.json");
+  CHECK(events_named(trace, "a").size() == 1);
+  CHECK(events_named(trace, "b").size() == 1);
+}
