@@ -7,7 +7,7 @@
 namespace lattice {
 
 Transformer::Transformer(const ModelConfig& config, ParameterStore& params, int64_t micro_batch_size)
-    : config_(config), params_(params), batch_(micro_batch_size) {
+    : config_(config), batch_(micro_batch_size) {
   const int64_t B = batch_, T = config.seq_length, H = config.hidden_size, V = config.vocab_size;
   for (int64_t i = 0; i < config.num_layers; ++i) layers_.emplace_back(config_, params, i);
   final_norm_ = Norm(params, "final_norm", config.norm, static_cast<float>(config.norm_eps));
@@ -58,16 +58,6 @@ void Transformer::backward(const Tensor& ids, const Tensor& targets, float grad_
   for (size_t i = layers_.size(); i-- > 0;) layers_[i].backward(d_hidden_, saved_[i], scratch_, d_hidden_);
   ops::embedding_backward(ids, d_hidden_, word_embeddings_grad_);
   if (position_embeddings_.defined()) ops::position_embedding_backward(d_hidden_, position_embeddings_grad_);
-}
-
-void Transformer::forward_backward(const Tensor& ids, const Tensor& targets, float grad_scale,
-                                   Tensor& token_losses) {
-  forward(ids, targets, token_losses);
-  backward(ids, targets, grad_scale);
-}
-
-void Transformer::forward_loss(const Tensor& ids, const Tensor& targets, Tensor& token_losses) {
-  forward(ids, targets, token_losses);
 }
 
 }  // namespace lattice

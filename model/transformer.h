@@ -19,15 +19,10 @@ class Transformer {
   Transformer(const ModelConfig& config, ParameterStore& params, int64_t micro_batch_size);
 
   // ids, targets: i32[B, T]. token_losses: f32[B*T] receives -log p(target) per token.
-  // Gradients of (grad_scale * sum of token losses) accumulate into the store's grads.
-  void forward_backward(const Tensor& ids, const Tensor& targets, float grad_scale, Tensor& token_losses);
-  // Forward only (evaluation).
-  void forward_loss(const Tensor& ids, const Tensor& targets, Tensor& token_losses);
-
-  // The two halves of forward_backward, for callers that schedule (or time) them separately.
-  // There is one activation slot: backward() must follow the forward() of the same micro-batch
-  // with no other forward in between. forward() then backward() == forward_backward().
   void forward(const Tensor& ids, const Tensor& targets, Tensor& token_losses);
+  // Gradients of (grad_scale * sum of token losses) accumulate into the store's grads. There is
+  // one activation slot: backward() must follow the forward() of the same micro-batch with no
+  // other forward in between (evaluation is forward() alone).
   void backward(const Tensor& ids, const Tensor& targets, float grad_scale);
 
   int64_t micro_batch_size() const { return batch_; }
@@ -35,7 +30,6 @@ class Transformer {
 
  private:
   ModelConfig config_;
-  ParameterStore& params_;
   int64_t batch_;
   std::vector<DecoderLayer> layers_;
   Norm final_norm_;

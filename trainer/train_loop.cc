@@ -36,7 +36,7 @@ double evaluate(Transformer& model, const MicroBatchSource& source, const Config
     for (int64_t m = 0; m < micro; ++m) {
       source(it, m, ids, targets);
       Tensor losses = step_losses.slice_flat(m * tokens_per_micro, {tokens_per_micro});
-      model.forward_loss(ids, targets, losses);
+      model.forward(ids, targets, losses);
     }
     sum += read_mean_loss(step_losses);
   }
