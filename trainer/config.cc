@@ -3,7 +3,9 @@
 #include "trainer/config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,6 +19,7 @@
 
 #include "data/gpt_dataset.h"
 #include "kernels/error.h"
+#include "parallel/grid.h"
 
 namespace lattice {
 
@@ -44,7 +47,9 @@ const std::map<std::string, std::vector<std::string>>& known_keys() {
       {"data", {"path", "blend", "split", "shuffle", "seed"}},
       {"logging", {"log_interval", "metrics_file", "trace_file"}},
       {"device", {}},
-      {"parallel", {"tensor", "pipeline", "data"}},
+      {"parallel",
+       {"tensor", "pipeline", "data", "virtual_stages", "schedule", "layers_per_stage", "sequence_parallel",
+        "bucket_size_mb", "overlap_grad_reduce", "distributed_optimizer", "overlap_param_gather", "timeout_s"}},
   };
   return keys;
 }
@@ -54,7 +59,7 @@ bool is_string_field(const std::string& dotted) {
   static const std::vector<std::string> fields = {
       "model.arch",         "model.norm", "model.activation", "model.position_embedding",
       "model.init_from",    "data.path",  "data.split",       "logging.metrics_file",
-      "logging.trace_file", "optimizer.decay",  "device"};
+      "logging.trace_file", "optimizer.decay",  "device", "parallel.schedule"};
   return std::find(fields.begin(), fields.end(), dotted) != fields.end();
 }
 
@@ -416,6 +421,9 @@ LoggingConfig parse_logging(const std::string& source, const json& sec) {
   return l;
 }
 
+// Largest accepted parallel degree: keeps products of degrees well inside int.
+constexpr int64_t kMaxDegree = 65536;
+
 ParallelConfig parse_parallel(const std::string& source, const json& sec) {
   const Reader r(source, sec, "parallel");
   const Checker c{source};
@@ -423,15 +431,57 @@ ParallelConfig parse_parallel(const std::string& source, const json& sec) {
   r.read("tensor", p.tensor);
   r.read("pipeline", p.pipeline);
   r.read("data", p.data);
+  r.read("virtual_stages", p.virtual_stages);
+  c.positive("parallel.tensor", p.tensor);
+  c.positive("parallel.pipeline", p.pipeline);
+  if (p.data < 0)
+    c.fail(fmt::format("parallel.data must be >= 1, or 0 for world size / (tensor × pipeline), got {}", p.data));
+  c.positive("parallel.virtual_stages", p.virtual_stages);
   for (const auto& [name, v] : {std::pair<const char*, int64_t>{"tensor", p.tensor},
                                 {"pipeline", p.pipeline},
-                                {"data", p.data}}) {
-    c.positive(std::string("parallel.") + name, v);
-    if (v != 1)
-      c.fail(fmt::format("parallel.{}={}: tensor/pipeline/data parallelism is not available yet in this "
-                         "version; set it to 1",
-                         name, v));
+                                {"data", p.data},
+                                {"virtual_stages", p.virtual_stages}})
+    if (v > kMaxDegree) c.fail(fmt::format("parallel.{} must be <= {}, got {}", name, kMaxDegree, v));
+  if (r.has("schedule")) {
+    std::string name;
+    r.read("schedule", name);
+    try {
+      p.schedule = parse_schedule_kind(name);
+    } catch (const InputError& e) {
+      c.fail(e.what());
+    }
   }
+  if (r.has("layers_per_stage")) {
+    const json& j = sec.at("layers_per_stage");
+    if (!j.is_array())
+      c.fail(fmt::format("parallel.layers_per_stage must be a list of layer counts per virtual stage such as "
+                         "[3, 5] (or [] for an even split), got {}",
+                         describe(j)));
+    for (size_t i = 0; i < j.size(); ++i) {
+      const json& e = j[i];
+      const std::string f = fmt::format("parallel.layers_per_stage[{}]", i);
+      const bool integral = e.is_number_integer() ||
+                            (e.is_number_float() && std::isfinite(e.get<double>()) &&
+                             std::floor(e.get<double>()) == e.get<double>() && std::fabs(e.get<double>()) < 9.0e18);
+      if (!integral || (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())))
+        c.fail(fmt::format("{} must be an integer, got {}", f, describe(e)));
+      const int64_t n = e.is_number_float() ? static_cast<int64_t>(e.get<double>()) : e.get<int64_t>();
+      c.positive(f, n);
+      p.layers_per_stage.push_back(n);
+    }
+  }
+  r.read("sequence_parallel", p.sequence_parallel);
+  r.read("bucket_size_mb", p.bucket_size_mb);
+  c.positive("parallel.bucket_size_mb", p.bucket_size_mb);
+  r.read("overlap_grad_reduce", p.overlap_grad_reduce);
+  r.read("distributed_optimizer", p.distributed_optimizer);
+  r.read("overlap_param_gather", p.overlap_param_gather);
+  if (p.overlap_param_gather && !p.distributed_optimizer)
+    c.fail("parallel.overlap_param_gather = true needs parallel.distributed_optimizer = true (it overlaps the "
+           "distributed optimizer's parameter all-gather with the next forward); set "
+           "parallel.distributed_optimizer to true or parallel.overlap_param_gather to false");
+  r.read("timeout_s", p.timeout_s);
+  c.positive("parallel.timeout_s", p.timeout_s);
   return p;
 }
 
@@ -451,9 +501,11 @@ std::string read_device(const std::string& source, const json& doc) {
 void check_consistency(const std::string& source, const Config& cfg) {
   const Checker c{source};
   const TrainingConfig& t = cfg.training;
-  const int64_t per_step = t.micro_batch_size * cfg.parallel.data;
+  // parallel.data = 0 (inferred) needs the world size: validate_layout checks it then.
+  const int64_t data = std::max<int64_t>(cfg.parallel.data, 1);
+  const int64_t per_step = t.micro_batch_size * data;
   if (t.global_batch_size % per_step != 0) {
-    if (cfg.parallel.data == 1)
+    if (data == 1)
       c.fail(fmt::format("training.global_batch_size ({}) must be a multiple of training.micro_batch_size ({})",
                          t.global_batch_size, t.micro_batch_size));
     c.fail(fmt::format("training.global_batch_size ({}) must be a multiple of training.micro_batch_size ({}) "
@@ -710,12 +762,186 @@ json config_to_json(const Config& c) {
                   {"metrics_file", c.logging.metrics_file},
                   {"trace_file", c.logging.trace_file}};
   j["device"] = c.device;
-  j["parallel"] = {{"tensor", c.parallel.tensor}, {"pipeline", c.parallel.pipeline}, {"data", c.parallel.data}};
+  const ParallelConfig& p = c.parallel;
+  j["parallel"] = {
+      {"tensor", p.tensor},
+      {"pipeline", p.pipeline},
+      {"data", p.data},
+      {"virtual_stages", p.virtual_stages},
+      {"schedule", schedule_kind_name(p.schedule)},
+      {"layers_per_stage", p.layers_per_stage},
+      {"sequence_parallel", p.sequence_parallel},
+      {"bucket_size_mb", p.bucket_size_mb},
+      {"overlap_grad_reduce", p.overlap_grad_reduce},
+      {"distributed_optimizer", p.distributed_optimizer},
+      {"overlap_param_gather", p.overlap_param_gather},
+      {"timeout_s", p.timeout_s},
+  };
   return j;
+}
+
+ParallelLayout validate_layout(const Config& config, int world_size) {
+  const ParallelConfig& pc = config.parallel;
+  const ModelConfig& m = config.model;
+  const TrainingConfig& t = config.training;
+  if (world_size < 1) throw InputError(fmt::format("the world size must be at least 1 (got {})", world_size));
+  ParallelLayout L;
+  L.world_size = world_size;
+  L.tensor = static_cast<int>(pc.tensor);
+  L.pipeline = static_cast<int>(pc.pipeline);
+  L.virtual_stages = static_cast<int>(pc.virtual_stages);
+  L.schedule = pc.schedule;
+  L.data_inferred = pc.data == 0;
+  const int64_t tp = pc.tensor, pp = pc.pipeline, v = pc.virtual_stages;
+  if (L.data_inferred && tp * pp > world_size)
+    throw InputError(fmt::format(
+        "the job has {} ranks, fewer than parallel.tensor × parallel.pipeline = {} × {} = {}: change "
+        "parallel.tensor or parallel.pipeline, or run a multiple of {} ranks",
+        world_size, tp, pp, tp * pp, tp * pp));
+  // RankGrid owns the world = tensor × pipeline × data rule and its messages.
+  const RankGrid grid(world_size, 0, L.tensor, L.pipeline, static_cast<int>(pc.data));
+  L.data = grid.dp_size();
+
+  if (m.num_attention_heads % tp != 0)
+    throw InputError(fmt::format(
+        "model.num_attention_heads ({}) must be divisible by parallel.tensor ({}): each tensor-parallel rank "
+        "holds whole attention heads; change parallel.tensor or model.num_attention_heads",
+        m.num_attention_heads, tp));
+  if (m.num_kv_heads % tp != 0)
+    throw InputError(fmt::format(
+        "model.num_kv_heads ({}) must be divisible by parallel.tensor ({}): each tensor-parallel rank holds "
+        "whole kv heads; change parallel.tensor or model.num_kv_heads",
+        m.num_kv_heads, tp));
+  if (m.ffn_hidden_size % tp != 0)
+    throw InputError(fmt::format(
+        "model.ffn_hidden_size ({}) must be divisible by parallel.tensor ({}): the MLP's columns are split "
+        "evenly across the tensor-parallel ranks; change parallel.tensor or model.ffn_hidden_size",
+        m.ffn_hidden_size, tp));
+  const int64_t vocab_multiple = 128 * tp;
+  L.padded_vocab_size = tp > 1 ? (m.vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple : m.vocab_size;
+  if (pc.sequence_parallel) {
+    if (tp < 2)
+      throw InputError(
+          "parallel.sequence_parallel = true needs parallel.tensor > 1 (it splits the sequence across the "
+          "tensor-parallel ranks); set parallel.tensor to 2 or more, or parallel.sequence_parallel to false");
+    if (m.seq_length % tp != 0)
+      throw InputError(fmt::format(
+          "model.seq_length ({}) must be divisible by parallel.tensor ({}) with parallel.sequence_parallel: "
+          "each tensor-parallel rank holds seq_length / tensor positions; change model.seq_length or "
+          "parallel.tensor, or set parallel.sequence_parallel to false",
+          m.seq_length, tp));
+  }
+
+  const int64_t per_step = t.micro_batch_size * L.data;
+  const std::string data_note =
+      L.data_inferred ? fmt::format(" (inferred: {} ranks / (tensor {} × pipeline {}))", world_size, tp, pp) : "";
+  if (t.global_batch_size % per_step != 0 || t.global_batch_size / per_step < 1)
+    throw InputError(fmt::format(
+        "the micro-batches per step, training.global_batch_size / (training.micro_batch_size × parallel.data) "
+        "= {} / ({} × {}{}), must be a whole number >= 1; change training.global_batch_size to a multiple of "
+        "{}, or training.micro_batch_size or parallel.data",
+        t.global_batch_size, t.micro_batch_size, L.data, data_note, per_step));
+  L.micro_batches = t.global_batch_size / per_step;
+  if (L.micro_batches > std::numeric_limits<int>::max())
+    throw InputError(fmt::format(
+        "the micro-batches per step, training.global_batch_size / (training.micro_batch_size × parallel.data) "
+        "= {}, is too many; raise training.micro_batch_size",
+        L.micro_batches));
+  validate_schedule(pc.schedule, L.pipeline, L.virtual_stages, static_cast<int>(L.micro_batches));
+  L.bubble = theoretical_bubble(pc.schedule, L.pipeline, L.virtual_stages, static_cast<int>(L.micro_batches));
+
+  const int64_t stages = pp * v;
+  if (pc.layers_per_stage.empty()) {
+    if (m.num_layers % stages != 0)
+      throw InputError(fmt::format(
+          "model.num_layers ({}) must be divisible by parallel.pipeline × parallel.virtual_stages = {} × {} = {} "
+          "to split the layers evenly; change model.num_layers, parallel.pipeline or parallel.virtual_stages, or "
+          "give parallel.layers_per_stage ({} layer counts, one per virtual stage)",
+          m.num_layers, pp, v, stages, stages));
+    L.layers_per_stage.assign(static_cast<size_t>(stages), m.num_layers / stages);
+  } else {
+    const auto& lps = pc.layers_per_stage;
+    if (static_cast<int64_t>(lps.size()) != stages)
+      throw InputError(fmt::format(
+          "parallel.layers_per_stage has {} entries but parallel.pipeline × parallel.virtual_stages = {} × {} = {}: "
+          "give one layer count per virtual stage (or [] for an even split)",
+          lps.size(), pp, v, stages));
+    int64_t sum = 0;
+    for (int64_t n : lps) sum += n;
+    if (sum != m.num_layers)
+      throw InputError(fmt::format(
+          "parallel.layers_per_stage sums to {} but model.num_layers is {}: the counts must add up to the "
+          "model's layers",
+          sum, m.num_layers));
+    L.layers_per_stage = lps;
+  }
+  return L;
+}
+
+std::string format_layout(const ParallelLayout& L, const Config& config) {
+  const ParallelConfig& pc = config.parallel;
+  const TrainingConfig& t = config.training;
+  std::string out;
+  out += fmt::format("layout: {} ranks = tensor {} × pipeline {} × data {}{} (rank = tp + TP·(dp + DP·pp))\n",
+                     L.world_size, L.tensor, L.pipeline, L.data,
+                     L.data_inferred ? fmt::format(" (data inferred: {} / ({} × {}))", L.world_size, L.tensor,
+                                                   L.pipeline)
+                                     : "");
+  std::vector<std::string> counts;
+  for (int64_t n : L.layers_per_stage) counts.push_back(std::to_string(n));
+  out += fmt::format("  pipeline: schedule {}, virtual stages {}, layers per virtual stage [{}]{}\n",
+                     schedule_kind_name(L.schedule), L.virtual_stages, join(counts),
+                     pc.layers_per_stage.empty() ? " (even split)" : " (parallel.layers_per_stage)");
+  out += fmt::format("  micro-batches per step per data-parallel rank: {} (global batch {} = micro-batch {} × {} × "
+                     "data {})\n",
+                     L.micro_batches, t.global_batch_size, t.micro_batch_size, L.micro_batches, L.data);
+  const bool interleaved = L.schedule == ScheduleKind::kInterleaved;
+  out += fmt::format("  theoretical pipeline bubble: {:.1f}% ((p-1)/({}m+p-1) with p={}{}, m={})\n", 100 * L.bubble,
+                     interleaved ? "v·" : "", L.pipeline, interleaved ? fmt::format(", v={}", L.virtual_stages) : "",
+                     L.micro_batches);
+  out += fmt::format("  tensor: sequence parallel {}, vocabulary {}{}\n", pc.sequence_parallel ? "on" : "off",
+                     config.model.vocab_size,
+                     L.tensor > 1 ? fmt::format(" padded to {} (a multiple of 128 × tensor)", L.padded_vocab_size) : "");
+  out += fmt::format("  data: gradient buckets {} MB, overlap_grad_reduce {}, distributed_optimizer {}, "
+                     "overlap_param_gather {}; communication timeout {} s\n",
+                     pc.bucket_size_mb, pc.overlap_grad_reduce ? "on" : "off",
+                     pc.distributed_optimizer ? "on" : "off", pc.overlap_param_gather ? "on" : "off", pc.timeout_s);
+  return out;
+}
+
+int default_world_size(const Config& config) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(value, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1 || n > std::numeric_limits<int>::max())
+      throw InputError(fmt::format("{}=\"{}\" (the launcher's world size) is not a positive integer; pass "
+                                   "--world-size N",
+                                   name, value));
+    return static_cast<int>(n);
+  }
+  const ParallelConfig& p = config.parallel;
+  const int64_t n = p.tensor * p.pipeline * std::max<int64_t>(p.data, 1);
+  if (n > std::numeric_limits<int>::max())
+    throw InputError(fmt::format("parallel.tensor × parallel.pipeline × parallel.data = {} ranks is too many", n));
+  return static_cast<int>(n);
+}
+
+void check_single_process(const Config& config) {
+  const ParallelConfig& p = config.parallel;
+  if (p.tensor > 1 || p.pipeline > 1 || p.data > 1)
+    throw InputError(fmt::format(
+        "parallel.tensor = {}, parallel.pipeline = {}, parallel.data = {}: parallel training is validated but "
+        "not wired into `lattice train` yet in this version; run with tensor = pipeline = data = 1",
+        p.tensor, p.pipeline, p.data));
 }
 
 void validate_for_training(const Config& config) {
   namespace fs = std::filesystem;
+  check_single_process(config);
+  validate_layout(config, 1);
   const std::string& path = config.data.path;
   if (path.empty() && config.data.blend.empty())
     throw InputError(

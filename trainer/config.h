@@ -12,6 +12,8 @@
 #include "data/data_config.h"
 #include "kernels/error.h"  // InputError, thrown by everything below
 #include "model/model_config.h"
+#include "parallel/schedule.h"  // ScheduleKind, parse_schedule_kind, validate_schedule
+#include "parallel/watchdog.h"  // kDefaultCommTimeoutS
 
 namespace lattice {
 
@@ -46,10 +48,36 @@ struct LoggingConfig {
   std::string trace_file;    // empty = none; Chrome-trace JSON per rank (parallel/trace.h)
 };
 
+// The parallel section (issue 4). Parsing checks each key's type and range; the layout as a whole
+// (world size, divisibility, schedule needs) is validate_layout's job, since it needs the world size.
 struct ParallelConfig {
   int64_t tensor = 1;
   int64_t pipeline = 1;
-  int64_t data = 1;
+  int64_t data = 0;  // 0 = inferred: world size / (tensor × pipeline)
+  int64_t virtual_stages = 1;
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  // Empty = even split; else pipeline × virtual_stages layer counts (>= 1 each, summing to
+  // model.num_layers), indexed by virtual stage (chunk c of pp rank r is virtual stage c·p + r).
+  std::vector<int64_t> layers_per_stage;
+  bool sequence_parallel = false;
+  double bucket_size_mb = 25;
+  bool overlap_grad_reduce = true;
+  bool distributed_optimizer = false;
+  bool overlap_param_gather = false;  // needs distributed_optimizer
+  double timeout_s = kDefaultCommTimeoutS;
+};
+
+// A layout resolved against a world size (what validate_layout returns and `lattice validate` prints).
+struct ParallelLayout {
+  int world_size = 1;
+  int tensor = 1, pipeline = 1, data = 1;
+  bool data_inferred = false;  // parallel.data was 0
+  int virtual_stages = 1;
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int64_t micro_batches = 1;                // per step per data-parallel rank
+  std::vector<int64_t> layers_per_stage;    // pipeline × virtual_stages counts, by virtual stage
+  int64_t padded_vocab_size = 0;            // vocab_size rounded up to a multiple of 128 × tensor (tensor > 1)
+  double bubble = 0;                        // theoretical_bubble(schedule, p, v, m)
 };
 
 struct Config {
@@ -78,10 +106,28 @@ const char* decay_style_name(DecayStyle d);
 // the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
 
-// The checks that only matter when training starts: exactly one of data.path / data.blend is set
-// and every PREFIX.bin/PREFIX.idx it names exists; model.init_from (when set) exists.
+// The checks that only matter when training starts: the layout is one process
+// (check_single_process, then validate_layout(config, 1)); exactly one of data.path / data.blend
+// is set and every PREFIX.bin/PREFIX.idx it names exists; model.init_from (when set) exists.
 // parse_config/load_config do everything else.
 void validate_for_training(const Config& config);
+
+// Checks the parallel layout of `config` on `world_size` ranks; every problem is an InputError
+// naming the field(s) to change: world = tensor × pipeline × data (data 0 = inferred), attention
+// heads, kv heads and ffn_hidden_size divisible by tensor, num_layers divisible by pipeline ×
+// virtual_stages (or layers_per_stage of that length summing to num_layers), an integer
+// micro-batch count global_batch_size / (micro_batch_size × data) >= 1 that the schedule accepts
+// (validate_schedule), sequence_parallel only with tensor > 1 and seq_length % tensor == 0.
+ParallelLayout validate_layout(const Config& config, int world_size);
+// The layout as `lattice validate` prints it (several lines, each ending in '\n').
+std::string format_layout(const ParallelLayout& layout, const Config& config);
+// The world size `lattice validate` checks against when --world-size is not given: the launcher's
+// (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS, first set wins), else tensor × pipeline ×
+// max(data, 1). A set but malformed variable is an InputError naming it.
+int default_world_size(const Config& config);
+// `lattice train` runs one process: any parallel degree > 1 is refused with an InputError saying
+// that parallel training is validated but not wired in yet. validate_for_training calls it.
+void check_single_process(const Config& config);
 
 // data.split ("949,50,1", also "98,2" or "949/50/1") as three fractions that sum to 1
 // (train, valid, test). Throws InputError naming `field` when malformed.

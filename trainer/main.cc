@@ -34,10 +34,12 @@ struct ConfigArgs {
   Config load() const { return load_config(path, overrides); }
 };
 
-int run_validate(const ConfigArgs& args) {
+int run_validate(const ConfigArgs& args, int world_size) {
   Config c = args.load();
+  const ParallelLayout layout = validate_layout(c, world_size > 0 ? world_size : default_world_size(c));
   std::printf("%s\n", config_to_json(c).dump(2).c_str());
   std::printf("%s", format_model_stats(compute_model_stats(c)).c_str());
+  std::printf("%s", format_layout(layout, c).c_str());
   std::printf("config OK: %s\n", args.path.c_str());
   return 0;
 }
@@ -69,8 +71,15 @@ int run(int argc, char** argv) {
                         "after training, write the model to this directory in Hugging Face format");
 
   CLI::App* validate_cmd = app.add_subcommand(
-      "validate", "check a config; print it resolved, the parameter count, FLOPs per token and memory");
+      "validate", "check a config and its parallel layout; print it resolved, the parameter count, FLOPs per token, "
+                  "memory and the layout");
   validate_args.add_to(validate_cmd);
+  int validate_world_size = 0;  // 0 = the launcher's world size, else tensor × pipeline × max(data, 1)
+  validate_cmd
+      ->add_option("--world-size", validate_world_size,
+                   "check the layout for this many ranks (default: the launcher's world size under "
+                   "mpirun/srun, else tensor × pipeline × max(data, 1))")
+      ->check(CLI::Range(1, 1 << 24));
 
   CLI::App* data_cmd = app.add_subcommand("data", "dataset tools");
   data_cmd->require_subcommand(1);
@@ -106,7 +115,7 @@ int run(int argc, char** argv) {
   }
 
   if (*train_cmd) return run_train(train_args, train_options);
-  if (*validate_cmd) return run_validate(validate_args);
+  if (*validate_cmd) return run_validate(validate_args, validate_world_size);
   if (*prepare_cmd) {
     prepare_dataset(prepare);
     return 0;
@@ -116,7 +125,11 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (*export_cmd) return run_export(export_args, export_output);
-  if (*bench_cmd) return run_benchmark(bench_args.load(), bench_steps);
+  if (*bench_cmd) {
+    const Config c = bench_args.load();
+    check_single_process(c);  // bench runs one process, like train
+    return run_benchmark(c, bench_steps);
+  }
   return static_cast<int>(ExitCode::kBadInput);
 }
 

@@ -32,7 +32,17 @@ expect 2 "did you mean 'hidden_size'" -- $LATTICE validate --config configs/test
 expect 2 "model.num_attention_heads" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.num_attention_heads=5
 expect 2 "training.global_batch_size" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.global_batch_size=5
 expect 2 "model.num_kv_heads" -- $LATTICE validate --config configs/test-tiny-llama.json --set model.num_kv_heads=3
-expect 2 "parallel.tensor" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.tensor=2
+# Parallel layouts: validate checks them against a world size; train refuses them for now.
+expect 0 "layout: 8 ranks = tensor 2 × pipeline 2 × data 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
+expect 0 "theoretical pipeline bubble" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
+expect 0 "micro-batches per step per data-parallel rank: 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 2 --set parallel.pipeline=2
+expect 2 "model.num_attention_heads" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 3 --set parallel.tensor=3
+expect 2 "parallel.data" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=1
+expect 2 "parallel.virtual_stages" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.virtual_stages=2
+expect 2 "parallel.overlap_param_gather" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.overlap_param_gather=true
+expect 2 "did you mean 'schedule'" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.schedul=gpipe
+expect 0 "layout: 4 ranks = tensor 1 × pipeline 1 × data 4" -- env OMPI_COMM_WORLD_SIZE=4 $LATTICE validate --config configs/test-tiny-gpt2.json --set training.micro_batch_size=1
+expect 2 "not wired into \`lattice train\` yet" -- $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.tensor=2
 expect 2 "model.activation" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.activation=relu
 expect 2 "no-such-file.json" -- $LATTICE validate --config "$WORK/no-such-file.json"
 printf '{"model": {"num_layers": 2,}}' >"$WORK/bad.json"
