@@ -1,0 +1,155 @@
+// ZeRO-1 AdamW over the gradient buckets' shard layout: per-(parameter ∩ shard) runs, the dp grad
+// norm, and the (overlapped) all-gather of the updated parameters.
+#include "parallel/distributed_optimizer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/error.h"
+#include "kernels/ops.h"
+
+namespace lattice {
+
+DistributedOptimizer::DistributedOptimizer(GradBuckets& buckets, const DistAdamWConfig& config)
+    : buckets_(buckets), config_(config) {
+  LATTICE_CHECK(buckets.options().reduce_scatter,
+                "DistributedOptimizer: the gradient buckets must be built with reduce_scatter = true");
+  const ParameterStore& store = buckets.store();
+  const int dp = buckets.dp_size(), r = buckets.dp_rank();
+  std::vector<int64_t> offsets(store.count() + 1, 0);
+  for (size_t i = 0; i < store.count(); ++i) offsets[i + 1] = offsets[i] + shape_numel(store.spec(i).shape);
+  for (const GradBucket& g : buckets.buckets()) {
+    // This rank's slice of the bucket in flat coordinates, clipped to the real (unpadded) elements.
+    const int64_t lo = g.begin + r * g.shard_numel;
+    const int64_t hi = std::min(g.end, lo + g.shard_numel);
+    for (size_t p = g.first_param; p <= g.last_param && lo < hi; ++p) {
+      const int64_t a = std::max(lo, offsets[p]), b = std::min(hi, offsets[p + 1]);
+      if (a >= b) continue;
+      const bool decay = store.spec(p).weight_decay;
+      const int64_t shard_off = g.shard_offset + (a - lo);
+      if (!runs_.empty() && runs_.back().decay == decay && runs_.back().flat_offset + runs_.back().numel == a &&
+          runs_.back().shard_offset + runs_.back().numel == shard_off) {
+        runs_.back().numel += b - a;
+      } else {
+        runs_.push_back({shard_off, a, b - a, decay});
+      }
+    }
+  }
+  (void)dp;
+  const Device device = store.flat_values().device();
+  const int64_t n = buckets.shard_numel();
+  master_ = Tensor::zeros({n}, DType::kF32, device);
+  exp_avg_ = Tensor::zeros({n}, DType::kF32, device);
+  exp_avg_sq_ = Tensor::zeros({n}, DType::kF32, device);
+  staging_.resize(buckets.buckets().size());
+  gathers_.resize(buckets.buckets().size());
+  for (size_t b = 0; b < buckets.buckets().size(); ++b) {
+    const GradBucket& g = buckets.buckets()[b];
+    if (g.padded_numel(dp) != g.numel()) staging_[b] = Tensor::zeros({g.padded_numel(dp)}, DType::kF32, device);
+  }
+  reload_master_from_values();
+}
+
+DistributedOptimizer::~DistributedOptimizer() {
+  try {
+    wait_all();
+  } catch (...) {
+    // Destructors must not throw; a hung gather ends the job through the watchdog anyway.
+  }
+}
+
+void DistributedOptimizer::reload_master_from_values() {
+  wait_all();
+  Tensor& values = buckets_.store().flat_values();
+  for (const Run& run : runs_) {
+    Tensor src = values.slice_flat(run.flat_offset, {run.numel});
+    Tensor dst = master_.slice_flat(run.shard_offset, {run.numel});
+    ops::copy(src, dst);
+  }
+}
+
+void DistributedOptimizer::set_step_count(int64_t steps) {
+  LATTICE_CHECK(steps >= 0, "DistributedOptimizer: negative step count {}", steps);
+  step_count_ = steps;
+}
+
+double DistributedOptimizer::local_grad_sum_squares() const {
+  Tensor& g = const_cast<GradBuckets&>(buckets_).shard_grads();
+  return g.numel() > 0 ? ops::sum_squares(g) : 0.0;
+}
+
+double DistributedOptimizer::grad_norm() {
+  Communicator& dp = buckets_.comm();
+  const double local = local_grad_sum_squares();
+  // Communicators carry f32/i32 only: ship the double's bits as two i32 and add in rank order.
+  Tensor in = Tensor::empty({2}, DType::kI32);
+  Tensor out = Tensor::empty({2 * static_cast<int64_t>(dp.size())}, DType::kI32);
+  std::memcpy(in.i32(), &local, sizeof(double));
+  dp.all_gather(in, out);
+  double total = 0.0;
+  for (int r = 0; r < dp.size(); ++r) {
+    double part = 0.0;
+    std::memcpy(&part, out.i32() + 2 * r, sizeof(double));
+    total += part;
+  }
+  return std::sqrt(total);
+}
+
+void DistributedOptimizer::step(double lr, float grad_scale) {
+  wait_all();
+  ++step_count_;
+  Tensor& grads = buckets_.shard_grads();
+  for (const Run& run : runs_) {
+    const Shape shape{run.numel};
+    Tensor p = master_.slice_flat(run.shard_offset, shape);
+    Tensor g = grads.slice_flat(run.shard_offset, shape);
+    Tensor m = exp_avg_.slice_flat(run.shard_offset, shape);
+    Tensor v = exp_avg_sq_.slice_flat(run.shard_offset, shape);
+    ops::AdamWParams params{
+        .lr = static_cast<float>(lr),
+        .beta1 = static_cast<float>(config_.beta1),
+        .beta2 = static_cast<float>(config_.beta2),
+        .eps = static_cast<float>(config_.eps),
+        .weight_decay = run.decay ? static_cast<float>(config_.weight_decay) : 0.0f,
+        .step = step_count_,
+        .grad_scale = grad_scale,
+    };
+    ops::adamw_update(p, g, m, v, params);
+  }
+  // Gather in forward order (the last bucket holds the first layers), the same on every rank.
+  Communicator& dp = buckets_.comm();
+  Tensor& values = buckets_.store().flat_values();
+  const auto& bs = buckets_.buckets();
+  for (size_t b = bs.size(); b-- > 0;) {
+    const GradBucket& g = bs[b];
+    if (g.numel() == 0) continue;
+    Tensor in = master_.slice_flat(g.shard_offset, {g.shard_numel});
+    Tensor out = g.padded_numel(dp.size()) != g.numel() ? staging_[b] : values.slice_flat(g.begin, {g.numel()});
+    gathers_[b] = dp.all_gather_async(in, out);
+  }
+  if (!config_.overlap_param_gather) wait_all();
+}
+
+void DistributedOptimizer::wait_param_gather(size_t bucket) {
+  LATTICE_CHECK(bucket < gathers_.size(), "DistributedOptimizer: bucket {} of {}", bucket, gathers_.size());
+  if (!gathers_[bucket].pending()) return;
+  gathers_[bucket].wait();
+  const GradBucket& g = buckets_.buckets()[bucket];
+  if (g.padded_numel(buckets_.dp_size()) != g.numel()) {
+    Tensor head = staging_[bucket].slice_flat(0, {g.numel()});
+    Tensor dst = buckets_.store().flat_values().slice_flat(g.begin, {g.numel()});
+    ops::copy(head, dst);
+  }
+}
+
+void DistributedOptimizer::wait_all() {
+  for (size_t b = gathers_.size(); b-- > 0;) wait_param_gather(b);
+}
+
+int DistributedOptimizer::pending_param_gathers() const {
+  int n = 0;
+  for (const CommHandle& h : gathers_) n += h.pending() ? 1 : 0;
+  return n;
+}
+
+}  // namespace lattice

@@ -1,0 +1,143 @@
+// Gradient buckets over the flat fp32 gradient buffer and their (overlapped) data-parallel reduction.
+#include "parallel/grad_buckets.h"
+
+#include <algorithm>
+
+#include "kernels/error.h"
+#include "kernels/ops.h"
+
+namespace lattice {
+
+std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, double bucket_size_mb, int dp) {
+  LATTICE_CHECK(dp >= 1, "make_grad_buckets: dp size {} < 1", dp);
+  const size_t n = store.count();
+  std::vector<int64_t> offsets(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + shape_numel(store.spec(i).shape);
+  LATTICE_CHECK(offsets[n] == store.numel(), "make_grad_buckets: specs cover {} elements, store holds {}",
+                offsets[n], store.numel());
+  const double limit_elems =
+      bucket_size_mb > 0.0 ? bucket_size_mb * 1024.0 * 1024.0 / sizeof(float) : -1.0;
+  std::vector<GradBucket> buckets;
+  if (n == 0) return buckets;
+  size_t last = n - 1;  // last parameter of the bucket being built
+  for (size_t k = n; k-- > 0;) {
+    const int64_t size = offsets[last + 1] - offsets[k];
+    const bool close = k == 0 || (limit_elems > 0.0 && static_cast<double>(size) >= limit_elems);
+    if (close) {
+      GradBucket b;
+      b.first_param = k;
+      b.last_param = last;
+      b.begin = offsets[k];
+      b.end = offsets[last + 1];
+      buckets.push_back(b);
+      if (k > 0) last = k - 1;
+    }
+  }
+  int64_t shard_offset = 0;
+  for (GradBucket& b : buckets) {
+    b.shard_numel = (b.numel() + dp - 1) / dp;
+    b.shard_offset = shard_offset;
+    shard_offset += b.shard_numel;
+  }
+  return buckets;
+}
+
+GradBuckets::GradBuckets(ParameterStore& store, Communicator& dp, const GradBucketOptions& options)
+    : store_(store),
+      dp_(dp),
+      options_(options),
+      dp_size_(dp.size()),
+      dp_rank_(dp.rank()),
+      buckets_(make_grad_buckets(store, options.bucket_size_mb, dp.size())) {
+  param_bucket_.assign(store.count(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t p = buckets_[b].first_param; p <= buckets_[b].last_param; ++p) param_bucket_[p] = b;
+  }
+  ready_count_.assign(buckets_.size(), 0);
+  param_ready_.assign(store.count(), 0);
+  handles_.resize(buckets_.size());
+  staging_.resize(buckets_.size());
+  if (options_.reduce_scatter) {
+    const Device device = store.flat_grads().device();
+    int64_t total = 0;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const GradBucket& g = buckets_[b];
+      total += g.shard_numel;
+      if (g.padded_numel(dp_size_) != g.numel()) {
+        staging_[b] = Tensor::zeros({g.padded_numel(dp_size_)}, DType::kF32, device);
+      }
+    }
+    shard_grads_ = Tensor::zeros({total}, DType::kF32, device);
+  }
+}
+
+GradBuckets::~GradBuckets() {
+  // Pending handles wait in their destructors; nothing else to release.
+}
+
+void GradBuckets::launch(size_t b) {
+  const GradBucket& g = buckets_[b];
+  if (!any_launched_) {
+    any_launched_ = true;
+    first_launch_ = std::chrono::steady_clock::now();
+  }
+  const float inv_dp = 1.0f / static_cast<float>(dp_size_);
+  Tensor grads = store_.flat_grads().slice_flat(g.begin, {g.numel()});
+  // Mean over dp: every rank scales its contribution by 1/dp before the sum (as Megatron does).
+  if (g.numel() > 0 && dp_size_ > 1) ops::scale(grads, inv_dp);
+  if (!options_.reduce_scatter) {
+    if (g.numel() > 0) handles_[b] = dp_.all_reduce_async(grads);
+  } else {
+    Tensor out = shard_grads_.slice_flat(g.shard_offset, {g.shard_numel});
+    if (g.shard_numel == 0) {
+      // empty bucket: nothing to reduce
+    } else if (g.padded_numel(dp_size_) != g.numel()) {
+      Tensor head = staging_[b].slice_flat(0, {g.numel()});
+      ops::copy(grads, head);  // the padding tail stays zero
+      handles_[b] = dp_.reduce_scatter_async(staging_[b], out);
+    } else {
+      handles_[b] = dp_.reduce_scatter_async(grads, out);
+    }
+  }
+  ++next_launch_;
+}
+
+void GradBuckets::progress() {
+  for (int b = 0; b < next_launch_; ++b) {
+    if (handles_[b].pending()) handles_[b].test();
+  }
+}
+
+void GradBuckets::mark_ready(size_t param_index) {
+  LATTICE_CHECK(param_index < param_ready_.size(), "GradBuckets::mark_ready: parameter {} of {}", param_index,
+                param_ready_.size());
+  LATTICE_CHECK(!param_ready_[param_index],
+                "GradBuckets::mark_ready: parameter {} ('{}') marked ready twice in one step", param_index,
+                store_.spec(param_index).name);
+  param_ready_[param_index] = 1;
+  ++ready_count_[param_bucket_[param_index]];
+  if (!options_.overlap_grad_reduce) return;
+  while (next_launch_ < static_cast<int>(buckets_.size())) {
+    const GradBucket& g = buckets_[next_launch_];
+    if (ready_count_[next_launch_] != static_cast<int>(g.last_param - g.first_param + 1)) break;
+    launch(static_cast<size_t>(next_launch_));
+  }
+  progress();
+}
+
+void GradBuckets::finish() {
+  const auto wait_start = std::chrono::steady_clock::now();
+  while (next_launch_ < static_cast<int>(buckets_.size())) launch(static_cast<size_t>(next_launch_));
+  for (CommHandle& h : handles_) h.wait();
+  const auto end = std::chrono::steady_clock::now();
+  // Without overlap the first launch happens inside finish(): then all of it is exposed.
+  const auto exposed_from = any_launched_ ? std::max(wait_start, first_launch_) : end;
+  stats_.wait_s = std::chrono::duration<double>(end - exposed_from).count();
+  stats_.comm_s = any_launched_ ? std::chrono::duration<double>(end - first_launch_).count() : 0.0;
+  next_launch_ = 0;
+  any_launched_ = false;
+  std::fill(ready_count_.begin(), ready_count_.end(), 0);
+  std::fill(param_ready_.begin(), param_ready_.end(), 0);
+}
+
+}  // namespace lattice

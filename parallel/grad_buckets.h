@@ -1,0 +1,120 @@
+// GradBuckets: the data-parallel reduction of a ParameterStore's flat fp32 gradient buffer, bucket by
+// bucket (reverse parameter order), launched as backward finishes each bucket when overlap is on.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "model/parameter_store.h"
+#include "parallel/communicator.h"
+
+namespace lattice {
+
+// One bucket: parameters [first_param, last_param] (contiguous in the store's flat layout) covering
+// flat elements [begin, end). Buckets are numbered in REVERSE parameter order: bucket 0 holds the
+// last parameters, whose gradients backward produces first.
+//
+// Sharded layout (distributed optimizer): each bucket is padded to padded_numel = shard_numel × dp
+// elements; dp rank r owns bucket elements [r × shard_numel, (r+1) × shard_numel) (the part past
+// `end` is padding, always zero). A rank's local shard buffer is the concatenation of its slices of
+// bucket 0, 1, ...; bucket b's slice starts at shard_offset. So shards are contiguous per bucket
+// (Megatron's layout): each bucket's reduce_scatter and all_gather is one collective.
+struct GradBucket {
+  size_t first_param = 0;
+  size_t last_param = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t shard_numel = 0;
+  int64_t shard_offset = 0;
+  int64_t numel() const { return end - begin; }
+  int64_t padded_numel(int dp) const { return shard_numel * dp; }
+};
+
+// Splits the store's parameters into buckets of at least bucket_size_mb MiB of fp32 (a bucket is
+// closed as soon as it reaches the size, never splitting a parameter), walking parameters from the
+// last to the first. bucket_size_mb <= 0: one bucket for everything. dp sets the shard geometry.
+std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, double bucket_size_mb, int dp);
+
+struct GradBucketOptions {
+  double bucket_size_mb = 40.0;
+  bool overlap_grad_reduce = true;
+  // false: all_reduce (every rank gets the whole mean gradient, in the store's flat grads).
+  // true: reduce_scatter (each rank gets only its shard's mean, in shard_grads(); the store's flat
+  // grads are left unspecified) — for the distributed optimizer.
+  bool reduce_scatter = false;
+};
+
+// Times of the last finish(): comm_s from the first launch of the step to the end of finish()
+// (the time some gradient communication was outstanding), wait_s the part spent blocked in
+// finish(). hidden_fraction = 1 - wait_s / comm_s: the share of communication behind compute.
+struct GradReduceStats {
+  double comm_s = 0.0;
+  double wait_s = 0.0;
+  double hidden_fraction() const { return comm_s > 0.0 ? std::max(0.0, 1.0 - wait_s / comm_s) : 0.0; }
+};
+
+class GradBuckets {
+ public:
+  // `store` and `dp` must outlive this object. Every dp rank must build it with the same store
+  // layout and options (buckets are collectives in bucket order).
+  GradBuckets(ParameterStore& store, Communicator& dp, const GradBucketOptions& options);
+  ~GradBuckets();
+  GradBuckets(const GradBuckets&) = delete;
+  GradBuckets& operator=(const GradBuckets&) = delete;
+
+  // Backward has finished parameter i's gradient for this step (its last micro-batch). When this
+  // completes a bucket and overlap is on, the bucket's reduction starts now — but buckets launch
+  // strictly in bucket order (a complete bucket waits for all earlier ones), so every rank issues
+  // the same collectives in the same order whatever order its backward marks parameters in.
+  // Marking a parameter twice in one step is an error.
+  void mark_ready(size_t param_index);
+
+  // Launches whatever has not been launched (everything without overlap), waits for all buckets and
+  // resets for the next step. After it: all_reduce mode — every rank's store.flat_grads() holds the
+  // mean over dp; reduce_scatter mode — shard_grads() holds this rank's shard of the mean.
+  void finish();
+
+  // Number of bucket reductions launched since the last finish() (tests, tracing).
+  int launched() const { return next_launch_; }
+
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+  size_t bucket_of_param(size_t param_index) const { return param_bucket_[param_index]; }
+  const GradBucketOptions& options() const { return options_; }
+  int dp_size() const { return dp_size_; }
+  int dp_rank() const { return dp_rank_; }
+  Communicator& comm() const { return dp_; }
+  ParameterStore& store() const { return store_; }
+
+  // reduce_scatter mode: this rank's shard of the mean gradient (sum of buckets' shard_numel
+  // elements; padding elements are zero).
+  Tensor& shard_grads() { return shard_grads_; }
+  int64_t shard_numel() const { return shard_grads_.numel(); }
+
+  const GradReduceStats& last_stats() const { return stats_; }
+
+ private:
+  void launch(size_t b);
+  void progress();
+
+  ParameterStore& store_;
+  Communicator& dp_;
+  GradBucketOptions options_;
+  int dp_size_;
+  int dp_rank_;
+  std::vector<GradBucket> buckets_;
+  std::vector<size_t> param_bucket_;
+  std::vector<int> ready_count_;      // per bucket, parameters marked this step
+  std::vector<char> param_ready_;     // per parameter
+  std::vector<CommHandle> handles_;   // per bucket
+  std::vector<Tensor> staging_;       // reduce_scatter: padded copy of a bucket whose numel % dp != 0
+  Tensor shard_grads_;
+  int next_launch_ = 0;
+  bool any_launched_ = false;
+  std::chrono::steady_clock::time_point first_launch_;
+  GradReduceStats stats_;
+};
+
+}  // namespace lattice

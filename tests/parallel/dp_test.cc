@@ -1,0 +1,260 @@
+// Multi-rank tests of data parallelism (run under mpirun -np 2 and -np 4): gradient buckets reduce
+// to the mean over ranks (overlap on and off, several bucket sizes, launch only on complete
+// buckets), and the distributed optimizer equals one-process AdamW on the mean gradient.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/parameter_store.h"
+#include "parallel/distributed_optimizer.h"
+#include "parallel/grad_buckets.h"
+#include "tests/parallel/mpi_test_main.h"
+
+namespace lattice {
+namespace {
+
+using testing::world;
+
+// Sizes chosen so that buckets and dp shards cut parameters in the middle and need padding.
+std::vector<ParamSpec> specs() {
+  return {
+      {"embed.weight", {7, 3}, InitKind::kNormal, 0.02f, true},
+      {"ln.weight", {5}, InitKind::kOnes, 0.02f, false},
+      {"fc1.weight", {6, 4}, InitKind::kNormal, 0.02f, true},
+      {"fc1.bias", {13}, InitKind::kZeros, 0.02f, false},
+      {"fc2.weight", {3, 11}, InitKind::kNormal, 0.02f, true},
+      {"fc2.bias", {1}, InitKind::kZeros, 0.02f, false},
+  };
+}
+
+float grad_of(int64_t i, int rank, int step) {
+  return std::sin(0.37f * static_cast<float>(i) + static_cast<float>(step)) * 0.5f +
+         0.25f * static_cast<float>(rank) * std::cos(0.11f * static_cast<float>(i));
+}
+
+void fill_grads(ParameterStore& store, int rank, int step) {
+  float* g = store.flat_grads().f32();
+  for (int64_t i = 0; i < store.numel(); ++i) g[i] = grad_of(i, rank, step);
+}
+
+std::vector<float> mean_grads(int64_t n, int dp, int step) {
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0.0;
+    for (int r = 0; r < dp; ++r) s += grad_of(i, r, step);
+    out[i] = static_cast<float>(s / dp);
+  }
+  return out;
+}
+
+// |a - b| / max(floor, |b|). Gradients are sums of O(1) terms, so their float rounding error is
+// relative to the terms (floor 1), not to a mean that may cancel to near zero.
+double max_rel_diff(const float* a, const std::vector<float>& b, double floor = 1e-3) {
+  double worst = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]) / std::max(floor, std::fabs(static_cast<double>(b[i])));
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+// bucket sizes in MiB: one bucket per parameter, a few parameters per bucket, one for all.
+const double kSizes[] = {1e-9, 100.0 * 4 / (1024.0 * 1024.0), 0.0};
+
+TEST_CASE("bucket layout: reverse parameter order, boundaries respected, shards cover buckets") {
+  ParameterStore store(specs());
+  const int dp = world().size();
+  auto one_each = make_grad_buckets(store, 1e-9, dp);
+  REQUIRE(one_each.size() == store.count());
+  for (size_t b = 0; b < one_each.size(); ++b) {
+    CHECK(one_each[b].first_param == store.count() - 1 - b);
+    CHECK(one_each[b].last_param == store.count() - 1 - b);
+  }
+  auto all = make_grad_buckets(store, 0.0, dp);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].begin == 0);
+  CHECK(all[0].end == store.numel());
+  auto mid = make_grad_buckets(store, 40.0 * 4 / (1024.0 * 1024.0), dp);  // >= 40 elements each
+  int64_t end = store.numel(), shard = 0;
+  for (const GradBucket& b : mid) {
+    CHECK(b.end == end);
+    CHECK(b.begin < b.end);
+    CHECK(b.shard_numel * dp >= b.numel());
+    CHECK((b.shard_numel - 1) * dp < b.numel());
+    CHECK(b.shard_offset == shard);
+    if (b.first_param > 0) CHECK(b.numel() >= 40);
+    end = b.begin;
+    shard += b.shard_numel;
+  }
+  CHECK(end == 0);
+  CHECK(mid.size() > 1);
+}
+
+TEST_CASE("gradient buckets all_reduce to the mean over ranks, overlap on and off") {
+  auto& w = world();
+  for (double size : kSizes) {
+    for (bool overlap : {false, true}) {
+      CAPTURE(size, overlap);
+      ParameterStore store(specs());
+      GradBuckets buckets(store, w, {size, overlap, false});
+      for (int step = 0; step < 2; ++step) {
+        fill_grads(store, w.rank(), step);
+        for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
+        CHECK(buckets.launched() == (overlap ? static_cast<int>(buckets.buckets().size()) : 0));
+        buckets.finish();
+        CHECK(buckets.launched() == 0);
+        CHECK(max_rel_diff(store.flat_grads().f32(), mean_grads(store.numel(), w.size(), step), 1.0) <= 1e-6);
+        CHECK(buckets.last_stats().wait_s <= buckets.last_stats().comm_s);
+        if (!overlap) CHECK(buckets.last_stats().wait_s == buckets.last_stats().comm_s);
+      }
+    }
+  }
+}
+
+TEST_CASE("mark_ready launches a bucket only when complete, and buckets in order") {
+  auto& w = world();
+  ParameterStore store(specs());
+  GradBuckets buckets(store, w, {1e-9, true, false});  // one bucket per parameter
+  const size_t n = store.count();
+  fill_grads(store, w.rank(), 0);
+  buckets.mark_ready(0);  // the last bucket: complete, but earlier buckets are not
+  CHECK(buckets.launched() == 0);
+  buckets.mark_ready(n - 1);
+  CHECK(buckets.launched() == 1);
+  buckets.mark_ready(n - 3);  // bucket 2 complete, bucket 1 not yet
+  CHECK(buckets.launched() == 1);
+  buckets.mark_ready(n - 2);
+  CHECK(buckets.launched() == 3);
+  CHECK_THROWS(buckets.mark_ready(n - 2));
+  for (size_t p = 1; p < n - 3; ++p) buckets.mark_ready(p);
+  CHECK(buckets.launched() == static_cast<int>(n));
+  buckets.finish();
+  CHECK(max_rel_diff(store.flat_grads().f32(), mean_grads(store.numel(), w.size(), 0), 1.0) <= 1e-6);
+
+  // Several parameters per bucket: launched only after the bucket's last parameter is marked.
+  ParameterStore store2(specs());
+  GradBuckets big(store2, w, {40.0 * 4 / (1024.0 * 1024.0), true, false});
+  REQUIRE(big.buckets().size() >= 2);
+  const GradBucket& b0 = big.buckets()[0];
+  REQUIRE(b0.last_param > b0.first_param);
+  fill_grads(store2, w.rank(), 1);
+  for (size_t p = b0.last_param; p > b0.first_param; --p) big.mark_ready(p);
+  CHECK(big.launched() == 0);
+  big.mark_ready(b0.first_param);
+  CHECK(big.launched() == 1);
+  big.finish();
+  CHECK(max_rel_diff(store2.flat_grads().f32(), mean_grads(store2.numel(), w.size(), 1), 1.0) <= 1e-6);
+}
+
+TEST_CASE("reduce_scatter mode gives each rank its shard of the mean") {
+  auto& w = world();
+  for (double size : kSizes) {
+    for (bool overlap : {false, true}) {
+      CAPTURE(size, overlap);
+      ParameterStore store(specs());
+      GradBuckets buckets(store, w, {size, overlap, true});
+      fill_grads(store, w.rank(), 0);
+      for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
+      buckets.finish();
+      const auto mean = mean_grads(store.numel(), w.size(), 0);
+      const float* shard = buckets.shard_grads().f32();
+      for (const GradBucket& b : buckets.buckets()) {
+        for (int64_t k = 0; k < b.shard_numel; ++k) {
+          const int64_t flat = b.begin + w.rank() * b.shard_numel + k;
+          const float expect = flat < b.end ? mean[flat] : 0.0f;
+          CHECK(std::fabs(shard[b.shard_offset + k] - expect) <= 1e-6f);
+        }
+      }
+    }
+  }
+}
+
+// One-process reference: AdamW per parameter (ops::adamw_update, decay only on decay params) on
+// the mean gradient, with the trainer's math.
+struct Reference {
+  ParameterStore store{specs()};
+  std::vector<Tensor> m, v;
+  Reference() {
+    store.initialize(1234);
+    for (size_t i = 0; i < store.count(); ++i) {
+      m.push_back(Tensor::zeros(store.spec(i).shape));
+      v.push_back(Tensor::zeros(store.spec(i).shape));
+    }
+  }
+  void step(const std::vector<float>& mean, int64_t t, double lr, float scale, const DistAdamWConfig& c) {
+    std::copy(mean.begin(), mean.end(), store.flat_grads().f32());
+    for (size_t i = 0; i < store.count(); ++i) {
+      ops::AdamWParams p{static_cast<float>(lr), static_cast<float>(c.beta1), static_cast<float>(c.beta2),
+                         static_cast<float>(c.eps),
+                         store.spec(i).weight_decay ? static_cast<float>(c.weight_decay) : 0.0f, t, scale};
+      ops::adamw_update(store.value(i), store.grad(i), m[i], v[i], p);
+    }
+  }
+};
+
+// Tolerance 1e-6 relative: every element goes through the identical fp32 operations
+// (ops::adamw_update with the same hyper-parameters and step) in both runs; the only difference is
+// the mean gradient's summation order (MPI's reduction of x_r/dp vs the reference's double sum),
+// a few ulps that AdamW's normalised update m/sqrt(v) does not amplify.
+TEST_CASE("distributed optimizer: 3 AdamW steps equal one-process AdamW on the mean gradient") {
+  auto& w = world();
+  for (double size : kSizes) {
+    for (bool overlap : {false, true}) {
+      CAPTURE(size, overlap);
+      DistAdamWConfig config{0.9, 0.95, 1e-8, 0.5, overlap};
+      Reference ref;
+      ParameterStore store(specs());
+      store.initialize(1234);
+      GradBuckets buckets(store, w, {size, true, true});
+      DistributedOptimizer opt(buckets, config);
+      for (int step = 0; step < 3; ++step) {
+        const double lr = 0.05 * (step + 1);
+        const float scale = step == 1 ? 0.5f : 1.0f;
+        fill_grads(store, w.rank(), step);
+        for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
+        buckets.finish();
+        const auto mean = mean_grads(store.numel(), w.size(), step);
+        double sq = 0.0;
+        for (float g : mean) sq += static_cast<double>(g) * g;
+        const double norm = opt.grad_norm();
+        CHECK(std::fabs(norm - std::sqrt(sq)) <= 1e-6 * std::sqrt(sq));
+        opt.step(lr, scale);
+        if (overlap) {
+          CHECK(opt.pending_param_gathers() == static_cast<int>(buckets.buckets().size()));
+          for (size_t p = 0; p < store.count(); ++p) opt.wait_param(p);
+        }
+        CHECK(opt.pending_param_gathers() == 0);
+        ref.step(mean, step + 1, lr, scale, config);
+        std::vector<float> expect(ref.store.flat_values().f32(), ref.store.flat_values().f32() + store.numel());
+        CHECK(max_rel_diff(store.flat_values().f32(), expect) <= 1e-6);
+      }
+      CHECK(opt.step_count() == 3);
+    }
+  }
+}
+
+TEST_CASE("distributed optimizer decays only decay parameters even where a shard cuts one") {
+  auto& w = world();
+  // Zero gradients: Adam's update is 0, so only decay moves a parameter: p *= (1 - lr * wd).
+  ParameterStore store(specs());
+  store.initialize(99);
+  std::vector<float> before(store.flat_values().f32(), store.flat_values().f32() + store.numel());
+  GradBuckets buckets(store, w, {0.0, false, true});
+  DistributedOptimizer opt(buckets, {0.9, 0.95, 1e-8, 0.5, false});
+  store.zero_grads();
+  buckets.finish();
+  opt.step(0.1, 1.0f);
+  int64_t flat = 0;
+  for (size_t i = 0; i < store.count(); ++i) {
+    const float factor = store.spec(i).weight_decay ? 1.0f - 0.1f * 0.5f : 1.0f;
+    for (int64_t k = 0; k < shape_numel(store.spec(i).shape); ++k, ++flat) {
+      CHECK(store.flat_values().f32()[flat] == Approx(before[flat] * factor).epsilon(1e-6).margin(1e-12));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lattice
