@@ -36,6 +36,7 @@ DistributedOptimizer::DistributedOptimizer(GradBuckets& buckets, const DistAdamW
     }
   }
   (void)dp;
+  for (const Run& run : runs_) shard_runs_.push_back({run.shard_offset, run.numel, run.decay});
   const Device device = store.flat_values().device();
   const int64_t n = buckets.shard_numel();
   master_ = Tensor::zeros({n}, DType::kF32, device);
@@ -98,24 +99,8 @@ double DistributedOptimizer::grad_norm() {
 void DistributedOptimizer::step(double lr, float grad_scale) {
   wait_all();
   ++step_count_;
-  Tensor& grads = buckets_.shard_grads();
-  for (const Run& run : runs_) {
-    const Shape shape{run.numel};
-    Tensor p = master_.slice_flat(run.shard_offset, shape);
-    Tensor g = grads.slice_flat(run.shard_offset, shape);
-    Tensor m = exp_avg_.slice_flat(run.shard_offset, shape);
-    Tensor v = exp_avg_sq_.slice_flat(run.shard_offset, shape);
-    ops::AdamWParams params{
-        .lr = static_cast<float>(lr),
-        .beta1 = static_cast<float>(config_.beta1),
-        .beta2 = static_cast<float>(config_.beta2),
-        .eps = static_cast<float>(config_.eps),
-        .weight_decay = run.decay ? static_cast<float>(config_.weight_decay) : 0.0f,
-        .step = step_count_,
-        .grad_scale = grad_scale,
-    };
-    ops::adamw_update(p, g, m, v, params);
-  }
+  adamw_update_runs(master_, buckets_.shard_grads(), exp_avg_, exp_avg_sq_, shard_runs_,
+                    {config_.beta1, config_.beta2, config_.eps, config_.weight_decay}, lr, step_count_, grad_scale);
   // Gather in forward order (the last bucket holds the first layers), the same on every rank.
   Communicator& dp = buckets_.comm();
   Tensor& values = buckets_.store().flat_values();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/adamw_runs.h"
 #include "kernels/tensor.h"
 #include "model/parameter_store.h"
 #include "parallel/communicator.h"
@@ -79,6 +80,7 @@ class DistributedOptimizer {
   GradBuckets& buckets_;
   DistAdamWConfig config_;
   std::vector<Run> runs_;
+  std::vector<AdamWRun> shard_runs_;  // runs_ addressed by shard offset, as AdamW steps them
   Tensor master_;
   Tensor exp_avg_;
   Tensor exp_avg_sq_;

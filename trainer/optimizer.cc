@@ -39,26 +39,8 @@ void AdamW::step(ParameterStore& store, double lr, float grad_scale) {
                 "AdamW: built for {} parameters / {} elements, stepped with {} / {}", param_count_, numel_,
                 store.count(), store.numel());
   ++step_count_;
-  Tensor& values = store.flat_values();
-  Tensor& grads = store.flat_grads();
-  for (const Run& r : runs_) {
-    if (r.numel == 0) continue;
-    const Shape shape{r.numel};
-    Tensor p = values.slice_flat(r.offset, shape);
-    Tensor g = grads.slice_flat(r.offset, shape);
-    Tensor m = exp_avg_.slice_flat(r.offset, shape);
-    Tensor v = exp_avg_sq_.slice_flat(r.offset, shape);
-    ops::AdamWParams params{
-        .lr = static_cast<float>(lr),
-        .beta1 = static_cast<float>(config_.beta1),
-        .beta2 = static_cast<float>(config_.beta2),
-        .eps = static_cast<float>(config_.eps),
-        .weight_decay = r.decay ? static_cast<float>(config_.weight_decay) : 0.0f,
-        .step = step_count_,
-        .grad_scale = grad_scale,
-    };
-    ops::adamw_update(p, g, m, v, params);
-  }
+  adamw_update_runs(store.flat_values(), store.flat_grads(), exp_avg_, exp_avg_sq_, runs_,
+                    {config_.beta1, config_.beta2, config_.eps, config_.weight_decay}, lr, step_count_, grad_scale);
 }
 
 double global_grad_norm(const ParameterStore& store) {

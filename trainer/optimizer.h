@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/adamw_runs.h"
 #include "kernels/tensor.h"
 #include "model/parameter_store.h"
 #include "trainer/config.h"
@@ -36,13 +37,8 @@ class AdamW {
   const OptimizerConfig& config() const { return config_; }
 
  private:
-  struct Run {
-    int64_t offset;
-    int64_t numel;
-    bool decay;
-  };
   OptimizerConfig config_;
-  std::vector<Run> runs_;  // maximal runs of parameters sharing a decay flag, in flat order
+  std::vector<AdamWRun> runs_;  // maximal runs of parameters sharing a decay flag, in flat order
   size_t param_count_;
   int64_t numel_;
   Tensor exp_avg_;
