@@ -938,10 +938,20 @@ void check_single_process(const Config& config) {
         p.tensor, p.pipeline, p.data));
 }
 
-void validate_for_training(const Config& config) {
+void check_data_parallel_only(const Config& config) {
+  const ParallelConfig& p = config.parallel;
+  if (p.tensor > 1 || p.pipeline > 1)
+    throw InputError(fmt::format(
+        "parallel.tensor = {}, parallel.pipeline = {}: tensor and pipeline parallelism are validated but not "
+        "wired into `lattice train` yet in this version; run with tensor = pipeline = 1 (data parallelism is: "
+        "`mpirun -np D lattice train ...` with parallel.data = D or 0)",
+        p.tensor, p.pipeline));
+}
+
+void validate_for_training(const Config& config, int world_size) {
   namespace fs = std::filesystem;
-  check_single_process(config);
-  validate_layout(config, 1);
+  check_data_parallel_only(config);
+  validate_layout(config, world_size);
   const std::string& path = config.data.path;
   if (path.empty() && config.data.blend.empty())
     throw InputError(

@@ -106,11 +106,11 @@ const char* decay_style_name(DecayStyle d);
 // the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
 
-// The checks that only matter when training starts: the layout is one process
-// (check_single_process, then validate_layout(config, 1)); exactly one of data.path / data.blend
-// is set and every PREFIX.bin/PREFIX.idx it names exists; model.init_from (when set) exists.
-// parse_config/load_config do everything else.
-void validate_for_training(const Config& config);
+// The checks that only matter when training starts: the layout is pure data parallelism
+// (check_data_parallel_only, then validate_layout(config, world_size) with the job's real world
+// size); exactly one of data.path / data.blend is set and every PREFIX.bin/PREFIX.idx it names
+// exists; model.init_from (when set) exists. parse_config/load_config do everything else.
+void validate_for_training(const Config& config, int world_size = 1);
 
 // Checks the parallel layout of `config` on `world_size` ranks; every problem is an InputError
 // naming the field(s) to change: world = tensor × pipeline × data (data 0 = inferred), attention
@@ -125,9 +125,12 @@ std::string format_layout(const ParallelLayout& layout, const Config& config);
 // (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS, first set wins), else tensor × pipeline ×
 // max(data, 1). A set but malformed variable is an InputError naming it.
 int default_world_size(const Config& config);
-// `lattice train` runs one process: any parallel degree > 1 is refused with an InputError saying
-// that parallel training is validated but not wired in yet. validate_for_training calls it.
+// One process (`lattice bench`): any parallel degree > 1 is refused with an InputError saying
+// that parallel training is validated but not wired in yet.
 void check_single_process(const Config& config);
+// `lattice train` runs data parallelism only: parallel.tensor or parallel.pipeline > 1 is refused
+// with an InputError saying that they are validated but not wired in yet (parallel.data is free).
+void check_data_parallel_only(const Config& config);
 
 // data.split ("949,50,1", also "98,2" or "949/50/1") as three fractions that sum to 1
 // (train, valid, test). Throws InputError naming `field` when malformed.

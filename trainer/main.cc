@@ -1,6 +1,8 @@
 // lattice: the command-line entry point. Subcommands: train, validate, data prepare, export.
 // Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure.
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,10 @@
 #include "data/prepare.h"
 #include "kernels/blas_runtime.h"
 #include "kernels/error.h"
+#include "parallel/grid.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/mpi_runtime.h"
+#include "parallel/watchdog.h"
 #include "trainer/benchmark.h"
 #include "trainer/config.h"
 #include "trainer/data_command.h"
@@ -44,10 +50,38 @@ int run_validate(const ConfigArgs& args, int world_size) {
   return 0;
 }
 
-int run_train(const ConfigArgs& args, const TrainOptions& options) {
+// Started by mpirun / srun (OpenMPI's or PMI's world size is set): MPI is initialized only then,
+// so a plain `lattice train` stays a process without MPI.
+bool launched_under_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return true;
+  }
+  return false;
+}
+
+int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** argv) {
   Config c = args.load();
-  spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
+  check_data_parallel_only(c);  // tensor / pipeline > 1: "not wired" before any MPI start
+  if (!launched_under_mpi()) {
+    spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
+    train(c, options);
+    return 0;
+  }
+  // Pure data parallelism: world = data ranks (tensor = pipeline = 1).
+  MpiRuntime mpi(argc, argv);
+  const ParallelLayout layout = validate_layout(c, mpi.world_size());
+  auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
+  auto world = mpi.world(watchdog);
+  const RankGrid grid(mpi.world_size(), mpi.rank(), layout.tensor, layout.pipeline, layout.data);
+  setup_logging(grid.rank(), grid.tp_rank(), grid.pp_rank(), grid.dp_rank());
+  ProcessGroups groups = make_process_groups(grid, *world);
+  spdlog::info("lattice train: config {}, BLAS: {}, {} ranks ({})", args.path, blas_kernel_description(),
+               mpi.world_size(), grid.describe());
+  options.dp = groups.dp.get();
+  options.rank = grid.rank();
   train(c, options);
+  world->barrier();  // no rank finalizes MPI while another still communicates
   return 0;
 }
 
@@ -60,6 +94,8 @@ int run_export(const ConfigArgs& args, const std::string& output) {
 }
 
 int run(int argc, char** argv) {
+  int* argc_ptr = &argc;
+  char*** argv_ptr = &argv;
   CLI::App app{"lattice: LLM pre-training (GPT-2 / Llama), one binary for CPU and GPU"};
   app.require_subcommand(1);
 
@@ -114,7 +150,7 @@ int run(int argc, char** argv) {
     return code == 0 ? 0 : static_cast<int>(ExitCode::kBadInput);
   }
 
-  if (*train_cmd) return run_train(train_args, train_options);
+  if (*train_cmd) return run_train(train_args, train_options, argc_ptr, argv_ptr);
   if (*validate_cmd) return run_validate(validate_args, validate_world_size);
   if (*prepare_cmd) {
     prepare_dataset(prepare);

@@ -1,8 +1,10 @@
-// The single-process training loop.
+// The training loop: one process, or one rank of pure data parallelism (tensor = pipeline = 1).
 #include "trainer/train_loop.h"
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -10,6 +12,9 @@
 #include "data/batch_loader.h"
 #include "kernels/ops.h"
 #include "model/transformer.h"
+#include "parallel/communicator.h"
+#include "parallel/distributed_optimizer.h"
+#include "parallel/grad_buckets.h"
 #include "parallel/trace.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
@@ -26,11 +31,33 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Mean token loss over `eval_iters` global batches of the validation split.
-double evaluate(Transformer& model, const MicroBatchSource& source, const Config& c, Tensor& ids,
-                Tensor& targets, Tensor& step_losses) {
-  const int64_t mb = c.training.micro_batch_size, micro = c.training.num_micro_batches();
-  const int64_t tokens_per_micro = mb * c.model.seq_length;
+int dp_size_of(const TrainOptions& o) { return o.dp != nullptr ? o.dp->size() : 1; }
+
+// The global-batch mean of the token losses: this rank's `token_losses` summed in double, the
+// per-rank sums gathered over the dp group as exact doubles (communicators carry f32/i32: the
+// double's bits travel as two i32) and added in rank order, so every rank gets the same value.
+// One process: read_mean_loss, unchanged.
+double global_mean_loss(const Tensor& token_losses, Communicator* dp) {
+  if (dp == nullptr || dp->size() == 1) return read_mean_loss(token_losses);
+  const double local = read_mean_loss(token_losses) * static_cast<double>(token_losses.numel());
+  Tensor in = Tensor::empty({2}, DType::kI32);
+  Tensor out = Tensor::empty({2 * static_cast<int64_t>(dp->size())}, DType::kI32);
+  std::memcpy(in.i32(), &local, sizeof(double));
+  dp->all_gather(in, out);
+  double total = 0.0;
+  for (int r = 0; r < dp->size(); ++r) {
+    double part = 0.0;
+    std::memcpy(&part, out.i32() + 2 * r, sizeof(double));
+    total += part;
+  }
+  return total / static_cast<double>(token_losses.numel() * dp->size());
+}
+
+// Mean token loss over `eval_iters` global batches of the validation split (each dp rank reads
+// its share of each batch).
+double evaluate(Transformer& model, const MicroBatchSource& source, const Config& c, int64_t micro, Tensor& ids,
+                Tensor& targets, Tensor& step_losses, Communicator* dp) {
+  const int64_t tokens_per_micro = c.training.micro_batch_size * c.model.seq_length;
   double sum = 0;
   for (int64_t it = 0; it < c.training.eval_iters; ++it) {
     for (int64_t m = 0; m < micro; ++m) {
@@ -38,7 +65,7 @@ double evaluate(Transformer& model, const MicroBatchSource& source, const Config
       Tensor losses = step_losses.slice_flat(m * tokens_per_micro, {tokens_per_micro});
       model.forward(ids, targets, losses);
     }
-    sum += read_mean_loss(step_losses);
+    sum += global_mean_loss(step_losses, dp);
   }
   return sum / static_cast<double>(c.training.eval_iters);
 }
@@ -57,13 +84,13 @@ MicroBatchSource dataset_source(std::shared_ptr<BatchLoader> loader) {
 }  // namespace
 
 TrainResult train(const Config& c, const TrainOptions& options) {
-  validate_for_training(c);
+  validate_for_training(c, dp_size_of(options));
   const int64_t T = c.model.seq_length;
   LoaderOptions lo;
   lo.micro_batch_size = c.training.micro_batch_size;
   lo.global_batch_size = c.training.global_batch_size;
-  lo.dp_rank = 0;
-  lo.dp_size = 1;  // the single-process trainer; a DP rank r of D passes its own here
+  lo.dp_rank = options.dp != nullptr ? options.dp->rank() : 0;
+  lo.dp_size = dp_size_of(options);  // dp rank r of D reads its contiguous B/D samples of each batch
   lo.vocab_size = c.model.vocab_size;
   const auto datasets = open_datasets(c.data);
   auto train_loader = std::make_shared<BatchLoader>(make_split_samples(c.data, datasets, Split::kTrain, T), lo);
@@ -75,8 +102,13 @@ TrainResult train(const Config& c, const TrainOptions& options) {
 
 TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBatchSource& train_data,
                      const MicroBatchSource& valid_data) {
+  Communicator* dp = options.dp;
+  const int D = dp_size_of(options);
+  const bool rank0 = dp == nullptr || dp->rank() == 0;
   const int64_t mb = c.training.micro_batch_size, gb = c.training.global_batch_size;
-  const int64_t micro = c.training.num_micro_batches(), T = c.model.seq_length;
+  LATTICE_CHECK(gb % (mb * D) == 0, "global batch {} is not a multiple of micro-batch {} x data {}", gb, mb, D);
+  // Micro-batches per step of this rank: B / (mb × D) (validate_layout checked it is whole).
+  const int64_t micro = gb / (mb * D), T = c.model.seq_length;
   const int64_t tokens_per_micro = mb * T, tokens_per_step = gb * T;
 
   const ModelStats stats = compute_model_stats(c);
@@ -86,15 +118,46 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
 
   auto params = build_parameters(c);
   Transformer model(c.model, *params, mb);
-  AdamW optimizer(*params, c.optimizer);
-  MetricsWriter metrics(c.logging.metrics_file);
-  Tracer tracer(c.logging.trace_file, /*rank=*/0);  // the single-process trainer is rank 0
+  // Data parallelism: gradient buckets over the dp group; with parallel.distributed_optimizer they
+  // reduce_scatter and the ZeRO-1 optimizer steps this rank's shard, else they all_reduce and
+  // every rank steps the same AdamW on the same gradients.
+  std::unique_ptr<GradBuckets> buckets;
+  std::unique_ptr<DistributedOptimizer> dist_optimizer;
+  if (dp != nullptr) {
+    GradBucketOptions bo;
+    bo.bucket_size_mb = c.parallel.bucket_size_mb;
+    bo.overlap_grad_reduce = c.parallel.overlap_grad_reduce;
+    bo.reduce_scatter = c.parallel.distributed_optimizer;
+    buckets = std::make_unique<GradBuckets>(*params, *dp, bo);
+    if (c.parallel.distributed_optimizer) {
+      DistAdamWConfig dc;
+      dc.beta1 = c.optimizer.beta1;
+      dc.beta2 = c.optimizer.beta2;
+      dc.eps = c.optimizer.eps;
+      dc.weight_decay = c.optimizer.weight_decay;
+      dc.overlap_param_gather = c.parallel.overlap_param_gather;
+      dist_optimizer = std::make_unique<DistributedOptimizer>(*buckets, dc);
+    }
+  }
+  std::unique_ptr<AdamW> optimizer;
+  if (!dist_optimizer) optimizer = std::make_unique<AdamW>(*params, c.optimizer);
+  MetricsWriter metrics(rank0 ? c.logging.metrics_file : std::string());
+  Tracer tracer(c.logging.trace_file, options.rank);
+  if (D > 1)
+    spdlog::info("data parallel: {} ranks, {} micro-batch(es) of {} per rank per step, {} gradient bucket(s), "
+                 "overlap_grad_reduce {}, distributed optimizer {}",
+                 D, micro, mb, buckets->buckets().size(), c.parallel.overlap_grad_reduce ? "on" : "off",
+                 dist_optimizer ? "on" : "off");
 
   Tensor ids = Tensor::empty({mb, T}, DType::kI32);
   Tensor targets = Tensor::empty({mb, T}, DType::kI32);
-  Tensor step_losses = Tensor::empty({tokens_per_step});
-  // Gradients are of the global-batch mean loss: every token weighs 1/(tokens in the batch).
-  const float grad_scale = 1.0f / static_cast<float>(tokens_per_step);
+  Tensor step_losses = Tensor::empty({micro * tokens_per_micro});  // this rank's tokens of the step
+  // Gradients are of the global-batch mean loss: every token weighs 1/(tokens in the global batch).
+  // GradBuckets reduces to the MEAN over dp (each rank scales by 1/D before the sum), so each rank
+  // scales its backward by D/(global tokens): mean over ranks of D × (rank's sum)/(global tokens)
+  // = (sum over all tokens)/(global tokens). For D a power of two both scalings are exact in fp32.
+  // One process (D = 1): 1/(global tokens), as before.
+  const float grad_scale = static_cast<float>(D) / static_cast<float>(tokens_per_step);
 
   TrainResult result;
   int64_t timed_steps = 0;
@@ -103,6 +166,9 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     const auto t0 = Clock::now();
     TraceScope step_scope = tracer.scope(tracer.enabled() ? fmt::format("step {}", step) : "", "compute",
                                          {{"step", step}});
+    // The distributed optimizer's parameter all-gather may still be in flight
+    // (overlap_param_gather): the forward reads every parameter.
+    if (dist_optimizer) dist_optimizer->wait_all();
     params->zero_grads();
     double data_wait_s = 0;  // time the step waited for its micro-batches (prefetch hides the reads)
     for (int64_t m = 0; m < micro; ++m) {
@@ -121,10 +187,25 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
         TraceScope s = tracer.scope("backward", "compute", {{"step", step}, {"microbatch", m}, {"chunk", 0}});
         model.backward(ids, targets, grad_scale);
       }
+      if (buckets && m == micro - 1) {
+        // The last micro-batch's backward has completed every parameter's gradient. The
+        // Transformer has no per-parameter backward hook yet, so all parameters are marked here,
+        // in reverse order (the order backward produces them): buckets launch now, after the
+        // whole backward, and almost none of the reduction hides behind compute.
+        for (size_t p = params->count(); p-- > 0;) buckets->mark_ready(p);
+      }
     }
-    const double loss = read_mean_loss(step_losses);
+    if (buckets) {
+      TraceScope s = tracer.scope("grad reduce wait", "communication", {{"step", step}});
+      buckets->finish();
+      result.dp_comm_s += buckets->last_stats().comm_s;
+      result.dp_wait_s += buckets->last_stats().wait_s;
+    }
+    const double loss = global_mean_loss(step_losses, dp);
     TraceScope norm_scope = tracer.scope("grad norm", "optimizer", {{"step", step}});
-    const double grad_norm = global_grad_norm(*params);
+    // Over every parameter exactly once: the distributed optimizer sums the shards' squares over
+    // dp; after the all_reduce every rank holds the whole (identical) mean gradient.
+    const double grad_norm = dist_optimizer ? dist_optimizer->grad_norm() : global_grad_norm(*params);
     norm_scope.end();
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       throw Error(fmt::format("step {}: loss {} / grad norm {} is not finite; lower optimizer.lr or set "
@@ -134,7 +215,11 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     const double lr = learning_rate(c.optimizer, c.training.train_iters, step);
     {
       TraceScope s = tracer.scope("optimizer", "optimizer", {{"step", step}});
-      optimizer.step(*params, lr, clip_scale(grad_norm, c.optimizer.grad_clip));
+      const float clip = clip_scale(grad_norm, c.optimizer.grad_clip);
+      if (dist_optimizer)
+        dist_optimizer->step(lr, clip);
+      else
+        optimizer->step(*params, lr, clip);
     }
     step_scope.end();
     tracer.counter("loss", {{"loss", loss}});
@@ -163,7 +248,8 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     }
     if (valid_data && (step % c.training.eval_interval == 0 || step == c.training.train_iters)) {
       TraceScope s = tracer.scope("evaluation", "compute", {{"step", step}});
-      result.last_val_loss = evaluate(model, valid_data, c, ids, targets, step_losses);
+      if (dist_optimizer) dist_optimizer->wait_all();
+      result.last_val_loss = evaluate(model, valid_data, c, micro, ids, targets, step_losses, dp);
       s.end();
       spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result.last_val_loss,
                    std::exp(result.last_val_loss));
@@ -177,7 +263,14 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   }
   result.mean_tokens_per_s = sum_tokens_per_s / static_cast<double>(timed_steps);
   result.mean_gflops = sum_gflops / static_cast<double>(timed_steps);
-  if (!options.export_dir.empty()) {
+  if (dist_optimizer) dist_optimizer->wait_all();
+  if (buckets) {
+    const GradReduceStats total{result.dp_comm_s, result.dp_wait_s};
+    spdlog::info("data parallel: {:.1f}% of the gradient communication hidden behind compute ({:.3f} s "
+                 "outstanding, {:.3f} s blocked; buckets launch after the whole backward, no per-parameter hook)",
+                 100 * total.hidden_fraction(), result.dp_comm_s, result.dp_wait_s);
+  }
+  if (rank0 && !options.export_dir.empty()) {
     export_hf(c.model, *params, options.export_dir);
     spdlog::info("exported the trained model to {} (Hugging Face safetensors + config.json)", options.export_dir);
   }

@@ -11,8 +11,15 @@
 
 namespace lattice {
 
+class Communicator;
+
 struct TrainOptions {
   std::string export_dir;  // when set, the trained model is written there in Hugging Face format
+  // Data parallelism (parallel.tensor = pipeline = 1): this rank's dp group, which must outlive
+  // train(); nullptr = one process. Every dp rank reads its own micro-batches and trains the model
+  // one process would; dp rank 0 writes the metrics file and the export, every rank its trace.
+  Communicator* dp = nullptr;
+  int rank = 0;  // world rank (names the trace file)
 };
 
 struct TrainResult {
@@ -22,6 +29,10 @@ struct TrainResult {
   // Throughput averaged over the steps after the first (which pays for warm-up).
   double mean_tokens_per_s = 0;
   double mean_gflops = 0;
+  // Data parallelism: the share of gradient communication hidden behind compute over the run
+  // (1 - blocked time / time communication was outstanding, from GradBuckets::last_stats()).
+  double dp_comm_s = 0;
+  double dp_wait_s = 0;
 };
 
 // Fills ids/targets (i32 [micro_batch_size, seq_length]) with micro-batch `micro` of global batch
