@@ -41,7 +41,12 @@ int main(int argc, char** argv) {
   std::printf("phase %d: %s\n", phase, lattice::blas_kernel_description().c_str());
   if (phase == 0) {
     if (expected_core().empty()) {
-      std::printf("CPU has neither AVX2 nor AVX-512: nothing to upgrade, skipping\n");
+      // A CPU without AVX2: no faster core exists, so ensure_fast_blas must neither pick one (it
+      // would die with SIGILL) nor re-exec; reaching the next line is the check.
+      ::unsetenv("LATTICE_BLAS_REEXEC");
+      lattice::ensure_fast_blas(argc, argv);
+      if (!lattice::blas_core_upgrade().empty()) return fail("an upgrade was offered for a CPU without AVX2");
+      std::printf("CPU has neither AVX2 nor AVX-512: ensure_fast_blas kept core %s, as it must\n", core.c_str());
       return 0;
     }
     ::unsetenv("LATTICE_BLAS_REEXEC");
