@@ -14,10 +14,16 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "model/model_layout.h"
 #include "model/parameter_store.h"
 
 namespace lattice {
 
+// The whole model (one process).
 std::vector<ParamSpec> model_parameter_specs(const ModelConfig& config);
+// The parameters this rank holds under `layout`: those of its pipeline chunks (the embedding on
+// virtual stage 0; final norm and head on the last; with tied embeddings and pipeline > 1 the
+// last stage holds a replica of the word embeddings as its head), in model order.
+std::vector<ParamSpec> model_parameter_specs(const ModelConfig& config, const ModelLayout& layout);
 
 }  // namespace lattice

@@ -17,7 +17,22 @@ uint64_t name_stream(const std::string& name) {
   return h;
 }
 
+void ParamSpec::fill_defaults() {
+  if (global_shape.empty()) global_shape = shape;
+  if (offset.empty()) offset = Shape(global_shape.size(), 0);
+  if (box.empty()) box = shape;
+  LATTICE_CHECK(global_shape.size() == shape.size() && offset.size() == shape.size() && box.size() == shape.size(),
+                "parameter '{}': local {}, global {}, offset {} and box {} differ in rank", name, shape_string(shape),
+                shape_string(global_shape), shape_string(offset), shape_string(box));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    LATTICE_CHECK(box[d] <= shape[d] && offset[d] + box[d] <= global_shape[d] && (d == 0 || box[d] == shape[d]),
+                  "parameter '{}': box {} at {} does not fit local {} / global {}", name, shape_string(box),
+                  shape_string(offset), shape_string(shape), shape_string(global_shape));
+  }
+}
+
 ParameterStore::ParameterStore(std::vector<ParamSpec> specs, Device device) : specs_(std::move(specs)) {
+  for (auto& s : specs_) s.fill_defaults();
   int64_t total = 0;
   for (const auto& s : specs_) total += shape_numel(s.shape);
   flat_values_ = Tensor::zeros({total}, DType::kF32, device);
@@ -48,9 +63,15 @@ void ParameterStore::initialize(uint64_t seed) {
     switch (s.init) {
       case InitKind::kZeros: ops::fill(values_[i], 0.0f); break;
       case InitKind::kOnes: ops::fill(values_[i], 1.0f); break;
-      case InitKind::kNormal:
-        ops::fill_normal(values_[i], s.shape, Shape(s.shape.size(), 0), seed, name_stream(s.name), s.init_std);
+      case InitKind::kNormal: {
+        // Keyed by the global element index, so every layout holds the same weights; padding
+        // rows past the box stay zero.
+        ops::fill(values_[i], 0.0f);
+        if (s.box_numel() == 0) break;
+        Tensor box = values_[i].slice_flat(0, s.box);
+        ops::fill_normal(box, s.global_shape, s.offset, seed, name_stream(s.name), s.init_std);
         break;
+      }
     }
   }
 }

@@ -1,15 +1,11 @@
-// Transformer: the whole decoder-only language model (embeddings, decoder layers, final norm,
-// LM head, softmax cross-entropy) with explicit forward and backward over one micro-batch.
-// Activation memory is allocated once at construction for a fixed micro-batch shape.
+// Transformer: the whole decoder-only language model on one process (embeddings, decoder layers,
+// final norm, LM head, softmax cross-entropy) — one ModelChunk holding everything, one activation
+// slot. Evaluation, tests and the one-process paths use it.
 #pragma once
 
-#include <vector>
-
 #include "kernels/tensor.h"
-#include "model/activations.h"
-#include "model/decoder_layer.h"
+#include "model/model_chunk.h"
 #include "model/model_config.h"
-#include "model/norm.h"
 #include "model/parameter_store.h"
 
 namespace lattice {
@@ -27,26 +23,13 @@ class Transformer {
 
   int64_t micro_batch_size() const { return batch_; }
   const ModelConfig& config() const { return config_; }
+  ModelChunk& chunk() { return chunk_; }
 
  private:
   ModelConfig config_;
   int64_t batch_;
-  std::vector<DecoderLayer> layers_;
-  Norm final_norm_;
-  Tensor word_embeddings_, word_embeddings_grad_;
-  Tensor position_embeddings_, position_embeddings_grad_;
-  Tensor head_, head_grad_;  // the LM head weight: word embeddings when tied
-
-  // Saved activations (one micro-batch slot) and scratch, allocated once.
-  std::vector<LayerActivations> saved_;
-  Tensor final_hidden_;       // [B, T, H] output of the last layer
-  Tensor final_norm_out_;     // [B*T, H]
-  NormSaved final_norm_saved_;
-  Tensor logits_;             // [B*T, V]; overwritten by its gradient in backward
-  Tensor loss_lse_;           // [B*T]
-  Tensor d_hidden_;           // [B, T, H] gradient flowing down the residual stream
-  Tensor d_final_norm_out_;   // [B*T, H]
-  BackwardScratch scratch_;
+  ModelChunk chunk_;
+  Tensor none_;  // the unused input/output/gradient arguments of a whole-model chunk
 };
 
 }  // namespace lattice

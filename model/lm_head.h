@@ -1,0 +1,52 @@
+// LmHead: final norm, LM head projection and softmax cross-entropy — what the last pipeline stage
+// runs after its layers. hidden [tokens, H] -> per-token losses f32[B·T]. Keeps what backward
+// needs per activation slot (one slot per micro-batch in flight on this chunk).
+#pragma once
+
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "model/model_config.h"
+#include "model/model_layout.h"
+#include "model/norm.h"
+#include "model/parameter_store.h"
+#include "parallel/tensor_parallel.h"
+
+namespace lattice {
+
+class LmHead {
+ public:
+  LmHead() = default;
+  LmHead(const ModelConfig& config, const ModelLayout& layout, ParameterStore& params, TensorParallel tp,
+         int64_t micro_batch_size, int slots);
+
+  // The head's input [tokens, H] for `slot`: the last layer writes its output here.
+  Tensor& input(int slot) { return saved_.at(static_cast<size_t>(slot)).hidden; }
+  // Runs on input(slot).
+  void forward(int slot, const Tensor& targets, Tensor& token_losses);
+  // Gradients of (grad_scale × sum of token losses): head/norm gradients accumulated, d_hidden
+  // [tokens, H] overwritten.
+  void backward(int slot, const Tensor& targets, float grad_scale, Tensor& d_hidden);
+
+  const std::vector<size_t>& parameter_indices() const { return param_indices_; }
+
+ private:
+  struct Saved {
+    Tensor hidden;    // [tokens, H]
+    Tensor norm_out;  // [B·T, H]
+    NormSaved norm;
+    Tensor logits;    // [B·T, V]; overwritten by its gradient in backward
+    Tensor lse;       // [B·T]
+  };
+
+  ModelConfig config_;
+  ModelLayout layout_;
+  TensorParallel tp_;
+  Norm final_norm_;
+  Tensor head_, head_grad_;  // the word embeddings when tied
+  std::vector<Saved> saved_;
+  Tensor d_norm_out_;  // [B·T, H]
+  std::vector<size_t> param_indices_;
+};
+
+}  // namespace lattice

@@ -1,0 +1,78 @@
+// ModelChunk forward/backward.
+#include "model/model_chunk.h"
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+#include "kernels/ops.h"
+
+namespace lattice {
+
+ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int chunk, ParameterStore& params,
+                       TensorParallel tp, int64_t micro_batch_size, int slots)
+    : config_(config), layout_(layout), micro_batch_size_(micro_batch_size), slots_(slots), range_(layout.chunk_layers(config, chunk)) {
+  LATTICE_CHECK(slots >= 1, "a model chunk needs at least one activation slot, got {}", slots);
+  LATTICE_CHECK(range_.count >= 1, "virtual stage {} has no decoder layer", layout.virtual_stage(chunk));
+  if (layout.has_embedding(chunk))
+    embedding_ = std::make_unique<Embedding>(config_, layout_, params, tp, micro_batch_size);
+  for (int64_t i = range_.first; i < range_.first + range_.count; ++i) {
+    layers_.emplace_back(config_, params, i);
+    const std::string prefix = fmt::format("layers.{}.", i);
+    std::vector<size_t> indices;
+    for (size_t p = 0; p < params.count(); ++p)
+      if (params.spec(p).name.rfind(prefix, 0) == 0) indices.push_back(p);
+    layer_params_.push_back(std::move(indices));
+  }
+  if (layout.has_head(chunk))
+    head_ = std::make_unique<LmHead>(config_, layout_, params, tp, micro_batch_size, slots);
+  saved_.resize(static_cast<size_t>(slots));
+  for (auto& slot : saved_) {
+    slot.resize(layers_.size());
+    for (auto& s : slot) s.allocate(config_, micro_batch_size);
+  }
+  d_hidden_ = Tensor::empty(activation_shape());
+  scratch_.allocate(config_, micro_batch_size);
+}
+
+Shape ModelChunk::activation_shape() const {
+  return {layout_.local_tokens(config_, micro_batch_size_), config_.hidden_size};
+}
+
+void ModelChunk::forward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& input, Tensor& output,
+                         Tensor& token_losses) {
+  LATTICE_CHECK(slot >= 0 && slot < slots_, "activation slot {} out of range [0, {})", slot, slots_);
+  auto& saved = saved_[static_cast<size_t>(slot)];
+  if (embedding_)
+    embedding_->forward(ids, saved[0].input);
+  else
+    ops::copy(input, saved[0].input);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Tensor& out = i + 1 < layers_.size() ? saved[i + 1].input : head_ ? head_->input(slot) : output;
+    layers_[i].forward(saved[i], out);
+  }
+  if (head_) head_->forward(slot, targets, token_losses);
+}
+
+void ModelChunk::backward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& grad_output,
+                          float grad_scale, Tensor& grad_input) {
+  LATTICE_CHECK(slot >= 0 && slot < slots_, "activation slot {} out of range [0, {})", slot, slots_);
+  auto& saved = saved_[static_cast<size_t>(slot)];
+  if (head_) {
+    head_->backward(slot, targets, grad_scale, d_hidden_);
+    grads_done(head_->parameter_indices());
+  } else {
+    ops::copy(grad_output, d_hidden_);
+  }
+  for (size_t i = layers_.size(); i-- > 0;) {
+    layers_[i].backward(d_hidden_, saved[i], scratch_, d_hidden_);
+    grads_done(layer_params_[i]);
+  }
+  if (embedding_) {
+    embedding_->backward(ids, d_hidden_);
+    grads_done(embedding_->parameter_indices());
+  } else {
+    ops::copy(d_hidden_, grad_input);
+  }
+}
+
+}  // namespace lattice

@@ -1,0 +1,76 @@
+// ModelChunk: the part of the model one pipeline chunk (virtual stage) runs — the embedding when
+// it is virtual stage 0, a contiguous range of decoder layers, the final norm + head + loss when
+// it is the last — with explicit forward/backward per micro-batch and one activation slot per
+// micro-batch in flight. One process runs the whole model as a single chunk.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "model/activations.h"
+#include "model/decoder_layer.h"
+#include "model/embedding.h"
+#include "model/lm_head.h"
+#include "model/model_config.h"
+#include "model/model_layout.h"
+#include "model/parameter_store.h"
+#include "parallel/tensor_parallel.h"
+
+namespace lattice {
+
+class ModelChunk {
+ public:
+  // `slots`: how many micro-batches may be between their forward and backward on this chunk at
+  // once (the schedule's in-flight count); activation memory for that many is allocated now.
+  ModelChunk(const ModelConfig& config, const ModelLayout& layout, int chunk, ParameterStore& params,
+             TensorParallel tp, int64_t micro_batch_size, int slots);
+  ModelChunk(const ModelChunk&) = delete;
+  ModelChunk& operator=(const ModelChunk&) = delete;
+
+  bool has_embedding() const { return embedding_ != nullptr; }
+  bool has_head() const { return head_ != nullptr; }
+  int slots() const { return slots_; }
+  LayerRange layers() const { return range_; }
+  // What flows between chunks: the residual stream [local tokens, H].
+  Shape activation_shape() const;
+
+  // ids, targets: i32[B, T]. First chunk: reads ids (input unused); else input is the previous
+  // chunk's output (copied). Last chunk: writes token_losses f32[B·T] (output unused); else writes
+  // output [local tokens, H].
+  void forward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& input, Tensor& output,
+               Tensor& token_losses);
+  // Last chunk: the gradient of (grad_scale × sum of its token losses) (grad_output unused); else
+  // grad_output is d loss / d output. First chunk: embedding gradients accumulated (grad_input
+  // unused); else d loss / d input written to grad_input. Parameter gradients accumulate.
+  void backward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& grad_output, float grad_scale,
+                Tensor& grad_input);
+
+  // Called during backward each time a component (head, a layer, the embedding) has added its
+  // gradients for this micro-batch, with the store indices of its parameters: the hook through
+  // which data parallelism starts reducing gradients while backward goes on.
+  using GradsDoneHook = std::function<void(const std::vector<size_t>& param_indices)>;
+  void set_grads_done_hook(GradsDoneHook hook) { hook_ = std::move(hook); }
+
+ private:
+  void grads_done(const std::vector<size_t>& indices) const {
+    if (hook_) hook_(indices);
+  }
+
+  ModelConfig config_;
+  ModelLayout layout_;
+  int64_t micro_batch_size_;
+  int slots_;
+  LayerRange range_;
+  std::unique_ptr<Embedding> embedding_;
+  std::vector<DecoderLayer> layers_;
+  std::vector<std::vector<size_t>> layer_params_;
+  std::unique_ptr<LmHead> head_;
+  std::vector<std::vector<LayerActivations>> saved_;  // [slot][layer]
+  Tensor d_hidden_;                                   // [local tokens, H]
+  BackwardScratch scratch_;
+  GradsDoneHook hook_;
+};
+
+}  // namespace lattice
