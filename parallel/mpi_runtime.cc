@@ -1,6 +1,9 @@
 // MpiRuntime: MPI start-up and shut-down.
 #include "parallel/mpi_runtime.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <spdlog/spdlog.h>
 
 #include "parallel/mpi_communicator.h"
@@ -28,6 +31,12 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv, int required_thread_level) {
   if (thread_level_ < required_thread_level) {
     spdlog::debug("MPI granted thread level {} (asked for {})", thread_level_, required_thread_level);
   }
+}
+
+void MpiRuntime::abort_job(int exit_code) {
+  std::fflush(nullptr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this is for the compiler and broken MPIs
 }
 
 MpiRuntime::~MpiRuntime() {

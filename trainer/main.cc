@@ -80,7 +80,16 @@ int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** a
                mpi.world_size(), grid.describe());
   options.dp = groups.dp.get();
   options.rank = grid.rank();
-  train(c, options);
+  try {
+    train(c, options);
+  } catch (const Error& e) {
+    // The other ranks would wait in their next collective until the watchdog fires: end the job.
+    spdlog::error("{} (ending all {} ranks)", e.what(), mpi.world_size());
+    MpiRuntime::abort_job(static_cast<int>(e.code()));
+  } catch (const std::exception& e) {
+    spdlog::error("unexpected failure: {} (ending all {} ranks)", e.what(), mpi.world_size());
+    MpiRuntime::abort_job(static_cast<int>(ExitCode::kRuntime));
+  }
   world->barrier();  // no rank finalizes MPI while another still communicates
   return 0;
 }
