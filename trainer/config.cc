@@ -31,7 +31,7 @@ namespace {
 // Schema: the sections and their keys. `device` is a top-level string, not an object.
 
 const std::vector<std::string> kSections = {"model", "training", "optimizer", "data",
-                                            "logging", "device", "parallel"};
+                                            "logging", "device", "parallel", "checkpoint"};
 
 const std::map<std::string, std::vector<std::string>>& known_keys() {
   static const std::map<std::string, std::vector<std::string>> keys = {
@@ -40,7 +40,8 @@ const std::map<std::string, std::vector<std::string>>& known_keys() {
         "vocab_size", "seq_length", "norm", "norm_eps", "activation", "position_embedding", "rope_theta",
         "tie_embeddings", "bias", "init_std", "init_from"}},
       {"training",
-       {"micro_batch_size", "global_batch_size", "train_iters", "seed", "eval_interval", "eval_iters"}},
+       {"micro_batch_size", "global_batch_size", "train_iters", "seed", "eval_interval", "eval_iters",
+        "exit_duration_mins"}},
       {"optimizer",
        {"lr", "min_lr", "warmup_iters", "decay", "decay_iters", "weight_decay", "beta1", "beta2", "eps",
         "grad_clip"}},
@@ -50,6 +51,7 @@ const std::map<std::string, std::vector<std::string>>& known_keys() {
       {"parallel",
        {"tensor", "pipeline", "data", "virtual_stages", "schedule", "layers_per_stage", "sequence_parallel",
         "bucket_size_mb", "overlap_grad_reduce", "distributed_optimizer", "overlap_param_gather", "timeout_s"}},
+      {"checkpoint", {"dir", "save_interval", "keep_last", "async", "load"}},
   };
   return keys;
 }
@@ -59,7 +61,8 @@ bool is_string_field(const std::string& dotted) {
   static const std::vector<std::string> fields = {
       "model.arch",         "model.norm", "model.activation", "model.position_embedding",
       "model.init_from",    "data.path",  "data.split",       "logging.metrics_file",
-      "logging.trace_file", "optimizer.decay",  "device", "parallel.schedule"};
+      "logging.trace_file", "optimizer.decay",  "device", "parallel.schedule",
+      "checkpoint.dir",     "checkpoint.load"};
   return std::find(fields.begin(), fields.end(), dotted) != fields.end();
 }
 
@@ -335,12 +338,35 @@ TrainingConfig parse_training(const std::string& source, const json& sec) {
   r.read("seed", t.seed);
   r.read("eval_interval", t.eval_interval);
   r.read("eval_iters", t.eval_iters);
+  r.read("exit_duration_mins", t.exit_duration_mins);
   c.positive("training.micro_batch_size", t.micro_batch_size);
   c.positive("training.global_batch_size", t.global_batch_size);
   c.positive("training.train_iters", t.train_iters);
   c.non_negative("training.eval_interval", t.eval_interval);
   c.positive("training.eval_iters", t.eval_iters);
+  c.non_negative("training.exit_duration_mins", t.exit_duration_mins);
   return t;
+}
+
+CheckpointConfig parse_checkpoint(const std::string& source, const json& sec) {
+  const Reader r(source, sec, "checkpoint");
+  const Checker c{source};
+  CheckpointConfig k;
+  r.read("dir", k.dir);
+  r.read("save_interval", k.save_interval);
+  r.read("keep_last", k.keep_last);
+  r.read("async", k.async);
+  r.read("load", k.load);
+  c.non_negative("checkpoint.save_interval", k.save_interval);
+  c.non_negative("checkpoint.keep_last", k.keep_last);
+  if (k.load.empty())
+    c.fail("checkpoint.load must be \"auto\" (resume from checkpoint.dir/latest when it exists), \"none\", or the "
+           "path of a checkpoint to load; got \"\"");
+  if (k.save_interval > 0 && k.dir.empty())
+    c.fail(fmt::format("checkpoint.save_interval = {} needs checkpoint.dir: set checkpoint.dir to the directory "
+                       "that receives iter_*/ and latest",
+                       k.save_interval));
+  return k;
 }
 
 OptimizerConfig parse_optimizer(const std::string& source, const json& sec) {
@@ -650,6 +676,7 @@ Config parse_config(const json& doc, const std::string& source) {
   cfg.logging = parse_logging(source, section("logging"));
   cfg.device = read_device(source, doc);
   cfg.parallel = parse_parallel(source, section("parallel"));
+  cfg.checkpoint = parse_checkpoint(source, section("checkpoint"));
   check_consistency(source, cfg);
   return cfg;
 }
@@ -737,6 +764,7 @@ json config_to_json(const Config& c) {
       {"micro_batch_size", t.micro_batch_size}, {"global_batch_size", t.global_batch_size},
       {"train_iters", t.train_iters},           {"seed", t.seed},
       {"eval_interval", t.eval_interval},       {"eval_iters", t.eval_iters},
+      {"exit_duration_mins", t.exit_duration_mins},
   };
   const OptimizerConfig& o = c.optimizer;
   j["optimizer"] = {
@@ -777,6 +805,12 @@ json config_to_json(const Config& c) {
       {"overlap_param_gather", p.overlap_param_gather},
       {"timeout_s", p.timeout_s},
   };
+  const CheckpointConfig& k = c.checkpoint;
+  j["checkpoint"] = {{"dir", k.dir},
+                     {"save_interval", k.save_interval},
+                     {"keep_last", k.keep_last},
+                     {"async", k.async},
+                     {"load", k.load}};
   return j;
 }
 

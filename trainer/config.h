@@ -26,6 +26,10 @@ struct TrainingConfig {
   uint64_t seed = 1234;
   int64_t eval_interval = 0;  // 0 = off
   int64_t eval_iters = 10;
+  // Wall-clock budget of one job in minutes (0 = none): once a step ends past it, every rank agrees
+  // to stop, a checkpoint is saved (when checkpoint.dir is set) and the program exits 0 — so a job
+  // ends cleanly before a cluster's time limit.
+  double exit_duration_mins = 0;
   int64_t num_micro_batches() const { return global_batch_size / micro_batch_size; }  // single process
 };
 
@@ -46,6 +50,17 @@ struct LoggingConfig {
   int64_t log_interval = 1;
   std::string metrics_file;  // empty = none; one JSON object per line per step
   std::string trace_file;    // empty = none; Chrome-trace JSON per rank (parallel/trace.h)
+};
+
+// Sharded checkpoints (checkpoint/). Saving is on when dir is set and save_interval > 0.
+struct CheckpointConfig {
+  std::string dir;            // checkpoint root: DIR/iter_{step:07d}/, DIR/latest
+  int64_t save_interval = 0;  // steps between saves (0 = only at the end / on preemption)
+  int64_t keep_last = 0;      // keep this many newest checkpoints (0 = all)
+  bool async = true;          // write in the background after a fast snapshot
+  // "auto": resume from DIR/latest when it exists, else start fresh; "none": never resume; any other
+  // value: the path of a checkpoint (an iter_* directory, or a root holding `latest`) to load.
+  std::string load = "auto";
 };
 
 // The parallel section (issue 4). Parsing checks each key's type and range; the layout as a whole
@@ -88,6 +103,7 @@ struct Config {
   LoggingConfig logging;
   std::string device = "cpu";
   ParallelConfig parallel;
+  CheckpointConfig checkpoint;
 };
 
 // Reads `path`, applies overrides ("a.b=v", v parsed as JSON, else as a string), validates.

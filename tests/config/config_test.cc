@@ -522,11 +522,12 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["optimizer"]["decay"] == "linear");
   CHECK(j["device"] == "cpu");
   CHECK(j["model"].size() == 17);
-  CHECK(j["training"].size() == 6);
+  CHECK(j["training"].size() == 7);
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
   CHECK(j["logging"].size() == 3);
   CHECK(j["parallel"].size() == 12);
+  CHECK(j["checkpoint"].size() == 5);
   CHECK(j["parallel"]["schedule"] == "interleaved");
   CHECK(j["parallel"]["layers_per_stage"] == json::array({1, 1, 1, 1}));
   CHECK(config_to_json(parse_config(base(), "t"))["parallel"]["data"] == 0);  // inferred by default
@@ -535,6 +536,18 @@ TEST_CASE("config_to_json round trips and names every key") {
   // Through text too.
   CHECK(config_to_json(parse_config(json::parse(j.dump()), "text")) == j);
   CHECK(back.training.seed == 18446744073709551615ull);
+}
+
+TEST_CASE("checkpoint section: keys, defaults and mistakes") {
+  const Config c = parse_config(base(), "t");
+  CHECK(c.checkpoint.load == "auto");
+  CHECK(c.checkpoint.async);
+  CHECK(c.checkpoint.save_interval == 0);
+  CHECK_THAT(error_of(base(), {"checkpoint.save_interval=10"}), Contains("checkpoint.dir"));
+  CHECK_THAT(error_of(base(), {"checkpoint.keep_last=-1"}), Contains("checkpoint.keep_last"));
+  CHECK_THAT(error_of(base(), {"checkpoint.load=\"\""}), Contains("checkpoint.load"));
+  CHECK_THAT(error_of(base(), {"checkpoint.save_intervall=3"}), Contains("save_interval"));
+  CHECK_THAT(error_of(base(), {"training.exit_duration_mins=-1"}), Contains("training.exit_duration_mins"));
 }
 
 TEST_CASE("load_config: file errors") {
