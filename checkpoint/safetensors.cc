@@ -320,7 +320,7 @@ Tensor SafetensorsFile::read_i32(const std::string& name) const {
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, const WriteObserver& observer) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -345,10 +345,14 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   const uint64_t header_len = text.size();
 
   AtomicFile file(path);
-  file.write(&header_len, 8);
-  file.write(text.data(), text.size());
+  auto put = [&](const void* data, size_t bytes) {
+    file.write(data, bytes);
+    if (observer) observer(data, bytes);
+  };
+  put(&header_len, 8);
+  put(text.data(), text.size());
   for (const auto& [name, t] : tensors)
-    if (t.bytes() > 0) file.write(t.raw(), t.bytes());
+    if (t.bytes() > 0) put(t.raw(), t.bytes());
   file.commit();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ class SafetensorsFile {
   Tensor read_f32(const std::string& name) const;
   // The tensor as a host i32 tensor (dtype I32 only).
   Tensor read_i32(const std::string& name) const;
+  // The tensor's bytes in the mapping (entry(name).end - begin of them), valid while this object
+  // lives: for readers that copy only part of a tensor (checkpoint resharding).
+  const void* raw(const std::string& name) const { return data(entry(name)); }
 
  private:
   const uint8_t* data(const SafetensorsEntry& e) const;
@@ -58,12 +62,17 @@ class SafetensorsFile {
   uint64_t data_start_ = 0;  // 8 + header length
 };
 
+// Sees every run of bytes written to a file, in file order (to checksum a file without reading it
+// back).
+using WriteObserver = std::function<void(const void* data, size_t bytes)>;
+
 // Writes host tensors (F32 or I32, any shape including 0-d) to `path` in the safetensors format:
 // header padded with spaces to 8-byte alignment, "__metadata__" first, tensors laid out in name
 // order (the Python library's order for same-size dtypes). Written to `path.tmp`, fsynced, then
-// renamed, so the final path never holds a half-written file.
+// renamed, so the final path never holds a half-written file. `observer`, when set, sees the bytes.
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {},
+                       const WriteObserver& observer = {});
 
 // Reads every tensor of a file: I32 as i32, F32/F16/BF16 as f32, others an InputError.
 std::map<std::string, Tensor> read_safetensors(const std::string& path,

@@ -9,6 +9,7 @@ DEBIAN_PACKAGES=(
   libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas0-openmp
   libpcre2-dev
+  zlib1g-dev
   fortunes
 )
 PYTHON_PACKAGES=(safetensors numpy tokenizers)

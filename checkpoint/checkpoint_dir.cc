@@ -1,0 +1,183 @@
+// Filesystem steps of checkpoint commit and resolution.
+#include "checkpoint/checkpoint_dir.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>  // RENAME_EXCHANGE
+#include <stdio.h>     // renameat2
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "checkpoint/checkpoint_format.h"
+#include "checkpoint/safetensors.h"
+#include "kernels/error.h"
+
+namespace lattice {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string trim(std::string s) {
+  const auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
+  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string parent_of(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+}  // namespace
+
+std::string read_latest(const std::string& root) {
+  const fs::path latest = fs::path(root) / kLatestFile;
+  std::error_code ec;
+  if (!fs::exists(latest, ec)) return "";
+  std::ifstream in(latest);
+  if (!in) throw InputError(fmt::format("cannot read '{}': {}", latest.string(), std::strerror(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string name = trim(ss.str());
+  if (name.empty())
+    throw InputError(fmt::format("'{}' is empty; it should name a checkpoint directory such as iter_0000100: write "
+                                 "the name of a complete checkpoint into it, or set checkpoint.load to one",
+                                 latest.string()));
+  return name;
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& root) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(root) / kLatestFile, ec)) return std::nullopt;
+  return resolve_checkpoint(root);
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (!fs::is_directory(p, ec))
+    throw InputError(fmt::format("checkpoint '{}' does not exist (or is not a directory); check checkpoint.load / "
+                                 "--checkpoint",
+                                 path));
+  const std::string name = p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
+  if (ends_with(name, kPartialSuffix))
+    throw InputError(fmt::format("checkpoint '{}' is a save that never committed ({} directory: a job ended while "
+                                 "writing it); load the checkpoint that `latest` names instead",
+                                 path, kPartialSuffix));
+  if (fs::exists(p / kMetadataFile, ec)) return p.string();
+  if (!fs::exists(p / kLatestFile, ec))
+    throw InputError(fmt::format("'{}' is not a checkpoint: it holds neither {} (an iteration directory) nor {} (a "
+                                 "checkpoint root); check checkpoint.load / --checkpoint",
+                                 path, kMetadataFile, kLatestFile));
+  const std::string latest = read_latest(path);
+  if (latest.find('/') != std::string::npos || ends_with(latest, kPartialSuffix) || latest == "." || latest == "..")
+    throw InputError(fmt::format("'{}' names '{}', which is not a committed checkpoint directory (expected a name "
+                                 "like iter_0000100); fix the file or load a checkpoint directory directly",
+                                 (p / kLatestFile).string(), latest));
+  const fs::path target = p / latest;
+  if (!fs::exists(target / kMetadataFile, ec))
+    throw InputError(fmt::format("'{}' names '{}', but '{}' does not exist: the checkpoint was moved or deleted; "
+                                 "restore it, or point `latest` at (or load) another complete iter_* directory",
+                                 (p / kLatestFile).string(), latest, (target / kMetadataFile).string()));
+  return target.string();
+}
+
+namespace {
+
+// (step, name) of the committed iteration directories, ascending by step.
+std::vector<std::pair<int64_t, std::string>> committed_dirs(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> dirs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    const int64_t step = parse_iter_dir_name(name);
+    if (step >= 0) dirs.emplace_back(step, name);
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+}  // namespace
+
+std::vector<int64_t> committed_steps(const std::string& root) {
+  std::vector<int64_t> steps;
+  for (const auto& [step, name] : committed_dirs(root)) steps.push_back(step);
+  return steps;
+}
+
+void write_latest(const std::string& root, const std::string& iter_name) {
+  write_file_atomically((fs::path(root) / kLatestFile).string(), iter_name + "\n");
+}
+
+void fsync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("cannot open directory '{}' to fsync it: {}", dir, std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error(fmt::format("fsync of directory '{}' failed: {}", dir, std::strerror(err)));
+}
+
+void make_directories(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  // Several ranks create the same directory at once: losing that race is fine.
+  if (!fs::is_directory(dir))
+    throw Error(fmt::format("cannot create checkpoint directory '{}': {}", dir, ec ? ec.message() : "not a directory"));
+}
+
+void publish_directory(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  if (!fs::exists(to, ec)) {
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      throw Error(fmt::format("renaming '{}' to '{}' failed: {}", from, to, std::strerror(errno)));
+  } else {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0)
+      throw Error(fmt::format("exchanging '{}' with the existing '{}' failed: {}", from, to, std::strerror(errno)));
+    fsync_directory(parent_of(to));
+    fs::remove_all(from, ec);  // the replaced checkpoint, now under the .partial name
+  }
+  fsync_directory(parent_of(to));
+}
+
+std::vector<std::string> prune_checkpoints(const std::string& root, int64_t keep_last) {
+  std::vector<std::string> deleted;
+  const std::string latest = read_latest(root);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory(ec) && name.rfind("iter_", 0) == 0 && ends_with(name, kPartialSuffix)) {
+      fs::remove_all(entry.path(), ec);
+      deleted.push_back(name);
+    }
+  }
+  if (keep_last > 0) {
+    const auto dirs = committed_dirs(root);
+    const int64_t drop = static_cast<int64_t>(dirs.size()) - keep_last;
+    for (int64_t i = 0; i < drop; ++i) {
+      const std::string& name = dirs[i].second;
+      if (name == latest) continue;
+      fs::remove_all(fs::path(root) / name, ec);
+      deleted.push_back(name);
+    }
+  }
+  if (!deleted.empty()) fsync_directory(root);
+  return deleted;
+}
+
+}  // namespace lattice

@@ -1,0 +1,47 @@
+// The checkpoint root on disk: resolving what to load (an iteration directory, or `latest`), and
+// the durable steps of a commit (fsync of directories, atomic `latest`, directory swap, retention).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lattice {
+
+// The iteration directory `path` names: a directory holding metadata.json (iter_*), or a root whose
+// `latest` names one. InputError (exit 2) saying what to do otherwise: a `.partial` directory (a
+// save that never committed), `latest` naming a missing or incomplete directory, nothing there.
+std::string resolve_checkpoint(const std::string& path);
+
+// For checkpoint.load = auto: the directory root/latest names, or nullopt when root or root/latest
+// does not exist (a fresh start). `latest` naming nothing complete is an InputError, not a fresh
+// start: silently restarting from step 0 would overwrite a run's progress.
+std::optional<std::string> find_latest_checkpoint(const std::string& root);
+
+// Steps of the committed iteration directories under root (iter_NNNNNNN, no suffix), ascending.
+std::vector<int64_t> committed_steps(const std::string& root);
+
+// The content of root/latest (a directory name), or "" when there is none.
+std::string read_latest(const std::string& root);
+
+// Points root/latest at `iter_name` atomically (temp file, fsync, rename, fsync of root).
+void write_latest(const std::string& root, const std::string& iter_name);
+
+// Makes a directory entry change (create, rename, unlink) inside `dir` durable.
+void fsync_directory(const std::string& dir);
+
+// Creates `dir` (and missing parents); an existing directory is fine.
+void make_directories(const std::string& dir);
+
+// Moves the complete directory `from` to `to` in one step: rename(2), or, when `to` exists (a step
+// saved again), an atomic exchange (renameat2 RENAME_EXCHANGE) after which the old one is deleted —
+// at no moment does `to` hold anything but a complete checkpoint. fsyncs the parent.
+void publish_directory(const std::string& from, const std::string& to);
+
+// Retention after a commit: deletes committed iteration directories beyond the `keep_last` newest
+// (0 = keep all), never the one `latest` names, and every `iter_*.partial` directory (leftovers of
+// killed jobs: call it only when no save is in flight). Returns the names it deleted.
+std::vector<std::string> prune_checkpoints(const std::string& root, int64_t keep_last);
+
+}  // namespace lattice

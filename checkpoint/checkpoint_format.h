@@ -1,0 +1,101 @@
+// The sharded checkpoint format: DIR/iter_{step:07d}/ holds per-rank safetensors shard files and a
+// metadata.json (config, layout, training state, every tensor's boxes → file + key, file checksums).
+//
+//   DIR/latest                          "iter_0000100": the newest committed checkpoint
+//   DIR/iter_0000100/metadata.json      CheckpointMetadata below, written last by rank 0
+//   DIR/iter_0000100/rank_00003.safetensors
+//       keys "model/<param>", "exp_avg/<param>", "exp_avg_sq/<param>": at most one box of each
+//       tensor per file, so the key is the tensor's name; the box itself is in metadata.json.
+//   DIR/iter_0000200.partial/           a save in progress (or killed): never loaded
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/box.h"
+
+namespace lattice {
+
+inline constexpr const char* kCheckpointFormat = "lattice-sharded-checkpoint";
+inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr const char* kMetadataFile = "metadata.json";
+inline constexpr const char* kLatestFile = "latest";
+inline constexpr const char* kPartialSuffix = ".partial";
+
+// Tensor kinds in a checkpoint: the parameters and AdamW's two moments.
+inline constexpr const char* kModelKind = "model";
+inline constexpr const char* kExpAvgKind = "exp_avg";
+inline constexpr const char* kExpAvgSqKind = "exp_avg_sq";
+// "model/layers.0.mlp.up_proj.weight"
+std::string tensor_key(const std::string& kind, const std::string& param_name);
+
+// "iter_0000100" (at least 7 digits, Megatron's spelling).
+std::string iter_dir_name(int64_t step);
+// The step of a committed iteration directory name ("iter_0000100" → 100); -1 for anything else
+// (".partial" directories included).
+int64_t parse_iter_dir_name(const std::string& name);
+// "rank_00003.safetensors"
+std::string shard_file_name(int world_rank);
+
+// Everything besides tensors that an exact continuation needs.
+struct CheckpointState {
+  int64_t step = 0;                   // optimizer steps completed
+  int64_t consumed_samples = 0;       // the data loader's position (global samples)
+  int64_t optimizer_step_count = 0;   // AdamW's bias-correction t
+  int64_t lr_schedule_step = 0;       // position of the LR schedule (= step today)
+  uint64_t seed = 0;                  // RNG: init is counter-based on the seed; no other stream yet
+  nlohmann::json extra = nlohmann::json::object();  // room for state that comes later (e.g. a loss scaler)
+};
+
+// The parallel layout that wrote a checkpoint (informational: loading reshards to any layout).
+struct CheckpointLayout {
+  int world_size = 1;
+  int tensor = 1;
+  int pipeline = 1;
+  int data = 1;
+  int virtual_stages = 1;
+  bool distributed_optimizer = false;
+};
+
+struct StoredBox {
+  Box box;
+  std::string file;  // file name inside the iteration directory
+  std::string key;   // tensor name inside that file
+};
+
+struct StoredTensor {
+  Shape global_shape;
+  std::string dtype = "F32";
+  std::vector<StoredBox> boxes;
+};
+
+struct StoredFile {
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+  int rank = 0;  // the world rank that wrote it
+};
+
+struct CheckpointMetadata {
+  nlohmann::json config;             // the run config that wrote it (resolved, every key)
+  CheckpointLayout layout;
+  CheckpointState state;
+  bool optimizer_state = false;      // exp_avg / exp_avg_sq tensors are present
+  std::map<std::string, StoredTensor> tensors;  // by tensor_key
+  std::map<std::string, StoredFile> files;      // by file name
+};
+
+nlohmann::json metadata_to_json(const CheckpointMetadata& metadata);
+// `source` (the metadata.json path) names the file in every InputError about a missing or
+// malformed field.
+CheckpointMetadata metadata_from_json(const nlohmann::json& doc, const std::string& source);
+
+// Checks that the boxes of every tensor lie inside it, do not overlap and cover it exactly, and
+// that every box's file is listed; throws `Error` (or InputError when `input` is set, i.e. a
+// checkpoint read from disk) naming the tensor and `source`.
+void check_tensor_coverage(const CheckpointMetadata& metadata, const std::string& source, bool input);
+
+}  // namespace lattice

@@ -1,0 +1,207 @@
+// Verify-then-copy loading of sharded checkpoints, and consolidation into one process.
+#include "checkpoint/checkpoint_reader.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "checkpoint/box.h"
+#include "checkpoint/crc32.h"
+#include "checkpoint/safetensors.h"
+#include "kernels/error.h"
+#include "kernels/ops.h"
+#include "model/model_parameters.h"
+
+namespace lattice {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// One stored box's part of one local tensor.
+struct Piece {
+  const StoredBox* stored;
+  Box region;
+  Tensor* target;      // flat host tensor it lands in
+  int64_t flat_offset; // of the parameter in the flat layout
+  const ParamSpec* spec;
+};
+
+// Host tensor that a flat target is filled through (the target itself when it is on the host).
+Tensor host_view(const Tensor& t) {
+  return t.device() == Device::kCpu ? t : Tensor::zeros(t.shape(), t.dtype(), Device::kCpu);
+}
+
+}  // namespace
+
+CheckpointMetadata read_checkpoint_metadata(const std::string& checkpoint_dir) {
+  const std::string path = (fs::path(checkpoint_dir) / kMetadataFile).string();
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(fmt::format("checkpoint metadata '{}' cannot be read: {} — is '{}' a committed checkpoint "
+                                 "directory (iter_*)?",
+                                 path, std::strerror(errno), checkpoint_dir));
+  std::stringstream text;
+  text << in.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(text.str());
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("checkpoint metadata '{}' is not valid JSON ({}); the file is damaged: load another "
+                                 "checkpoint",
+                                 path, e.what()));
+  }
+  return metadata_from_json(doc, path);
+}
+
+void check_model_config(const json& checkpoint_config, const json& config, const std::string& checkpoint_dir) {
+  const json empty = json::object();
+  const json& a = checkpoint_config.contains("model") ? checkpoint_config["model"] : empty;
+  const json& b = config.contains("model") ? config["model"] : empty;
+  std::set<std::string> keys;
+  for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
+  for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
+  std::vector<std::string> diffs;
+  for (const std::string& k : keys) {
+    if (k == "init_from") continue;
+    const std::string va = a.contains(k) ? a[k].dump() : "(absent)";
+    const std::string vb = b.contains(k) ? b[k].dump() : "(absent)";
+    if (!a.contains(k) || !b.contains(k) || a[k] != b[k])
+      diffs.push_back(fmt::format("model.{}: checkpoint {}, config {}", k, va, vb));
+  }
+  if (diffs.empty()) return;
+  std::string list;
+  for (const auto& d : diffs) list += "\n  " + d;
+  throw InputError(fmt::format("checkpoint '{}' holds a different model than the config:{}\nset these fields to the "
+                               "checkpoint's values, or set checkpoint.load to \"none\" (or another checkpoint) to "
+                               "start without it",
+                               checkpoint_dir, list));
+}
+
+CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json& config, const LoadTargets& targets) {
+  LATTICE_CHECK(targets.store != nullptr, "load_checkpoint needs a store");
+  LATTICE_CHECK((targets.exp_avg == nullptr) == (targets.exp_avg_sq == nullptr), "load both moments or neither");
+  ParameterStore& store = *targets.store;
+  CheckpointMetadata m = read_checkpoint_metadata(checkpoint_dir);
+  if (!config.is_null()) check_model_config(m.config, config, checkpoint_dir);
+  const bool moments = targets.exp_avg != nullptr;
+  if (moments) {
+    LATTICE_CHECK(targets.exp_avg->numel() == store.numel() && targets.exp_avg_sq->numel() == store.numel(),
+                  "moments have {} and {} elements, the store {}", targets.exp_avg->numel(),
+                  targets.exp_avg_sq->numel(), store.numel());
+    if (!m.optimizer_state)
+      throw InputError(fmt::format("checkpoint '{}' holds no optimizer state (it was saved without AdamW moments); "
+                                   "load it as weights only, or load another checkpoint",
+                                   checkpoint_dir));
+  }
+
+  // 1. Plan: which part of which stored box lands where.
+  Tensor values = host_view(store.flat_values());
+  Tensor exp_avg = moments ? host_view(*targets.exp_avg) : Tensor();
+  Tensor exp_avg_sq = moments ? host_view(*targets.exp_avg_sq) : Tensor();
+  std::vector<std::pair<const char*, Tensor*>> kinds = {{kModelKind, &values}};
+  if (moments) {
+    kinds.emplace_back(kExpAvgKind, &exp_avg);
+    kinds.emplace_back(kExpAvgSqKind, &exp_avg_sq);
+  }
+  std::vector<Piece> pieces;
+  std::set<std::string> needed_files;
+  int64_t flat = 0;
+  for (const ParamSpec& spec : store.specs()) {
+    const Box local{spec.offset, spec.box};
+    for (const auto& [kind, target] : kinds) {
+      const std::string key = tensor_key(kind, spec.name);
+      auto it = m.tensors.find(key);
+      if (it == m.tensors.end())
+        throw InputError(fmt::format("checkpoint '{}' has no tensor '{}', which parameter '{}' needs: it was written "
+                                     "for a different model (check model.* in the config) or is damaged; load another "
+                                     "checkpoint",
+                                     checkpoint_dir, key, spec.name));
+      const StoredTensor& stored = it->second;
+      if (stored.global_shape != spec.global_shape)
+        throw InputError(fmt::format("checkpoint '{}': tensor '{}' has global shape {}, the model's parameter {}; "
+                                     "check model.* in the config",
+                                     checkpoint_dir, key, shape_string(stored.global_shape),
+                                     shape_string(spec.global_shape)));
+      int64_t covered = 0;
+      for (const StoredBox& sb : stored.boxes) {
+        Box region = intersect(sb.box, local);
+        if (region.numel() == 0 || local.numel() == 0) continue;
+        covered += region.numel();
+        needed_files.insert(sb.file);
+        pieces.push_back({&sb, std::move(region), target, flat, &spec});
+      }
+      LATTICE_CHECK(covered == local.numel(), "tensor '{}': stored boxes cover {} of this rank's {} elements", key,
+                    covered, local.numel());
+    }
+    flat += shape_numel(spec.shape);
+  }
+
+  // 2. Verify every file before trusting any: present, its size, its checksum, its structure.
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
+  for (const std::string& name : needed_files) {
+    const StoredFile& expect = m.files.at(name);
+    const std::string path = (fs::path(checkpoint_dir) / name).string();
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+      throw InputError(fmt::format("checkpoint shard '{}' is missing ({}; metadata.json lists it, written by rank {}): "
+                                   "restore the file or load another checkpoint",
+                                   path, std::strerror(errno), expect.rank));
+    if (static_cast<uint64_t>(st.st_size) != expect.bytes)
+      throw InputError(fmt::format("checkpoint shard '{}' is {} bytes but metadata.json says {} ({}): the file is "
+                                   "damaged; restore it or load another checkpoint",
+                                   path, st.st_size, expect.bytes,
+                                   static_cast<uint64_t>(st.st_size) < expect.bytes ? "truncated" : "grown"));
+    const FileChecksum sum = file_checksum(path);
+    if (sum.crc32 != expect.crc32 || sum.bytes != expect.bytes)
+      throw InputError(fmt::format("checkpoint shard '{}' fails its checksum (CRC-32 {:08x}, metadata.json says "
+                                   "{:08x}): the file is corrupt; restore it or load another checkpoint",
+                                   path, sum.crc32, expect.crc32));
+    files[name] = std::make_unique<SafetensorsFile>(path);
+  }
+  for (const Piece& p : pieces) {
+    const SafetensorsFile& f = *files.at(p.stored->file);
+    if (!f.contains(p.stored->key))
+      throw InputError(fmt::format("checkpoint shard '{}' has no tensor '{}' although metadata.json places it there: "
+                                   "the checkpoint is damaged; load another",
+                                   f.path(), p.stored->key));
+    const SafetensorsEntry& e = f.entry(p.stored->key);
+    if (e.dtype != "F32" || e.shape != p.stored->box.shape)
+      throw InputError(fmt::format("checkpoint shard '{}': tensor '{}' is {} {}, metadata.json says F32 {}: the "
+                                   "checkpoint is damaged; load another",
+                                   f.path(), p.stored->key, e.dtype, shape_string(e.shape),
+                                   shape_string(p.stored->box.shape)));
+  }
+
+  // 3. Copy. Padding rows (past each box) end up zero.
+  for (const auto& [kind, target] : kinds) ops::fill(*target, 0.0f);
+  for (const Piece& p : pieces) {
+    const SafetensorsFile& f = *files.at(p.stored->file);
+    float* dst = p.target->f32() + p.flat_offset;
+    copy_region(f.raw(p.stored->key), p.stored->box, dst, p.spec->offset, p.spec->shape, p.region, sizeof(float));
+  }
+  if (values.raw() != store.flat_values().raw()) ops::copy(values, store.flat_values());
+  if (moments) {
+    if (exp_avg.raw() != targets.exp_avg->raw()) ops::copy(exp_avg, *targets.exp_avg);
+    if (exp_avg_sq.raw() != targets.exp_avg_sq->raw()) ops::copy(exp_avg_sq, *targets.exp_avg_sq);
+  }
+  return m;
+}
+
+std::unique_ptr<ParameterStore> consolidate_checkpoint(const std::string& checkpoint_dir, const ModelConfig& model) {
+  auto store = std::make_unique<ParameterStore>(model_parameter_specs(model));
+  load_checkpoint(checkpoint_dir, json(), {store.get(), nullptr, nullptr});
+  return store;
+}
+
+}  // namespace lattice

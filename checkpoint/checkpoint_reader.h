@@ -1,0 +1,51 @@
+// Loading sharded checkpoints into any layout: every file this rank needs is verified (size,
+// CRC-32, safetensors structure) before it is trusted, the model config is compared, and this
+// rank's boxes are filled from the stored boxes they intersect (resharding = box intersection).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint_format.h"
+#include "kernels/tensor.h"
+#include "model/model_config.h"
+#include "model/parameter_store.h"
+
+namespace lattice {
+
+// The parsed and structurally checked metadata.json of an iteration directory (see
+// resolve_checkpoint in checkpoint_dir.h for `latest` and roots). InputError naming the file on
+// any defect.
+CheckpointMetadata read_checkpoint_metadata(const std::string& checkpoint_dir);
+
+// Compares the `model` sections of two resolved configs (model.init_from is ignored: it only
+// matters for a fresh start). Throws one InputError listing every differing field, e.g.
+// "model.hidden_size: checkpoint 64, config 32".
+void check_model_config(const nlohmann::json& checkpoint_config, const nlohmann::json& config,
+                        const std::string& checkpoint_dir);
+
+// What a load fills: this rank's store values (replicas too) and, when given, the AdamW moments in
+// the store's flat layout (numel == store->numel()).
+struct LoadTargets {
+  ParameterStore* store = nullptr;
+  Tensor* exp_avg = nullptr;
+  Tensor* exp_avg_sq = nullptr;
+};
+
+// Loads the iteration directory `checkpoint_dir` into `targets`, whatever layout wrote it.
+// `config` (the resolved run config) is checked against the checkpoint's model section unless it is
+// null. Padding rows past each box are zero afterwards. Missing/truncated/corrupt files, a missing
+// tensor, a different global shape, moments asked of a checkpoint without them: InputError naming
+// the file or tensor, and the targets are untouched (everything is verified before any copy).
+// Returns the metadata: the training state, the layout and the config that wrote it.
+CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const nlohmann::json& config,
+                                   const LoadTargets& targets);
+
+// Consolidation: the checkpoint (any layout) as the one-process store of `model`
+// (model_parameter_specs(model)), e.g. for the Hugging Face export. No config check: pass the
+// model section the checkpoint itself holds.
+std::unique_ptr<ParameterStore> consolidate_checkpoint(const std::string& checkpoint_dir, const ModelConfig& model);
+
+}  // namespace lattice

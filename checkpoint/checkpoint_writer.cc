@@ -1,0 +1,323 @@
+// CheckpointWriter: snapshot, background write, and the agreed commit.
+#include "checkpoint/checkpoint_writer.h"
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/crc32.h"
+#include "checkpoint/safetensors.h"
+#include "kernels/error.h"
+#include "kernels/ops.h"
+
+namespace lattice {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Status of a rank's shard file; all-reduced with min, so one failure or one writer still busy
+// decides for the job.
+constexpr int kFailed = -1;
+constexpr int kWriting = 0;
+constexpr int kDurable = 1;
+
+// Strings travel as i32 words (the communicator carries f32/i32 tensors).
+Tensor pack_string(const std::string& s) {
+  Tensor t = Tensor::zeros({static_cast<int64_t>((s.size() + 3) / 4)}, DType::kI32);
+  if (!s.empty()) std::memcpy(t.raw(), s.data(), s.size());
+  return t;
+}
+
+}  // namespace
+
+struct CheckpointWriter::Job {
+  CheckpointState state;
+  bool optimizer_state = false;
+  ShardPlan plan;
+  json boxes = json::array();  // this rank's boxes, for the metadata
+  std::string partial_dir;
+  std::string file_name;       // empty: this rank writes nothing this time
+  FileChecksum file;
+  std::thread thread;
+  std::atomic<int> status{kWriting};
+  std::string error;
+  std::chrono::steady_clock::time_point started;
+  SaveTimings timings;
+};
+
+CheckpointWriter::CheckpointWriter(CheckpointWriterOptions options, CheckpointGroups groups, json config,
+                                   CheckpointLayout layout)
+    : options_(std::move(options)), config_(std::move(config)), layout_(layout) {
+  if (options_.dir.empty()) throw InputError("checkpoint.dir is empty: set it to the directory that holds checkpoints");
+  LATTICE_CHECK(options_.poll_every >= 1 && options_.keep_last >= 0, "poll_every {} keep_last {}",
+                options_.poll_every, options_.keep_last);
+  if (groups.world != nullptr) {
+    // A private communicator: the commit's messages never meet the trainer's.
+    comm_ = groups.world->split(0, groups.world->rank(), "checkpoint", "commit protocol");
+  }
+  if (groups.dp != nullptr) {
+    dp_rank_ = groups.dp->rank();
+    dp_size_ = groups.dp->size();
+  }
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (!job_) return;
+  if (job_->thread.joinable()) job_->thread.join();
+  spdlog::warn("checkpoint of step {} was not committed (finish() was not called): {} stays behind and is never "
+               "loaded",
+               job_->state.step, job_->partial_dir);
+}
+
+int CheckpointWriter::rank() const { return comm_ ? comm_->rank() : 0; }
+
+int64_t CheckpointWriter::pending_step() const { return job_ ? job_->state.step : -1; }
+
+void CheckpointWriter::save(const ParameterStore& store, const Tensor* exp_avg, const Tensor* exp_avg_sq,
+                            const CheckpointState& state) {
+  const auto t0 = std::chrono::steady_clock::now();
+  wait();  // one save in flight at a time: the host buffer and the .partial name are reused
+  const double wait_s = seconds_since(t0);
+  LATTICE_CHECK((exp_avg == nullptr) == (exp_avg_sq == nullptr), "pass both moments or neither");
+  if (exp_avg != nullptr) {
+    LATTICE_CHECK(exp_avg->numel() == store.numel() && exp_avg_sq->numel() == store.numel(),
+                  "moments have {} and {} elements, the store {}", exp_avg->numel(), exp_avg_sq->numel(),
+                  store.numel());
+  }
+
+  auto job = std::make_unique<Job>();
+  job->started = t0;
+  job->state = state;
+  job->optimizer_state = exp_avg != nullptr;
+  job->plan = plan_shard(store.specs(), job->optimizer_state, dp_rank_, dp_size_);
+  job->partial_dir = (fs::path(options_.dir) / (iter_dir_name(state.step) + kPartialSuffix)).string();
+  job->timings.step = state.step;
+  job->timings.wait_s = wait_s;
+
+  // The snapshot: this rank's boxes into the reusable host buffer.
+  const auto t1 = std::chrono::steady_clock::now();
+  if (staging_.numel() != job->plan.staging_numel) {
+    staging_ = Tensor::zeros({job->plan.staging_numel}, DType::kF32, Device::kCpu);
+  }
+  for (const ShardItem& item : job->plan.items) {
+    const Tensor& flat = item.kind == kModelKind ? store.flat_values() : item.kind == kExpAvgKind ? *exp_avg : *exp_avg_sq;
+    Tensor dst = staging_.slice_flat(item.staging_offset, {item.numel});
+    ops::copy(flat.slice_flat(item.flat_offset, {item.numel}), dst);
+    const ParamSpec& spec = store.spec(item.param);
+    job->boxes.push_back({{"key", tensor_key(item.kind, spec.name)},
+                          {"global_shape", spec.global_shape},
+                          {"offset", spec.offset},
+                          {"shape", spec.box}});
+  }
+  job->timings.snapshot_s = seconds_since(t1);
+  if (!job->plan.items.empty()) job->file_name = shard_file_name(comm_ ? comm_->world_ranks()[rank()] : 0);
+
+  job_ = std::move(job);
+  polls_ = 0;
+  if (options_.async) {
+    Job* j = job_.get();
+    j->thread = std::thread([this, j] { write_shard(*j); });
+  } else {
+    write_shard(*job_);
+    wait();
+  }
+}
+
+void CheckpointWriter::write_shard(Job& job) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    make_directories(job.partial_dir);
+    if (!job.file_name.empty()) {
+      std::map<std::string, Tensor> tensors;
+      for (size_t k = 0; k < job.plan.items.size(); ++k) {
+        const ShardItem& item = job.plan.items[k];
+        const json& box = job.boxes[k];
+        tensors.emplace(box["key"].get<std::string>(),
+                        staging_.slice_flat(item.staging_offset, box["shape"].get<Shape>()));
+      }
+      Crc32 crc;
+      uint64_t bytes = 0;
+      write_safetensors((fs::path(job.partial_dir) / job.file_name).string(), tensors,
+                        {{"format", kCheckpointFormat}, {"step", std::to_string(job.state.step)}},
+                        [&](const void* data, size_t n) {
+                          crc.update(data, n);
+                          bytes += n;
+                        });
+      job.file = {bytes, crc.value()};
+    }
+    job.timings.bytes = job.file.bytes;
+    job.timings.write_s = seconds_since(t0);
+    job.status.store(kDurable);
+  } catch (const std::exception& e) {
+    job.error = fmt::format("writing checkpoint shard {}/{} failed: {}", job.partial_dir, job.file_name, e.what());
+    job.timings.write_s = seconds_since(t0);
+    job.status.store(kFailed);
+  }
+}
+
+int CheckpointWriter::agree(int flag) {
+  if (!comm_) return flag;
+  Tensor t = Tensor::empty({1}, DType::kI32);
+  *t.i32() = flag;
+  comm_->all_reduce(t, ReduceOp::kMin);
+  return *t.i32();
+}
+
+bool CheckpointWriter::try_commit() {
+  if (!job_) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (++polls_ % options_.poll_every != 0) return false;
+  const int flag = agree(job_->status.load());
+  if (flag == kWriting) {
+    job_->timings.poll_s += seconds_since(t0);
+    return false;
+  }
+  commit(flag);
+  last_timings_.commit_s += seconds_since(t0);
+  return true;
+}
+
+void CheckpointWriter::wait() {
+  if (!job_) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (job_->thread.joinable()) job_->thread.join();
+  const int flag = agree(job_->status.load());
+  commit(flag);
+  last_timings_.commit_s += seconds_since(t0);
+}
+
+std::vector<json> CheckpointWriter::gather_reports(const json& mine) {
+  std::vector<json> reports{mine};
+  if (!comm_) return reports;
+  if (rank() != 0) {
+    const std::string text = mine.dump();
+    Tensor length = Tensor::empty({1}, DType::kI32);
+    *length.i32() = static_cast<int32_t>(text.size());
+    comm_->send(length, 0, 0);
+    comm_->send(pack_string(text), 0, 1);
+    return reports;
+  }
+  for (int r = 1; r < comm_->size(); ++r) {
+    Tensor length = Tensor::empty({1}, DType::kI32);
+    comm_->recv(length, r, 0);
+    const auto bytes = static_cast<size_t>(*length.i32());
+    Tensor words = Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::kI32);
+    comm_->recv(words, r, 1);
+    reports.push_back(json::parse(std::string(static_cast<const char*>(words.raw()), bytes)));
+  }
+  return reports;
+}
+
+void CheckpointWriter::commit(int flag) {
+  // Whatever happens below, this save is over on this rank.
+  std::unique_ptr<Job> job = std::move(job_);
+  if (job->thread.joinable()) job->thread.join();
+  if (flag == kFailed) {
+    if (!job->error.empty()) throw Error(job->error + " (the checkpoint is not committed; the previous one stays)");
+    throw Error(fmt::format("checkpoint of step {} failed on another rank (see its log): not committed, {} is left "
+                            "behind and never loaded",
+                            job->state.step, job->partial_dir));
+  }
+  json report = {{"rank", comm_ ? comm_->world_ranks()[rank()] : 0},
+                 {"optimizer_state", job->optimizer_state},
+                 {"boxes", job->boxes}};
+  if (!job->file_name.empty())
+    report["file"] = {{"name", job->file_name}, {"bytes", job->file.bytes}, {"crc32", job->file.crc32}};
+  const std::vector<json> reports = gather_reports(report);
+
+  int ok = 1;
+  std::string error;
+  if (rank() == 0) {
+    try {
+      finalize_on_root(*job, reports);
+    } catch (const std::exception& e) {
+      ok = 0;
+      error = e.what();
+    }
+  }
+  if (comm_) {
+    Tensor t = Tensor::empty({1}, DType::kI32);
+    *t.i32() = ok;
+    comm_->broadcast(t, 0);
+    ok = *t.i32();
+  }
+  if (!ok) {
+    if (!error.empty()) throw Error(fmt::format("committing checkpoint of step {} failed: {}", job->state.step, error));
+    throw Error(fmt::format("committing checkpoint of step {} failed on rank 0 (see its log)", job->state.step));
+  }
+  last_committed_step_ = job->state.step;
+  job->timings.total_s = seconds_since(job->started);
+  last_timings_ = job->timings;
+}
+
+void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>& reports) {
+  const std::string iter_name = iter_dir_name(job.state.step);
+  CheckpointMetadata m;
+  m.config = config_;
+  m.layout = layout_;
+  m.state = job.state;
+  m.optimizer_state = job.optimizer_state;
+  for (const json& r : reports) {
+    if (r["optimizer_state"].get<bool>() != job.optimizer_state)
+      throw Error(fmt::format("rank {} saved {} optimizer state, rank 0 {}: every rank must pass moments or none",
+                              r["rank"].get<int>(), r["optimizer_state"].get<bool>() ? "with" : "without",
+                              job.optimizer_state ? "with" : "without"));
+    std::string file;
+    if (r.contains("file")) {
+      const json& f = r["file"];
+      file = f["name"].get<std::string>();
+      m.files[file] = {f["bytes"].get<uint64_t>(), f["crc32"].get<uint32_t>(), r["rank"].get<int>()};
+    }
+    for (const json& b : r["boxes"]) {
+      const std::string key = b["key"].get<std::string>();
+      const Shape global = b["global_shape"].get<Shape>();
+      auto [it, fresh] = m.tensors.try_emplace(key);
+      if (fresh) {
+        it->second.global_shape = global;
+      } else if (it->second.global_shape != global) {
+        throw Error(fmt::format("tensor '{}' has global shape {} on rank {} but {} elsewhere", key,
+                                shape_string(global), r["rank"].get<int>(), shape_string(it->second.global_shape)));
+      }
+      it->second.boxes.push_back({Box{b["offset"].get<Shape>(), b["shape"].get<Shape>()}, file, key});
+    }
+  }
+  // Every element of every tensor exactly once: catches a parameter no rank wrote (a wrong replica
+  // flag) before it becomes a checkpoint that cannot be loaded.
+  check_tensor_coverage(m, job.partial_dir, /*input=*/false);
+
+  make_directories(job.partial_dir);
+  if (!root_synced_) {
+    const fs::path parent = fs::absolute(options_.dir).parent_path();
+    fsync_directory(parent.string());
+    root_synced_ = true;
+  }
+  // A killed job may have left other files under the same .partial name: only ours go in.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(job.partial_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (m.files.count(name) == 0) fs::remove_all(entry.path(), ec);
+  }
+  write_file_atomically((fs::path(job.partial_dir) / kMetadataFile).string(), metadata_to_json(m).dump(1));
+  publish_directory(job.partial_dir, (fs::path(options_.dir) / iter_name).string());
+  write_latest(options_.dir, iter_name);
+  const std::vector<std::string> deleted = prune_checkpoints(options_.dir, options_.keep_last);
+  uint64_t bytes = 0;
+  for (const auto& [name, f] : m.files) bytes += f.bytes;
+  spdlog::info("checkpoint step {} committed: {}/{} ({:.1f} MB in {} files{})", job.state.step, options_.dir, iter_name,
+               static_cast<double>(bytes) / 1e6, m.files.size(),
+               deleted.empty() ? std::string() : fmt::format("; deleted {}", fmt::join(deleted, ", ")));
+}
+
+}  // namespace lattice

@@ -1,0 +1,112 @@
+// CheckpointWriter: fully parallel, optionally asynchronous saves of sharded checkpoints. Every rank
+// writes its own boxes; rank 0 commits (metadata.json, iter_N.partial → iter_N, then `latest`).
+//
+// Protocol (all methods but the accessors are collectives: every rank calls them at the same
+// point of the training loop, e.g. at a step boundary):
+//   save(...)      waits for (and commits) the previous save, copies this rank's boxes into a
+//                  reusable host buffer (the snapshot: the store may change as soon as it returns),
+//                  then writes + fsyncs its shard file — on a background thread when async.
+//   try_commit()   every poll_every-th call, one all-reduce(min) of each rank's "file durable"
+//                  flag; when all are, the file lists and checksums travel to rank 0, which writes
+//                  metadata.json, renames, points `latest` at it and applies keep_last.
+//   wait()/finish() block until the pending save is committed.
+// A failed write on any rank fails the commit on every rank (an Error; the .partial stays behind
+// and is never loaded). The destructor only joins the background thread: call finish() first.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint_format.h"
+#include "checkpoint/shard_plan.h"
+#include "kernels/tensor.h"
+#include "model/parameter_store.h"
+#include "parallel/communicator.h"
+
+namespace lattice {
+
+struct CheckpointWriterOptions {
+  std::string dir;           // checkpoint root (created when missing)
+  bool async = true;         // write on a background thread after the snapshot
+  int64_t keep_last = 0;     // committed checkpoints to keep (0 = all); `latest` is never deleted
+  int64_t poll_every = 1;    // try_commit() runs its all-reduce every this many calls
+};
+
+// The groups a save needs; nullptr world = one process (no communication at all).
+struct CheckpointGroups {
+  Communicator* world = nullptr;  // every rank of the job
+  Communicator* dp = nullptr;     // this rank's data-parallel replicas (nullptr = none)
+};
+
+// Where one save's time went, on this rank.
+struct SaveTimings {
+  int64_t step = -1;
+  double snapshot_s = 0;  // caller: copying the boxes into the host buffer
+  double wait_s = 0;      // caller: save() waiting for the previous save to commit
+  double poll_s = 0;      // caller: try_commit() calls that found the save still being written
+  double commit_s = 0;    // caller: the call that committed it (gather, metadata, rename, latest, retention)
+  double write_s = 0;     // background: writing + fsync of this rank's shard file
+  double total_s = 0;     // from save() entry to committed
+  uint64_t bytes = 0;     // this rank's shard file
+  // What the training loop lost to this save: snapshot + wait + polls + commit.
+  double stall_s() const { return snapshot_s + wait_s + poll_s + commit_s; }
+};
+
+class CheckpointWriter {
+ public:
+  // Collective over groups.world (splits off a private communicator for the commit protocol).
+  // `config` (the resolved run config) and `layout` go into every metadata.json.
+  CheckpointWriter(CheckpointWriterOptions options, CheckpointGroups groups, nlohmann::json config,
+                   CheckpointLayout layout);
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Saves the store's values (the fp32 master weights) and, when given, AdamW's moments in the
+  // store's flat layout (numel == store.numel(); with the distributed optimizer, gathered over dp
+  // first) with `state`. Every rank passes the same state and the same moments-or-not choice.
+  void save(const ParameterStore& store, const Tensor* exp_avg, const Tensor* exp_avg_sq,
+            const CheckpointState& state);
+
+  // Commits the pending save if every rank's file is durable; true when this call committed one.
+  // Without a pending save it does nothing (and communicates nothing).
+  bool try_commit();
+  // Blocks until the pending save (if any) is committed.
+  void wait();
+  void finish() { wait(); }
+
+  bool pending() const { return job_ != nullptr; }
+  int64_t pending_step() const;
+  int64_t last_committed_step() const { return last_committed_step_; }
+  const SaveTimings& last_timings() const { return last_timings_; }
+  const std::string& dir() const { return options_.dir; }
+
+ private:
+  struct Job;
+  void write_shard(Job& job);  // the background part
+  void commit(int flag);       // flag: all-reduced status (1 all durable, -1 some rank failed)
+  void finalize_on_root(const Job& job, const std::vector<nlohmann::json>& reports);
+  int agree(int flag);         // all-reduce(min) over the job; identity in one process
+  std::vector<nlohmann::json> gather_reports(const nlohmann::json& mine);
+  int rank() const;
+
+  CheckpointWriterOptions options_;
+  std::unique_ptr<Communicator> comm_;  // private split of the world; nullptr in one process
+  int dp_rank_ = 0;
+  int dp_size_ = 1;
+  nlohmann::json config_;
+  CheckpointLayout layout_;
+  Tensor staging_;  // host snapshot buffer, reused by every save of the same plan
+  std::unique_ptr<Job> job_;
+  int64_t polls_ = 0;
+  int64_t last_committed_step_ = -1;
+  bool root_synced_ = false;  // the root's own directory entry has been fsynced
+  SaveTimings last_timings_;
+};
+
+}  // namespace lattice

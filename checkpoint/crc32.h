@@ -1,0 +1,29 @@
+// CRC-32 (zlib's, the checksum gzip/PNG use) of byte runs and of whole files: the per-file
+// checksum of sharded checkpoints, computed while writing and verified before a load trusts a file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lattice {
+
+// Incremental: update() with the runs in order; value() is the CRC of everything so far.
+class Crc32 {
+ public:
+  void update(const void* data, size_t bytes);
+  uint32_t value() const { return crc_; }
+
+ private:
+  uint32_t crc_ = 0;
+};
+
+struct FileChecksum {
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+
+// Reads `path` once. Throws InputError naming the file when it cannot be opened or read.
+FileChecksum file_checksum(const std::string& path);
+
+}  // namespace lattice

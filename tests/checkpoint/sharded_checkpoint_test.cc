@@ -1,0 +1,366 @@
+// Sharded checkpoints in one process: round trips of values, moments and state (sync and async),
+// resharding between TP2 boxes and one process both ways, consolidation, every corruption class and
+// its message (with the store untouched), keep_last / `latest` semantics, and .partial leftovers.
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_format.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/crc32.h"
+#include "checkpoint/safetensors.h"
+#include "kernels/error.h"
+#include "model/model_parameters.h"
+#include "tests/checkpoint/python_helper.h"
+#include "tests/checkpoint/sharded_test_util.h"
+#include "tests/tiny_models.h"
+
+using namespace lattice;
+using namespace lattice::testing;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = test_tmpdir() + "/" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+// A vocabulary larger than one 128-row TP block, so TP2 has real rows on both ranks and padding.
+ModelConfig model() {
+  ModelConfig c = tiny_gpt2();
+  c.vocab_size = 300;
+  return c;
+}
+
+struct Run {
+  std::unique_ptr<ParameterStore> store;
+  Tensor exp_avg, exp_avg_sq;
+};
+
+Run make_run(std::vector<ParamSpec> specs, int salt) {
+  Run r;
+  r.store = std::make_unique<ParameterStore>(std::move(specs));
+  r.exp_avg = Tensor::zeros({r.store->numel()});
+  r.exp_avg_sq = Tensor::zeros({r.store->numel()});
+  fill_by_global(*r.store, r.store->flat_values(), salt);
+  fill_by_global(*r.store, r.exp_avg, salt + 100);
+  fill_by_global(*r.store, r.exp_avg_sq, salt + 200);
+  return r;
+}
+
+CheckpointState state_at(int64_t step) {
+  CheckpointState s;
+  s.step = step;
+  s.consumed_samples = step * 8;
+  s.optimizer_step_count = step;
+  s.lr_schedule_step = step;
+  s.seed = 1234;
+  return s;
+}
+
+void save_one_process(const std::string& dir, const Run& run, int64_t step, bool async = false, int64_t keep_last = 0,
+                      bool moments = true) {
+  CheckpointWriter writer({dir, async, keep_last, 1}, {}, model_json(model()), CheckpointLayout{});
+  writer.save(*run.store, moments ? &run.exp_avg : nullptr, moments ? &run.exp_avg_sq : nullptr, state_at(step));
+  writer.finish();
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+// Builds a checkpoint as a TP2 job would: one shard file per tp rank, replicas skipped, boxes in
+// metadata.json (the reader's side of resharding, without MPI).
+void write_tp2_by_hand(const std::string& dir, int64_t step, int salt) {
+  const std::string iter = (fs::path(dir) / iter_dir_name(step)).string();
+  make_directories(iter);
+  CheckpointMetadata m;
+  m.config = model_json(model());
+  m.layout.world_size = m.layout.tensor = 2;
+  m.state = state_at(step);
+  m.optimizer_state = false;
+  for (int r = 0; r < 2; ++r) {
+    Run run = make_run(tp_shard_specs(model(), r, 2), salt);
+    std::map<std::string, Tensor> tensors;
+    const std::string file = shard_file_name(r);
+    const ShardPlan plan = plan_shard(run.store->specs(), false, 0, 1);
+    for (const ShardItem& item : plan.items) {
+      const ParamSpec& s = run.store->spec(item.param);
+      const std::string key = tensor_key(kModelKind, s.name);
+      tensors[key] = run.store->flat_values().slice_flat(item.flat_offset, s.box);
+      auto& t = m.tensors[key];
+      t.global_shape = s.global_shape;
+      t.boxes.push_back({Box{s.offset, s.box}, file, key});
+    }
+    write_safetensors((fs::path(iter) / file).string(), tensors);
+    const FileChecksum sum = file_checksum((fs::path(iter) / file).string());
+    m.files[file] = {sum.bytes, sum.crc32, r};
+  }
+  write_file_atomically((fs::path(iter) / kMetadataFile).string(), metadata_to_json(m).dump(1));
+  write_latest(dir, iter_dir_name(step));
+}
+
+}  // namespace
+
+TEST_CASE("round trip: values, moments and state, bitwise") {
+  const std::string dir = fresh_dir("roundtrip");
+  Run run = make_run(model_parameter_specs(model()), 1);
+  save_one_process(dir, run, 5);
+
+  REQUIRE(read_latest(dir) == "iter_0000005");
+  REQUIRE(committed_steps(dir) == std::vector<int64_t>{5});
+  const std::string path = resolve_checkpoint(dir);
+  const CheckpointMetadata meta = read_checkpoint_metadata(path);
+  CHECK(meta.state.consumed_samples == 40);
+  CHECK(meta.optimizer_state);
+  CHECK(meta.files.size() == 1);
+  CHECK(meta.tensors.size() == 3 * run.store->count());
+  CHECK(meta.tensors.at("model/embedding.word_embeddings.weight").global_shape == Shape{300, 16});
+
+  Run back = make_run(model_parameter_specs(model()), 9);  // different values, overwritten by the load
+  const CheckpointMetadata loaded =
+      load_checkpoint(path, model_json(model()), {back.store.get(), &back.exp_avg, &back.exp_avg_sq});
+  CHECK(loaded.state.step == 5);
+  CHECK(loaded.state.optimizer_step_count == 5);
+  CHECK(loaded.state.lr_schedule_step == 5);
+  CHECK(loaded.state.seed == 1234);
+  CHECK(count_mismatches(*back.store, back.store->flat_values(), 1) == 0);
+  CHECK(count_mismatches(*back.store, back.exp_avg, 101) == 0);
+  CHECK(count_mismatches(*back.store, back.exp_avg_sq, 201) == 0);
+}
+
+TEST_CASE("async save holds the snapshot while the store keeps changing") {
+  const std::string dir = fresh_dir("async");
+  Run run = make_run(model_parameter_specs(model()), 1);
+  CheckpointWriter writer({dir, /*async=*/true, 0, 1}, {}, model_json(model()), CheckpointLayout{});
+  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(3));
+  // The training loop goes on: parameters and moments change before the write is done.
+  fill_by_global(*run.store, run.store->flat_values(), 2);
+  fill_by_global(*run.store, run.exp_avg, 102);
+  int polls = 0;
+  while (!writer.try_commit()) ++polls;
+  CHECK(!writer.pending());
+  CHECK(writer.last_committed_step() == 3);
+  CHECK(writer.last_timings().bytes > 0);
+
+  Run back = make_run(model_parameter_specs(model()), 9);
+  load_checkpoint(resolve_checkpoint(dir), model_json(model()), {back.store.get(), &back.exp_avg, &back.exp_avg_sq});
+  CHECK(count_mismatches(*back.store, back.store->flat_values(), 1) == 0);
+  CHECK(count_mismatches(*back.store, back.exp_avg, 101) == 0);
+
+  // A second save waits for nothing and commits through finish().
+  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(4));
+  writer.finish();
+  CHECK(read_latest(dir) == "iter_0000004");
+}
+
+TEST_CASE("TP2 checkpoint loads into one process, and one process into TP2") {
+  const std::string dir = fresh_dir("tp2");
+  write_tp2_by_hand(dir, 7, 3);
+  Run whole = make_run(model_parameter_specs(model()), 9);
+  load_checkpoint(resolve_checkpoint(dir), model_json(model()), {whole.store.get()});
+  CHECK(count_mismatches(*whole.store, whole.store->flat_values(), 3) == 0);
+
+  auto consolidated = consolidate_checkpoint(resolve_checkpoint(dir), model());
+  CHECK(count_mismatches(*consolidated, consolidated->flat_values(), 3) == 0);
+
+  const std::string dir1 = fresh_dir("one_to_tp2");
+  save_one_process(dir1, make_run(model_parameter_specs(model()), 4), 2);
+  for (int r = 0; r < 2; ++r) {
+    Run part = make_run(tp_shard_specs(model(), r, 2), 9);
+    // Dirty the padding rows: the load must leave them zero.
+    part.store->flat_values().f32()[part.store->numel() - 1] = 42.0f;
+    load_checkpoint(resolve_checkpoint(dir1), model_json(model()), {part.store.get(), &part.exp_avg, &part.exp_avg_sq});
+    CHECK(count_mismatches(*part.store, part.store->flat_values(), 4) == 0);  // padding included: zero
+    CHECK(count_mismatches(*part.store, part.exp_avg_sq, 204) == 0);
+  }
+}
+
+TEST_CASE("every corruption class is one InputError naming the file or field; nothing changes") {
+  const std::string dir = fresh_dir("corrupt");
+  save_one_process(dir, make_run(model_parameter_specs(model()), 1), 5);
+  const std::string iter = resolve_checkpoint(dir);
+  const std::string shard = (fs::path(iter) / shard_file_name(0)).string();
+  const std::string meta_path = (fs::path(iter) / kMetadataFile).string();
+  const std::string pristine_shard = test_tmpdir() + "/pristine.safetensors";
+  const std::string pristine_meta = test_tmpdir() + "/pristine.json";
+  fs::copy_file(shard, pristine_shard, fs::copy_options::overwrite_existing);
+  fs::copy_file(meta_path, pristine_meta, fs::copy_options::overwrite_existing);
+  auto restore = [&] {
+    fs::copy_file(pristine_shard, shard, fs::copy_options::overwrite_existing);
+    fs::copy_file(pristine_meta, meta_path, fs::copy_options::overwrite_existing);
+  };
+  Run target = make_run(model_parameter_specs(model()), 9);
+  auto load = [&] { load_checkpoint(iter, model_json(model()), {target.store.get(), &target.exp_avg, &target.exp_avg_sq}); };
+  auto untouched = [&] {
+    CHECK(count_mismatches(*target.store, target.store->flat_values(), 9) == 0);
+    CHECK(count_mismatches(*target.store, target.exp_avg, 109) == 0);
+  };
+
+  SECTION("truncated shard") {
+    fs::resize_file(shard, fs::file_size(shard) - 100);
+    const std::string msg = message_of(load);
+    CHECK_THAT(msg, Catch::Contains(shard) && Catch::Contains("truncated"));
+  }
+  SECTION("flipped byte: checksum mismatch") {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(shard) - 7));
+    f.put('\x7f');
+    f.close();
+    CHECK_THAT(message_of(load), Catch::Contains(shard) && Catch::Contains("fails its checksum"));
+  }
+  SECTION("missing shard") {
+    fs::remove(shard);
+    CHECK_THAT(message_of(load), Catch::Contains(shard) && Catch::Contains("is missing"));
+  }
+  SECTION("missing tensor") {
+    json doc = json::parse(std::ifstream(meta_path));
+    doc["tensors"].erase("exp_avg/final_norm.bias");
+    std::ofstream(meta_path) << doc.dump();
+    CHECK_THAT(message_of(load), Catch::Contains("no tensor 'exp_avg/final_norm.bias'"));
+  }
+  SECTION("damaged metadata.json") {
+    std::ofstream(meta_path) << "{\"format\": \"lattice-sharded-checkpoint\", ";
+    CHECK_THAT(message_of(load), Catch::Contains(meta_path) && Catch::Contains("not valid JSON"));
+  }
+  SECTION("model config differs: every field named") {
+    ModelConfig other = model();
+    other.hidden_size = 32;
+    other.num_layers = 3;
+    const std::string msg = message_of([&] {
+      load_checkpoint(iter, model_json(other), {target.store.get()});
+    });
+    CHECK_THAT(msg, Catch::Contains("model.hidden_size: checkpoint 16, config 32") &&
+                        Catch::Contains("model.num_layers: checkpoint 2, config 3"));
+    // init_from only matters for a fresh start.
+    other = model();
+    other.init_from = "some.safetensors";
+    CHECK_NOTHROW(load_checkpoint(iter, model_json(other), {target.store.get()}));
+    target = make_run(model_parameter_specs(model()), 9);
+  }
+  SECTION("moments asked of a weights-only checkpoint") {
+    const std::string wdir = fresh_dir("weights_only");
+    save_one_process(wdir, make_run(model_parameter_specs(model()), 1), 1, false, 0, /*moments=*/false);
+    CHECK_THAT(message_of([&] {
+                 load_checkpoint(resolve_checkpoint(wdir), json(), {target.store.get(), &target.exp_avg, &target.exp_avg_sq});
+               }),
+               Catch::Contains("no optimizer state"));
+  }
+  SECTION("`latest` names a directory that is gone") {
+    write_latest(dir, "iter_0000099");
+    CHECK_THAT(message_of([&] { resolve_checkpoint(dir); }),
+               Catch::Contains("iter_0000099") && Catch::Contains("does not exist"));
+    CHECK_THAT(message_of([&] { find_latest_checkpoint(dir); }), Catch::Contains("iter_0000099"));
+    write_latest(dir, "iter_0000005");
+  }
+  SECTION("not a checkpoint at all") {
+    CHECK_THAT(message_of([&] { resolve_checkpoint(test_tmpdir() + "/nowhere"); }), Catch::Contains("does not exist"));
+    CHECK(!find_latest_checkpoint(test_tmpdir() + "/nowhere").has_value());
+  }
+  untouched();
+  // Nothing on disk was deleted or rewritten by the failed loads (the sections' own damage aside).
+  CHECK(fs::exists(iter));
+  restore();
+  CHECK_NOTHROW(load());
+}
+
+TEST_CASE("keep_last deletes older checkpoints only after a commit, never what `latest` names") {
+  const std::string dir = fresh_dir("retention");
+  Run run = make_run(model_parameter_specs(model()), 1);
+  {
+    CheckpointWriter writer({dir, true, /*keep_last=*/2, 1}, {}, model_json(model()), CheckpointLayout{});
+    for (int64_t step = 1; step <= 4; ++step) {
+      writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(step));
+      // While step 4 is still being written, 2 and 3 both exist (1 went when 3 committed).
+      if (step == 4) CHECK(committed_steps(dir) == std::vector<int64_t>{2, 3});
+    }
+    writer.finish();
+  }
+  CHECK(committed_steps(dir) == std::vector<int64_t>{3, 4});
+  CHECK(read_latest(dir) == "iter_0000004");
+
+  // A run resumed from an older step: the new checkpoint is what `latest` names and survives
+  // keep_last = 1 although a higher step exists.
+  save_one_process(dir, run, 2, false, /*keep_last=*/1);
+  CHECK(read_latest(dir) == "iter_0000002");
+  CHECK(fs::exists(fs::path(dir) / "iter_0000002"));
+  CHECK(committed_steps(dir) == std::vector<int64_t>{2, 4});
+}
+
+TEST_CASE("saving a step again replaces its directory atomically") {
+  const std::string dir = fresh_dir("resave");
+  save_one_process(dir, make_run(model_parameter_specs(model()), 1), 5);
+  save_one_process(dir, make_run(model_parameter_specs(model()), 2), 5);
+  Run back = make_run(model_parameter_specs(model()), 9);
+  load_checkpoint(resolve_checkpoint(dir), json(), {back.store.get()});
+  CHECK(count_mismatches(*back.store, back.store->flat_values(), 2) == 0);
+  CHECK(committed_steps(dir) == std::vector<int64_t>{5});
+}
+
+TEST_CASE("a .partial left by a killed job is never loaded, and goes with the next commit") {
+  const std::string dir = fresh_dir("partial");
+  save_one_process(dir, make_run(model_parameter_specs(model()), 1), 5);
+  // A killed job: step 9's files (even a metadata.json) written, never committed.
+  const fs::path partial = fs::path(dir) / "iter_0000009.partial";
+  fs::copy(fs::path(dir) / "iter_0000005", partial);
+  CHECK(resolve_checkpoint(dir) == (fs::path(dir) / "iter_0000005").string());
+  CHECK(find_latest_checkpoint(dir).value() == (fs::path(dir) / "iter_0000005").string());
+  CHECK_THAT(message_of([&] { resolve_checkpoint(partial.string()); }), Catch::Contains("never committed"));
+  CHECK(committed_steps(dir) == std::vector<int64_t>{5});
+
+  // Without any `latest`, a root holding only a .partial is a fresh start.
+  const std::string lone = fresh_dir("partial_only");
+  fs::create_directories(fs::path(lone) / "iter_0000003.partial");
+  CHECK(!find_latest_checkpoint(lone).has_value());
+
+  save_one_process(dir, make_run(model_parameter_specs(model()), 1), 6);
+  CHECK(!fs::exists(partial));
+  CHECK(committed_steps(dir) == std::vector<int64_t>{5, 6});
+}
+
+TEST_CASE("box arithmetic and the region copy") {
+  const Box a{{0, 4}, {4, 4}}, b{{2, 6}, {4, 4}};
+  CHECK(intersect(a, b) == Box{{2, 6}, {2, 2}});
+  CHECK(intersect(a, Box{{4, 0}, {1, 1}}).numel() == 0);
+  // src holds global [2:6, 6:10] of a 8x10 tensor; dst is a local [3, 10] tensor at global row 3
+  // (with one padding row): copy global [3:5, 6:8].
+  std::vector<float> src(16), dst(30, -1.0f);
+  for (int i = 0; i < 16; ++i) src[i] = static_cast<float>(i);
+  copy_region(src.data(), b, dst.data(), {3, 0}, {3, 10}, Box{{3, 6}, {2, 2}}, sizeof(float));
+  CHECK(dst[0 * 10 + 6] == 4.0f);   // global (3,6) = src row 1 col 0
+  CHECK(dst[0 * 10 + 7] == 5.0f);
+  CHECK(dst[1 * 10 + 6] == 8.0f);
+  CHECK(dst[1 * 10 + 7] == 9.0f);
+  CHECK(dst[0] == -1.0f);
+}
+
+TEST_CASE("data-parallel replicas split the boxes, each exactly once, balanced by bytes") {
+  const auto specs = tp_shard_specs(model(), 1, 2);  // includes replicas and a padded vocabulary
+  ParameterStore store(specs);
+  std::map<std::string, int> seen;
+  std::vector<int64_t> bytes;
+  for (int r = 0; r < 3; ++r) {
+    const ShardPlan plan = plan_shard(store.specs(), true, r, 3);
+    bytes.push_back(plan.staging_numel);
+    for (const ShardItem& i : plan.items) seen[i.kind + "/" + store.spec(i.param).name]++;
+  }
+  int64_t expected = 0;
+  for (const ParamSpec& s : store.specs())
+    if (!s.replica && s.box_numel() > 0) ++expected;
+  CHECK(static_cast<int64_t>(seen.size()) == 3 * expected);
+  for (const auto& [k, n] : seen) CHECK(n == 1);
+  const auto [lo, hi] = std::minmax_element(bytes.begin(), bytes.end());
+  CHECK(*hi - *lo <= 128 * 16);  // within the largest item
+}
