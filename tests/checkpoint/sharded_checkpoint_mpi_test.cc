@@ -1,0 +1,191 @@
+// Sharded checkpoints under mpirun -np 4 (2 tp × 2 dp): the parallel save (every rank writes a
+// shard, replicas never, every box once), the commit, loading into other layouts (one process,
+// TP4, the same), the asynchronous path while the store keeps changing, and a write that fails on
+// one rank failing the commit on every rank without touching `latest`.
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "kernels/error.h"
+#include "model/model_parameters.h"
+#include "parallel/grid.h"
+#include "tests/checkpoint/sharded_test_util.h"
+#include "tests/parallel/mpi_test_main.h"
+#include "tests/tiny_models.h"
+
+using namespace lattice;
+using namespace lattice::testing;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+ModelConfig model() {
+  ModelConfig c = tiny_gpt2();
+  c.vocab_size = 300;  // both tp ranks hold real vocabulary rows, and padding
+  return c;
+}
+
+std::string ckpt_dir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return std::string(t != nullptr ? t : "/tmp") + "/" + name;
+}
+
+struct Setup {
+  RankGrid grid;
+  ProcessGroups groups;
+  Setup() : grid(world().size(), world().rank(), /*tp=*/2, /*pp=*/1, /*dp=*/2) {
+    groups = make_process_groups(grid, world());
+  }
+};
+
+struct Run {
+  std::unique_ptr<ParameterStore> store;
+  Tensor exp_avg, exp_avg_sq;
+  void fill(int salt) {
+    fill_by_global(*store, store->flat_values(), salt);
+    fill_by_global(*store, exp_avg, salt + 100);
+    fill_by_global(*store, exp_avg_sq, salt + 200);
+  }
+  int64_t mismatches(int salt) const {
+    return count_mismatches(*store, store->flat_values(), salt) + count_mismatches(*store, exp_avg, salt + 100) +
+           count_mismatches(*store, exp_avg_sq, salt + 200);
+  }
+};
+
+Run make_run(std::vector<ParamSpec> specs, int salt) {
+  Run r;
+  r.store = std::make_unique<ParameterStore>(std::move(specs));
+  r.exp_avg = Tensor::zeros({r.store->numel()});
+  r.exp_avg_sq = Tensor::zeros({r.store->numel()});
+  r.fill(salt);
+  return r;
+}
+
+CheckpointState state_at(int64_t step) {
+  CheckpointState s;
+  s.step = step;
+  s.consumed_samples = 16 * step;
+  s.optimizer_step_count = step;
+  s.lr_schedule_step = step;
+  s.seed = 77;
+  return s;
+}
+
+CheckpointLayout layout() { return {4, 2, 1, 2, 1, false}; }
+
+void fresh(const std::string& dir) {
+  if (world().rank() == 0) fs::remove_all(dir);
+  world().barrier();
+}
+
+// Loads `dir` into the specs and checks values and moments against `salt`.
+int64_t load_and_count(const std::string& dir, std::vector<ParamSpec> specs, int salt) {
+  Run back = make_run(std::move(specs), 999);
+  load_checkpoint(resolve_checkpoint(dir), model_json(model()), {back.store.get(), &back.exp_avg, &back.exp_avg_sq});
+  return back.mismatches(salt);
+}
+
+}  // namespace
+
+TEST_CASE("TP2 x DP2: parallel save and commit, loaded into one process, TP4 and the same layout") {
+  Setup s;
+  const std::string dir = ckpt_dir("tp2dp2");
+  fresh(dir);
+  Run run = make_run(tp_shard_specs(model(), s.grid.tp_rank(), 2), 1);
+  {
+    CheckpointWriter writer({dir, /*async=*/false, 0, 1}, {&world(), s.groups.dp.get()}, model_json(model()), layout());
+    writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(3));
+    CHECK(!writer.pending());
+    CHECK(writer.last_committed_step() == 3);
+    // Every rank wrote its share (dp replicas split the boxes).
+    CHECK(writer.last_timings().bytes > 0);
+  }
+  const CheckpointMetadata meta = read_checkpoint_metadata(resolve_checkpoint(dir));
+  CHECK(meta.files.size() == 4);
+  CHECK(meta.layout.tensor == 2);
+  CHECK(meta.layout.data == 2);
+  CHECK(meta.state.consumed_samples == 48);
+  // The vocabulary-parallel embedding: one box per tp rank, padding not stored.
+  const StoredTensor& emb = meta.tensors.at("model/embedding.word_embeddings.weight");
+  CHECK(emb.global_shape == Shape{300, 16});
+  CHECK(emb.boxes.size() == 2);
+  // A tp-duplicated norm: stored once.
+  CHECK(meta.tensors.at("model/final_norm.weight").boxes.size() == 1);
+
+  CHECK(load_and_count(dir, model_parameter_specs(model()), 1) == 0);
+  CHECK(load_and_count(dir, tp_shard_specs(model(), world().rank(), 4), 1) == 0);
+  CHECK(load_and_count(dir, tp_shard_specs(model(), s.grid.tp_rank(), 2), 1) == 0);
+}
+
+TEST_CASE("asynchronous save: the checkpoint holds the snapshot while training goes on") {
+  Setup s;
+  const std::string dir = ckpt_dir("async");
+  fresh(dir);
+  Run run = make_run(tp_shard_specs(model(), s.grid.tp_rank(), 2), 5);
+  CheckpointWriter writer({dir, /*async=*/true, /*keep_last=*/1, 1}, {&world(), s.groups.dp.get()},
+                          model_json(model()), layout());
+  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(7));
+  // "Training": the store and moments change every step; try_commit at every step boundary.
+  int steps = 0;
+  bool committed = false;
+  for (; steps < 20000 && !committed; ++steps) {
+    run.fill(6 + steps % 2);
+    committed = writer.try_commit();
+    if (!committed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(committed);
+  CHECK(writer.last_committed_step() == 7);
+  CHECK(load_and_count(dir, model_parameter_specs(model()), 5) == 0);
+
+  // A second save (from the changed store) replaces it; keep_last = 1 removes step 7.
+  run.fill(8);
+  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(8));
+  writer.finish();
+  CHECK(read_latest(dir) == "iter_0000008");
+  CHECK(committed_steps(dir) == std::vector<int64_t>{8});
+  CHECK(load_and_count(dir, tp_shard_specs(model(), world().rank(), 4), 8) == 0);
+}
+
+TEST_CASE("a write failing on one rank fails the commit everywhere; latest stays") {
+  Setup s;
+  const std::string dir = ckpt_dir("failure");
+  fresh(dir);
+  Run run = make_run(tp_shard_specs(model(), s.grid.tp_rank(), 2), 1);
+  CheckpointWriter writer({dir, /*async=*/true, 0, 1}, {&world(), s.groups.dp.get()}, model_json(model()), layout());
+  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(1));
+  writer.finish();
+
+  // Rank 2 cannot create its file: a directory sits where its temporary file goes.
+  if (world().rank() == 2) fs::create_directories(fs::path(dir) / "iter_0000002.partial" / "rank_00002.safetensors.tmp");
+  world().barrier();
+  std::string message;
+  try {
+    writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(2));
+    writer.finish();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(!message.empty());
+  if (world().rank() == 2) {
+    CHECK_THAT(message, Catch::Contains("rank_00002.safetensors"));
+  } else {
+    CHECK_THAT(message, Catch::Contains("failed on another rank"));
+  }
+  CHECK(!writer.pending());
+  CHECK(read_latest(dir) == "iter_0000001");
+  CHECK(committed_steps(dir) == std::vector<int64_t>{1});
+
+  // The next save succeeds and clears the leftover.
+  if (world().rank() == 2) fs::remove_all(fs::path(dir) / "iter_0000002.partial" / "rank_00002.safetensors.tmp");
+  world().barrier();
+  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(3));
+  writer.finish();
+  CHECK(read_latest(dir) == "iter_0000003");
+  CHECK(!fs::exists(fs::path(dir) / "iter_0000002.partial"));
+}
