@@ -202,6 +202,63 @@ void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
   cpu::position_embedding_backward(dx.f32(), dtable.f32(), dx.dim(0), dx.dim(1), dx.dim(2));
 }
 
+void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t first_row, int64_t vocab_size,
+                             Tensor& out) {
+  const char* op = "embedding_forward_shard";
+  need_cpu(op, {&ids, &table, &out});
+  need_i32(op, "ids", ids);
+  need_f32(op, "table", table);
+  need_f32(op, "out", out);
+  LATTICE_CHECK(table.rank() == 2, "{}: table {} must be [rows, H]", op, table.describe());
+  LATTICE_CHECK(first_row >= 0, "{}: first_row {} is negative", op, first_row);
+  const int64_t n = ids.numel(), h = table.dim(1);
+  LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
+                op, out.describe(), n, h, ids.describe(), table.describe());
+  cpu::check_indices(op, "token id", ids.i32(), n, vocab_size);
+  cpu::embedding_forward_shard(ids.i32(), table.f32(), out.f32(), n, h, first_row, table.dim(0));
+}
+
+void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t first_row, int64_t vocab_size,
+                              Tensor& dtable) {
+  const char* op = "embedding_backward_shard";
+  need_cpu(op, {&ids, &dout, &dtable});
+  need_i32(op, "ids", ids);
+  need_f32(op, "dout", dout);
+  need_f32(op, "dtable", dtable);
+  LATTICE_CHECK(dtable.rank() == 2, "{}: dtable {} must be [rows, H]", op, dtable.describe());
+  LATTICE_CHECK(first_row >= 0, "{}: first_row {} is negative", op, first_row);
+  const int64_t n = ids.numel(), h = dtable.dim(1);
+  LATTICE_CHECK(last_dim(dout) == h && dout.numel() == n * h, "{}: dout {} must be [{}, {}] for ids {} and dtable {}",
+                op, dout.describe(), n, h, ids.describe(), dtable.describe());
+  cpu::check_indices(op, "token id", ids.i32(), n, vocab_size);
+  cpu::embedding_backward_shard(ids.i32(), dout.f32(), dtable.f32(), n, h, first_row, dtable.dim(0));
+}
+
+void add_position_embedding(Tensor& x, const Tensor& table, int64_t seq_length, int64_t first_token) {
+  const char* op = "add_position_embedding";
+  need_cpu(op, {&x, &table});
+  need_f32(op, "x", x);
+  need_f32(op, "table", table);
+  LATTICE_CHECK(table.rank() == 2 && last_dim(x) == table.dim(1) && seq_length >= 1 && table.dim(0) >= seq_length &&
+                    first_token >= 0,
+                "{}: x {} must be [N, H], table {} [P >= T, H] with T = {} >= 1, first token {} >= 0", op,
+                x.describe(), table.describe(), seq_length, first_token);
+  cpu::add_position_embedding_tokens(x.f32(), table.f32(), flat_rows(x), last_dim(x), seq_length, first_token);
+}
+
+void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t first_token, Tensor& dtable) {
+  const char* op = "position_embedding_backward";
+  need_cpu(op, {&dx, &dtable});
+  need_f32(op, "dx", dx);
+  need_f32(op, "dtable", dtable);
+  LATTICE_CHECK(dtable.rank() == 2 && last_dim(dx) == dtable.dim(1) && seq_length >= 1 &&
+                    dtable.dim(0) >= seq_length && first_token >= 0,
+                "{}: dx {} must be [N, H], dtable {} [P >= T, H] with T = {} >= 1, first token {} >= 0", op,
+                dx.describe(), dtable.describe(), seq_length, first_token);
+  cpu::position_embedding_backward_tokens(dx.f32(), dtable.f32(), flat_rows(dx), last_dim(dx), seq_length,
+                                          first_token);
+}
+
 // ---- normalization ----
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
@@ -413,6 +470,77 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                 dlogits.describe(), logits.describe());
   cpu::check_indices(op, "target", targets.i32(), n, v);
   cpu::cross_entropy_backward(logits.f32(), targets.i32(), lse.f32(), grad_scale, dlogits.f32(), n, v);
+}
+
+// ---- vocab-parallel loss ----
+
+namespace {
+// Shared shape checks of the shard ops: logits [N, Vl] with 0 <= valid_cols <= Vl.
+void check_shard(const char* op, const Tensor& logits, int64_t first_col, int64_t valid_cols) {
+  need_f32(op, "logits", logits);
+  LATTICE_CHECK(logits.rank() >= 2, "{}: logits {} must be [N, Vl]", op, logits.describe());
+  LATTICE_CHECK(valid_cols >= 0 && valid_cols <= last_dim(logits) && first_col >= 0,
+                "{}: {} valid columns at column {} do not fit logits {}", op, valid_cols, first_col, logits.describe());
+}
+}  // namespace
+
+void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& row_max) {
+  const char* op = "cross_entropy_shard_max";
+  need_cpu(op, {&logits, &row_max});
+  check_shard(op, logits, 0, valid_cols);
+  need_f32(op, "row_max", row_max);
+  const int64_t n = flat_rows(logits);
+  need_numel(op, "row_max", row_max, n, "one per row of logits");
+  cpu::cross_entropy_shard_max(logits.f32(), row_max.f32(), n, last_dim(logits), valid_cols);
+}
+
+void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const Tensor& row_max, int64_t first_col,
+                              int64_t valid_cols, int64_t vocab_size, Tensor& sums) {
+  const char* op = "cross_entropy_shard_sums";
+  need_cpu(op, {&logits, &targets, &row_max, &sums});
+  check_shard(op, logits, first_col, valid_cols);
+  need_i32(op, "targets", targets);
+  need_f32(op, "row_max", row_max);
+  need_f32(op, "sums", sums);
+  const int64_t n = flat_rows(logits);
+  need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
+  need_numel(op, "row_max", row_max, n, "one per row of logits");
+  need_numel(op, "sums", sums, 2 * n, "[2, N]: sum of exponentials and target logit per row");
+  cpu::check_indices(op, "target", targets.i32(), n, vocab_size);
+  cpu::cross_entropy_shard_sums(logits.f32(), targets.i32(), row_max.f32(), sums.f32(), sums.f32() + n, n,
+                                last_dim(logits), first_col, valid_cols);
+}
+
+void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor& losses, Tensor& lse) {
+  const char* op = "cross_entropy_shard_loss";
+  need_cpu(op, {&row_max, &sums, &losses, &lse});
+  for (auto [name, t] : {std::pair{"row_max", &row_max}, {"sums", &sums}, {"losses", &losses}, {"lse", &lse}}) {
+    need_f32(op, name, *t);
+  }
+  const int64_t n = row_max.numel();
+  need_numel(op, "sums", sums, 2 * n, "[2, N]");
+  need_numel(op, "losses", losses, n, "one per row");
+  need_numel(op, "lse", lse, n, "one per row");
+  cpu::cross_entropy_shard_loss(row_max.f32(), sums.f32(), sums.f32() + n, losses.f32(), lse.f32(), n);
+}
+
+void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
+                                  int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits) {
+  const char* op = "cross_entropy_shard_backward";
+  need_cpu(op, {&logits, &targets, &lse, &dlogits});
+  check_shard(op, logits, first_col, valid_cols);
+  need_i32(op, "targets", targets);
+  need_f32(op, "lse", lse);
+  need_f32(op, "dlogits", dlogits);
+  const int64_t n = flat_rows(logits), v = last_dim(logits);
+  need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
+  need_numel(op, "lse", lse, n, "one per row of logits");
+  need_numel(op, "dlogits", dlogits, logits.numel(), "same as logits");
+  LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
+                dlogits.describe(), logits.describe());
+  cpu::check_indices(op, "target", targets.i32(), n, vocab_size);
+  cpu::cross_entropy_shard_backward(logits.f32(), targets.i32(), lse.f32(), grad_scale, dlogits.f32(), n, v,
+                                    first_col, valid_cols);
 }
 
 // ---- initialization ----

@@ -41,6 +41,20 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);
 void add_position_embedding(Tensor& x, const Tensor& table);
 // dtable[t, :] += sum over b of dx[b, t, :].
 void position_embedding_backward(const Tensor& dx, Tensor& dtable);
+// Vocab-parallel (tensor parallelism): `table` [rows, H] holds vocabulary rows [first_row,
+// first_row + rows). out[N, H] = table[ids[n] - first_row, :] for the ids in that range, else 0
+// (summed over the tp ranks this is the full lookup). ids outside [0, vocab_size) are an error.
+void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t first_row, int64_t vocab_size,
+                             Tensor& out);
+// dtable[ids[n] - first_row, :] += dout[n, :] for the ids in the shard's range; other rows untouched.
+void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t first_row, int64_t vocab_size,
+                              Tensor& dtable);
+// Learned positions of a run of flattened tokens (sequence parallelism: a rank holds tokens
+// [first_token, first_token + N) of the [B·T] token dimension): x[N, H] += table[(first_token + i)
+// mod seq_length, :]. table is [P >= seq_length, H].
+void add_position_embedding(Tensor& x, const Tensor& table, int64_t seq_length, int64_t first_token);
+// dtable[(first_token + i) mod seq_length, :] += dx[i, :].
+void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t first_token, Tensor& dtable);
 
 // ---- normalization (rows of length H) ----
 // y = (x - mean) * rstd * gamma + beta; beta may be undefined (no bias). Saves mean[N], rstd[N].
@@ -87,6 +101,24 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
 // allowed (dlogits may alias logits).
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
                             Tensor& dlogits);
+
+// ---- vocab-parallel loss (tensor parallelism: each tp rank holds some vocabulary columns) ----
+// logits[N, Vl] are global vocab columns [first_col, first_col + Vl); only the first `valid_cols`
+// are real vocabulary (the rest is padding and never affects the loss). The tp ranks combine:
+//   row_max = max over the shard's valid columns (-inf when none)   -> all-reduce max
+//   sums[0, :] = sum exp(x - row_max), sums[1, :] = target logit when the shard owns the target,
+//   else 0                                                          -> all-reduce sum
+//   losses = row_max + log(sums[0]) - sums[1], lse = row_max + log(sums[0]).
+void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& row_max);
+// row_max must already be the global max. sums is f32[2, N]. targets outside [0, vocab_size) are
+// an error.
+void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const Tensor& row_max, int64_t first_col,
+                              int64_t valid_cols, int64_t vocab_size, Tensor& sums);
+void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor& losses, Tensor& lse);
+// dlogits = (softmax(logits) - onehot(target)) * grad_scale on the valid columns (with the global
+// lse), 0 on padding columns; dlogits may alias logits.
+void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
+                                  int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits);
 
 // ---- optimizer ----
 struct AdamWParams {

@@ -17,4 +17,19 @@ void add_position_embedding(float* x, const float* table, int64_t batch, int64_t
 // dtable[t, :] += sum_b dx[b, t, :].
 void position_embedding_backward(const float* dx, float* dtable, int64_t batch, int64_t seq, int64_t hidden);
 
+// Vocab-parallel: the table holds rows [first_row, first_row + rows) of the vocabulary.
+// out[n, :] = table[ids[n] - first_row, :] when the id falls there, else 0.
+void embedding_forward_shard(const int32_t* ids, const float* table, float* out, int64_t n, int64_t hidden,
+                             int64_t first_row, int64_t rows);
+// dtable[ids[n] - first_row, :] += dout[n, :] for the ids that fall in the shard.
+void embedding_backward_shard(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t hidden,
+                              int64_t first_row, int64_t rows);
+// Rows of flattened tokens that start at global token `first_token` of sequences of length seq:
+// x[i, :] += table[(first_token + i) mod seq, :].
+void add_position_embedding_tokens(float* x, const float* table, int64_t n, int64_t hidden, int64_t seq,
+                                   int64_t first_token);
+// dtable[(first_token + i) mod seq, :] += dx[i, :]; threads own positions, rows summed in order.
+void position_embedding_backward_tokens(const float* dx, float* dtable, int64_t n, int64_t hidden, int64_t seq,
+                                        int64_t first_token);
+
 }  // namespace lattice::cpu
