@@ -3,10 +3,10 @@
 #include "parallel/distributed_optimizer.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "kernels/error.h"
 #include "kernels/ops.h"
+#include "parallel/exact_sum.h"
 
 namespace lattice {
 
@@ -27,6 +27,12 @@ DistributedOptimizer::DistributedOptimizer(GradBuckets& buckets, const DistAdamW
       if (a >= b) continue;
       const bool decay = store.spec(p).weight_decay;
       const int64_t shard_off = g.shard_offset + (a - lo);
+      if (!store.spec(p).replica) {
+        if (!norm_ranges_.empty() && norm_ranges_.back().first + norm_ranges_.back().second == shard_off)
+          norm_ranges_.back().second += b - a;
+        else
+          norm_ranges_.emplace_back(shard_off, b - a);
+      }
       if (!runs_.empty() && runs_.back().decay == decay && runs_.back().flat_offset + runs_.back().numel == a &&
           runs_.back().shard_offset + runs_.back().numel == shard_off) {
         runs_.back().numel += b - a;
@@ -76,25 +82,12 @@ void DistributedOptimizer::set_step_count(int64_t steps) {
 
 double DistributedOptimizer::local_grad_sum_squares() const {
   Tensor& g = const_cast<GradBuckets&>(buckets_).shard_grads();
-  return g.numel() > 0 ? ops::sum_squares(g) : 0.0;
+  double sum = 0.0;
+  for (const auto& [offset, numel] : norm_ranges_) sum += ops::sum_squares(g.slice_flat(offset, {numel}));
+  return sum;
 }
 
-double DistributedOptimizer::grad_norm() {
-  Communicator& dp = buckets_.comm();
-  const double local = local_grad_sum_squares();
-  // Communicators carry f32/i32 only: ship the double's bits as two i32 and add in rank order.
-  Tensor in = Tensor::empty({2}, DType::kI32);
-  Tensor out = Tensor::empty({2 * static_cast<int64_t>(dp.size())}, DType::kI32);
-  std::memcpy(in.i32(), &local, sizeof(double));
-  dp.all_gather(in, out);
-  double total = 0.0;
-  for (int r = 0; r < dp.size(); ++r) {
-    double part = 0.0;
-    std::memcpy(&part, out.i32() + 2 * r, sizeof(double));
-    total += part;
-  }
-  return std::sqrt(total);
-}
+double DistributedOptimizer::grad_norm() { return std::sqrt(exact_sum(buckets_.comm(), local_grad_sum_squares())); }
 
 void DistributedOptimizer::step(double lr, float grad_scale) {
   wait_all();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/adamw_runs.h"
@@ -35,6 +36,7 @@ class DistributedOptimizer {
 
   // Sum of squares of this rank's shard of the (reduced) mean gradient, in double: call after
   // buckets.finish(). Padding is zero, so over all dp ranks every element counts exactly once.
+  // Parameters flagged ParamSpec::replica (another rank holds the counted copy) are left out.
   double local_grad_sum_squares() const;
   // sqrt of local_grad_sum_squares() summed over the dp group. The partial sums are all-gathered as
   // exact doubles and added in rank order, so every rank gets the bit-identical norm. (With TP/PP
@@ -81,6 +83,7 @@ class DistributedOptimizer {
   DistAdamWConfig config_;
   std::vector<Run> runs_;
   std::vector<AdamWRun> shard_runs_;  // runs_ addressed by shard offset, as AdamW steps them
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;  // (shard offset, numel) of non-replica elements
   Tensor master_;
   Tensor exp_avg_;
   Tensor exp_avg_sq_;

@@ -206,7 +206,8 @@ PipelineStepStats PipelineExecutor::run(const std::vector<Action>& actions, cons
         Tensor output = out >= 0 ? pool_[out].tensor : Tensor();
         const auto start = Clock::now();
         {
-          auto scope = tracer_.scope("forward", "compute", {{"microbatch", a.microbatch}, {"chunk", a.chunk}});
+          auto scope = tracer_.scope("forward", "compute",
+                                     {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
           chunks[a.chunk]->forward(a.microbatch, input, output);
         }
         stats.forward_s += seconds_since(start);
@@ -223,7 +224,8 @@ PipelineStepStats PipelineExecutor::run(const std::vector<Action>& actions, cons
         Tensor grad_input = out >= 0 ? pool_[out].tensor : Tensor();
         const auto start = Clock::now();
         {
-          auto scope = tracer_.scope("backward", "compute", {{"microbatch", a.microbatch}, {"chunk", a.chunk}});
+          auto scope = tracer_.scope("backward", "compute",
+                                     {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
           chunks[a.chunk]->backward(a.microbatch, grad_output, grad_input);
         }
         stats.backward_s += seconds_since(start);

@@ -50,7 +50,7 @@ double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group);
 // guaranteed tag bound), i.e. m · v < 16384.
 // p == 1 with v > 1: the peer is this rank; the buffer is handed to the receiving chunk without
 // MPI or a copy.
-// Trace: "forward"/"backward" on the compute lane (args microbatch, chunk), and each wait for a
+// Trace: "forward"/"backward" on the compute lane (args step, microbatch, chunk), and each wait for a
 // receive ("recv_activation"/"recv_grad") or send ("send_wait") on the communication lane.
 class PipelineExecutor {
  public:
@@ -67,6 +67,9 @@ class PipelineExecutor {
   void reserve(int64_t buffers, const Shape& shape, DType dtype = DType::kF32);
   int64_t pool_size() const { return static_cast<int64_t>(pool_.size()); }
 
+  // The "step" arg of the forward/backward trace events of the following runs (-1 = none given).
+  void set_trace_step(int64_t step) { trace_step_ = step; }
+
  private:
   struct Slot {
     Tensor tensor;
@@ -81,6 +84,7 @@ class PipelineExecutor {
   Shape shape_;
   DType dtype_ = DType::kF32;
   std::vector<Slot> pool_;
+  int64_t trace_step_ = -1;
 };
 
 // One step with a fresh executor (its pool lives only for this call): the simple entry point.

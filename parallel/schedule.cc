@@ -168,6 +168,24 @@ std::vector<std::vector<Action>> make_all_schedules(ScheduleKind kind, int p, in
   return out;
 }
 
+std::vector<Action> make_forward_only_schedule(int p, int v, int m, int pp_rank) {
+  LATTICE_CHECK(p >= 1 && v >= 1 && m >= 1, "forward-only schedule for p={}, v={}, m={}", p, v, m);
+  LATTICE_CHECK(pp_rank >= 0 && pp_rank < p, "pp rank {} outside [0, {})", pp_rank, p);
+  const int r = pp_rank, prev = (r - 1 + p) % p, next = (r + 1) % p;
+  const int last_stage = p * v - 1;
+  std::vector<Action> out;
+  out.reserve(size_t(3) * m * v);
+  for (int mb = 0; mb < m; ++mb) {
+    for (int c = 0; c < v; ++c) {
+      const int s = virtual_stage(p, r, c);
+      if (s > 0) out.push_back({ActionType::kRecvActivation, mb, c, prev});
+      out.push_back({ActionType::kForward, mb, c, -1});
+      if (s < last_stage) out.push_back({ActionType::kSendActivation, mb, c, next});
+    }
+  }
+  return out;
+}
+
 double theoretical_bubble(ScheduleKind kind, int p, int v, int m) {
   validate_schedule(kind, p, v, m);
   const double vm = kind == ScheduleKind::kInterleaved ? double(v) * m : double(m);

@@ -67,6 +67,12 @@ std::vector<Action> make_schedule(ScheduleKind kind, int p, int v, int m, int pp
 // make_schedule for every rank 0..p-1.
 std::vector<std::vector<Action>> make_all_schedules(ScheduleKind kind, int p, int v, int m);
 
+// Forward passes only (evaluation): pp rank `pp_rank` runs, for each micro-batch 0..m-1 and each of
+// its chunks 0..v-1 in that order, RecvActivation (not on virtual stage 0), Forward, SendActivation
+// (not on the last virtual stage). Every rank follows the global (micro-batch, virtual stage) order,
+// so with non-blocking sends it cannot deadlock. Any m >= 1 (no schedule constraint).
+std::vector<Action> make_forward_only_schedule(int p, int v, int m, int pp_rank);
+
 // Idle share of p·makespan in the textbook model (per-stage forward/backward costs t_f and t_b,
 // a chunk costs t/v, free communication): (p-1)/(m+p-1) for gpipe and 1f1b, (p-1)/(v·m+p-1)
 // for interleaved.

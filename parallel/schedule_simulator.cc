@@ -292,6 +292,7 @@ class Simulator {
       for (int c = 0; c < v_; ++c) {
         for (int mb = 0; mb < m_; ++mb) {
           for (bool f : {true, false}) {
+            if (!f && opt_.forward_only) continue;
             if ((f ? st_[r].fwd : st_[r].bwd)[c][mb] == 0) {
               res_.errors.push_back(fmt::format("rank {}: {} of micro-batch {} on chunk {} never runs",
                                                 r, f ? "forward" : "backward", mb, c));

@@ -17,6 +17,8 @@ struct SimulatorOptions {
   double backward_cost = 2.0;
   // Time from a send until its message can be received (0: free communication).
   double p2p_latency = 0.0;
+  // The lists hold forwards only (make_forward_only_schedule): a backward that never runs is fine.
+  bool forward_only = false;
 };
 
 struct TimedAction {

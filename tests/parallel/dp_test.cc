@@ -236,6 +236,35 @@ TEST_CASE("distributed optimizer: 3 AdamW steps equal one-process AdamW on the m
   }
 }
 
+// A replica (another rank holds the counted copy: the tied head on the last pipeline stage, a
+// TP-duplicated norm gain on tp rank > 0) stays out of the gradient norm, wherever shards cut it.
+TEST_CASE("distributed optimizer: the grad norm skips replica parameters") {
+  auto& w = world();
+  for (double size : kSizes) {
+    CAPTURE(size);
+    std::vector<ParamSpec> sp = specs();
+    sp[0].replica = true;  // embed.weight
+    sp[3].replica = true;  // fc1.bias
+    ParameterStore store(sp);
+    store.initialize(1234);
+    GradBuckets buckets(store, w, {size, true, true});
+    DistributedOptimizer opt(buckets, DistAdamWConfig{});
+    fill_grads(store, w.rank(), 0);
+    for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
+    buckets.finish();
+    const auto mean = mean_grads(store.numel(), w.size(), 0);
+    double sq = 0.0;
+    int64_t offset = 0;
+    for (const ParamSpec& s : store.specs()) {
+      const int64_t n = shape_numel(s.shape);
+      if (!s.replica)
+        for (int64_t i = offset; i < offset + n; ++i) sq += static_cast<double>(mean[i]) * mean[i];
+      offset += n;
+    }
+    CHECK(std::fabs(opt.grad_norm() - std::sqrt(sq)) <= 1e-6 * std::sqrt(sq));
+  }
+}
+
 TEST_CASE("distributed optimizer decays only decay parameters even where a shard cuts one") {
   auto& w = world();
   // Zero gradients: Adam's update is 0, so only decay moves a parameter: p *= (1 - lr * wd).

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "parallel/activation_slots.h"
 #include "parallel/schedule.h"
 #include "parallel/schedule_simulator.h"
 
@@ -246,6 +247,70 @@ TEST_CASE("the simulator reports deadlocks, unmatched messages and out-of-order 
     const SimulationResult res = simulate_schedules(bad, 1, 3);
     CHECK(res.completed);
     CHECK_THAT(res.error_text(), Contains("forward of micro-batch 2 on chunk 0 never runs"));
+  }
+}
+
+TEST_CASE("forward-only lists (evaluation) complete for every layout, one slot per chunk") {
+  for (const Layout& l : all_layouts()) {
+    INFO(text(l));
+    std::vector<std::vector<Action>> lists;
+    for (int r = 0; r < l.p; ++r) lists.push_back(make_forward_only_schedule(l.p, l.v, l.m, r));
+    SimulatorOptions o;
+    o.forward_only = true;
+    const SimulationResult res = simulate_schedules(lists, l.v, l.m, o);
+    INFO(res.error_text());
+    REQUIRE(res.ok());
+    for (int r = 0; r < l.p; ++r) {
+      CHECK(compute_labels(lists[r]).size() == size_t(l.m) * l.v);
+      const ActivationSlots slots = plan_activation_slots(lists[r], l.v, l.m);
+      for (int c = 0; c < l.v; ++c) {
+        CHECK(slots.needed[c] == 1);
+        CHECK(slots.last_backward[c] == -1);
+      }
+    }
+  }
+  // Without a forward-only simulation the missing backwards are errors.
+  const SimulationResult strict = simulate_schedules({make_forward_only_schedule(1, 1, 2, 0)}, 1, 2);
+  CHECK_FALSE(strict.ok());
+  CHECK_THAT(strict.error_text(), Contains("backward of micro-batch 0 on chunk 0 never runs"));
+}
+
+TEST_CASE("activation slots from the action list: peak per chunk, no slot shared while in flight") {
+  for (const Layout& l : all_layouts()) {
+    for (int r = 0; r < l.p; ++r) {
+      INFO(text(l) << " rank " << r);
+      const std::vector<Action> list = make_schedule(l.kind, l.p, l.v, l.m, r);
+      const ActivationSlots slots = plan_activation_slots(list, l.v, l.m);
+      // Replay: a slot is held from a forward to its backward and never by two micro-batches.
+      std::vector<std::vector<int>> holder(l.v);
+      std::vector<int> live(l.v, 0), peak(l.v, 0);
+      int total = 0, peak_total = 0;
+      for (const Action& a : list) {
+        if (!is_compute(a.type)) continue;
+        const int s = slots.slot[a.chunk][a.microbatch];
+        REQUIRE(s >= 0);
+        REQUIRE(s < slots.needed[a.chunk]);
+        auto& h = holder[a.chunk];
+        if (int(h.size()) <= s) h.resize(s + 1, -1);
+        if (a.type == ActionType::kForward) {
+          REQUIRE(h[s] == -1);
+          h[s] = a.microbatch;
+          peak[a.chunk] = std::max(peak[a.chunk], ++live[a.chunk]);
+          peak_total = std::max(peak_total, ++total);
+        } else {
+          REQUIRE(h[s] == a.microbatch);
+          h[s] = -1;
+          --live[a.chunk];
+          --total;
+        }
+      }
+      for (int c = 0; c < l.v; ++c) {
+        CHECK(slots.needed[c] == peak[c]);
+        CHECK(slots.last_backward[c] == l.m - 1);  // backwards of a chunk run in micro-batch order
+      }
+      CHECK(peak_total == max_inflight_bound(l.kind, l.p, l.v, l.m, r));
+      if (l.v == 1) CHECK(slots.needed[0] == max_inflight_bound(l.kind, l.p, l.v, l.m, r));
+    }
   }
 }
 
