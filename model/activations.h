@@ -1,41 +1,50 @@
 // Memory a decoder layer keeps between forward and backward (one set per micro-batch slot), and
-// the scratch its backward uses (shared by all layers). Both are allocated once, when the model
-// is built, never inside a step.
+// the scratch its forward and backward use (shared by all layers of a chunk). Both are allocated
+// once, when the model is built, never inside a step. Shapes are this rank's: N = B·T tokens
+// inside the tensor-parallel regions, n = N (or N/tp with sequence parallelism) on the residual
+// stream, Hq/tp and Hkv/tp heads, F/tp MLP features.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/tensor.h"
 #include "model/model_config.h"
+#include "model/model_layout.h"
 #include "model/norm.h"
 
 namespace lattice {
 
 struct LayerActivations {
-  Tensor input;          // [B, T, H] residual stream entering the layer
-  Tensor norm1_out;      // [B, T, H]
-  NormSaved norm1;
-  Tensor q, k, v;        // [B, T, Hq|Hkv, D], after RoPE
-  Tensor attn_out;       // [B, T, Hq, D]
-  Tensor lse;            // [B, Hq, T]
-  Tensor mid;            // [B, T, H] residual stream after attention
-  Tensor norm2_out;      // [B, T, H]
-  NormSaved norm2;
-  Tensor up;             // [B, T, F] first MLP projection (pre-activation)
-  Tensor gate;           // [B, T, F] SwiGLU gate projection
-  Tensor act;            // [B, T, F] activation output
+  Tensor input;          // [n, H] residual stream entering the layer
+  Tensor norm1_out;      // [N, H] attention input (all tokens: gathered under SP)
+  NormSaved norm1;       // [n]
+  Tensor q, k, v;        // [B, T, Hq/tp|Hkv/tp, D], after RoPE
+  Tensor attn_out;       // [B, T, Hq/tp, D]
+  Tensor lse;            // [B, Hq/tp, T]
+  Tensor mid;            // [n, H] residual stream after attention
+  Tensor norm2_out;      // [N, H] MLP input (gathered under SP)
+  NormSaved norm2;       // [n]
+  Tensor up;             // [N, F/tp] first MLP projection (pre-activation)
+  Tensor gate;           // [N, F/tp] SwiGLU gate projection
+  Tensor act;            // [N, F/tp] activation output
 
-  void allocate(const ModelConfig& c, int64_t batch);
+  void allocate(const ModelConfig& c, const ModelLayout& layout, int64_t batch);
 };
 
-struct BackwardScratch {
-  Tensor d_hidden;       // [B, T, H] gradient of a norm output
-  Tensor d_mid;          // [B, T, H]
-  Tensor d_attn;         // [B, T, Hq, D]
-  Tensor dq, dk, dv;     // [B, T, Hq|Hkv, D]
-  Tensor d_act, d_up, d_gate;  // [B, T, F]
+struct LayerScratch {
+  // Backward.
+  Tensor d_hidden;       // [N, H] gradient of a norm output (partial over tp before its reduction)
+  Tensor d_mid;          // [n, H]
+  Tensor d_attn;         // [B, T, Hq/tp, D]
+  Tensor dq, dk, dv;     // [B, T, Hq/tp|Hkv/tp, D]
+  Tensor d_act, d_up, d_gate;  // [N, F/tp]
+  // Sequence parallelism only (undefined otherwise).
+  Tensor norm_local;     // [n, H] forward: a norm's output before it is gathered
+  Tensor partial;        // [N, H] forward: row-parallel partial sums before the reduce-scatter
+  Tensor d_full;         // [N, H] backward: gathered gradient of a row-parallel output
+  Tensor d_local;        // [n, H] backward: reduce-scattered gradient of a norm output
 
-  void allocate(const ModelConfig& c, int64_t batch);
+  void allocate(const ModelConfig& c, const ModelLayout& layout, int64_t batch);
 };
 
 }  // namespace lattice

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/error.h"
 #include "kernels/ops.h"
 
 namespace lattice {
@@ -14,93 +15,135 @@ Tensor matrix(const Tensor& t, int64_t cols) { return t.view({t.numel() / cols, 
 
 }  // namespace
 
-DecoderLayer::DecoderLayer(const ModelConfig& config, ParameterStore& params, int64_t index) : config_(config) {
+DecoderLayer::DecoderLayer(const ModelConfig& config, const ModelLayout& layout, ParameterStore& params,
+                           TensorParallel tp, int64_t index)
+    : config_(config), tp_(tp) {
+  LATTICE_CHECK(tp.size() == layout.tp_size && tp.rank() == layout.tp_rank &&
+                    tp.sequence_parallel == layout.sequence_parallel,
+                "tp group (rank {} of {}, sp {}) does not match the layout (rank {} of {}, sp {})", tp.rank(),
+                tp.size(), tp.sequence_parallel, layout.tp_rank, layout.tp_size, layout.sequence_parallel);
+  LATTICE_CHECK(config.num_attention_heads % tp.size() == 0 && config.num_kv_heads % tp.size() == 0,
+                "{} heads / {} kv heads do not split over tp {}", config.num_attention_heads, config.num_kv_heads,
+                tp.size());
   const std::string p = fmt::format("layers.{}.", index);
   const float eps = static_cast<float>(config.norm_eps);
+  const LinearKind column = tp.size() > 1 ? LinearKind::kColumn : LinearKind::kPlain;
+  const LinearKind row = tp.size() > 1 ? LinearKind::kRow : LinearKind::kPlain;
   norm1_ = Norm(params, p + "input_norm", config.norm, eps);
   norm2_ = Norm(params, p + "post_attention_norm", config.norm, eps);
-  q_proj_ = Linear(params, p + "attention.q_proj");
-  k_proj_ = Linear(params, p + "attention.k_proj");
-  v_proj_ = Linear(params, p + "attention.v_proj");
-  o_proj_ = Linear(params, p + "attention.o_proj");
-  if (config.activation == Activation::kSwiglu) gate_proj_ = Linear(params, p + "mlp.gate_proj");
-  up_proj_ = Linear(params, p + "mlp.up_proj");
-  down_proj_ = Linear(params, p + "mlp.down_proj");
+  q_proj_ = Linear(params, p + "attention.q_proj", column, tp);
+  k_proj_ = Linear(params, p + "attention.k_proj", column, tp);
+  v_proj_ = Linear(params, p + "attention.v_proj", column, tp);
+  o_proj_ = Linear(params, p + "attention.o_proj", row, tp);
+  if (config.activation == Activation::kSwiglu) gate_proj_ = Linear(params, p + "mlp.gate_proj", column, tp);
+  up_proj_ = Linear(params, p + "mlp.up_proj", column, tp);
+  down_proj_ = Linear(params, p + "mlp.down_proj", row, tp);
 }
 
-void DecoderLayer::forward(LayerActivations& s, Tensor& out) const {
-  const int64_t H = config_.hidden_size, F = config_.ffn_hidden_size;
-  const int64_t qd = q_proj_.out_features(), kvd = k_proj_.out_features();
+void DecoderLayer::enter_region(const Norm& norm, const Tensor& x, Tensor& region_in, NormSaved& stats,
+                                LayerScratch& w) const {
+  if (!tp_.sequence_parallel) {
+    norm.forward(x, region_in, stats);
+    copy_to_tp_region_forward(tp_, region_in);  // identity
+    return;
+  }
+  norm.forward(x, w.norm_local, stats);
+  gather_tokens_forward(tp_, w.norm_local, region_in);
+}
+
+CommHandle DecoderLayer::reduce_region_grad(LayerScratch& w, Tensor& d_norm_out) const {
+  if (!tp_.sequence_parallel) {
+    d_norm_out = w.d_hidden;
+    return copy_to_tp_region_backward_async(tp_, w.d_hidden);
+  }
+  d_norm_out = w.d_local;
+  return gather_tokens_backward_async(tp_, w.d_hidden, w.d_local);
+}
+
+void DecoderLayer::forward(LayerActivations& s, LayerScratch& w, Tensor& out) const {
+  const int64_t H = config_.hidden_size;
+  const int64_t qd = q_proj_.out_features(), kvd = k_proj_.out_features(), F = up_proj_.out_features();
   const bool rope = config_.position_embedding == PositionEmbedding::kRope;
   const float theta = static_cast<float>(config_.rope_theta);
 
-  norm1_.forward(s.input, s.norm1_out, s.norm1);
-  Tensor h1 = matrix(s.norm1_out, H);
+  // Attention: this rank's heads (local q head j reads local kv head j / (Hq/Hkv), the same
+  // grouping as globally because heads are split contiguously).
+  enter_region(norm1_, s.input, s.norm1_out, s.norm1, w);
   Tensor q = matrix(s.q, qd), k = matrix(s.k, kvd), v = matrix(s.v, kvd);
-  q_proj_.forward(h1, q);
-  k_proj_.forward(h1, k);
-  v_proj_.forward(h1, v);
+  q_proj_.forward(s.norm1_out, q);
+  k_proj_.forward(s.norm1_out, k);
+  v_proj_.forward(s.norm1_out, v);
   if (rope) {
     ops::rope_forward(s.q, theta);
     ops::rope_forward(s.k, theta);
   }
   ops::attention_forward(s.q, s.k, s.v, s.attn_out, s.lse);
-  Tensor mid = matrix(s.mid, H);
-  o_proj_.forward(matrix(s.attn_out, qd), mid);
+  o_proj_.forward(matrix(s.attn_out, qd), s.mid, w.partial);
   ops::add(s.mid, s.input, s.mid);
 
-  norm2_.forward(s.mid, s.norm2_out, s.norm2);
-  Tensor h2 = matrix(s.norm2_out, H);
-  Tensor up = matrix(s.up, F);
-  up_proj_.forward(h2, up);
+  // MLP.
+  enter_region(norm2_, s.mid, s.norm2_out, s.norm2, w);
+  up_proj_.forward(s.norm2_out, s.up);
   if (config_.activation == Activation::kSwiglu) {
-    Tensor gate = matrix(s.gate, F);
-    gate_proj_.forward(h2, gate);
+    gate_proj_.forward(s.norm2_out, s.gate);
     ops::swiglu_forward(s.gate, s.up, s.act);
   } else {
     ops::gelu_forward(s.up, s.act);
   }
   Tensor out2 = matrix(out, H);
-  down_proj_.forward(matrix(s.act, F), out2);
+  down_proj_.forward(matrix(s.act, F), out2, w.partial);
   ops::add(out, s.mid, out);
 }
 
-void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, BackwardScratch& g, Tensor& d_x) {
-  const int64_t H = config_.hidden_size, F = config_.ffn_hidden_size;
-  const int64_t qd = q_proj_.out_features(), kvd = k_proj_.out_features();
+void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, LayerScratch& g, Tensor& d_x) {
+  const int64_t H = config_.hidden_size;
+  const int64_t qd = q_proj_.out_features(), kvd = k_proj_.out_features(), F = up_proj_.out_features();
   const bool rope = config_.position_embedding == PositionEmbedding::kRope;
   const float theta = static_cast<float>(config_.rope_theta);
+  const bool swiglu = config_.activation == Activation::kSwiglu;
 
   // MLP branch: out = mid + down(act(up(norm2(mid)))).
-  Tensor d_act = matrix(g.d_act, F);
-  down_proj_.backward(matrix(s.act, F), matrix(d_out, H), d_act);
-  Tensor h2 = matrix(s.norm2_out, H);
-  Tensor d_h2 = matrix(g.d_hidden, H);
-  if (config_.activation == Activation::kSwiglu) {
+  down_proj_.backward(matrix(s.act, F), matrix(d_out, H), g.d_act, false, g.d_full);
+  if (swiglu) {
     ops::swiglu_backward(g.d_act, s.gate, s.up, g.d_gate, g.d_up);
-    gate_proj_.backward(h2, matrix(g.d_gate, F), d_h2);
-    up_proj_.backward(h2, matrix(g.d_up, F), d_h2, /*accumulate_dx=*/true);
+    gate_proj_.backward_input(g.d_gate, g.d_hidden);
+    up_proj_.backward_input(g.d_up, g.d_hidden, /*accumulate_dx=*/true);
   } else {
     ops::gelu_backward(g.d_act, s.up, g.d_up);
-    up_proj_.backward(h2, matrix(g.d_up, F), d_h2);
+    up_proj_.backward_input(g.d_up, g.d_hidden);
   }
-  norm2_.backward(g.d_hidden, s.mid, s.norm2, g.d_mid);
+  Tensor d_h2;
+  {
+    // The region input's gradient travels over tp while the weight gradients are computed.
+    CommHandle reduce = reduce_region_grad(g, d_h2);
+    if (swiglu) gate_proj_.backward_weights(s.norm2_out, g.d_gate);
+    up_proj_.backward_weights(s.norm2_out, g.d_up);
+    reduce.wait();
+  }
+  norm2_.backward(d_h2, s.mid, s.norm2, g.d_mid);
   ops::add(g.d_mid, d_out, g.d_mid);  // residual path
 
   // Attention branch: mid = input + o_proj(attn(q, k, v)).
   Tensor d_attn = matrix(g.d_attn, qd);
-  o_proj_.backward(matrix(s.attn_out, qd), matrix(g.d_mid, H), d_attn);
+  o_proj_.backward(matrix(s.attn_out, qd), g.d_mid, d_attn, false, g.d_full);
   ops::attention_backward(g.d_attn, s.q, s.k, s.v, s.attn_out, s.lse, g.dq, g.dk, g.dv);
   if (rope) {
     ops::rope_backward(g.dq, theta);
     ops::rope_backward(g.dk, theta);
   }
-  Tensor h1 = matrix(s.norm1_out, H);
-  Tensor d_h1 = matrix(g.d_hidden, H);
-  q_proj_.backward(h1, matrix(g.dq, qd), d_h1);
-  k_proj_.backward(h1, matrix(g.dk, kvd), d_h1, /*accumulate_dx=*/true);
-  v_proj_.backward(h1, matrix(g.dv, kvd), d_h1, /*accumulate_dx=*/true);
-  norm1_.backward(g.d_hidden, s.input, s.norm1, d_x);
+  const Tensor dq = matrix(g.dq, qd), dk = matrix(g.dk, kvd), dv = matrix(g.dv, kvd);
+  q_proj_.backward_input(dq, g.d_hidden);
+  k_proj_.backward_input(dk, g.d_hidden, /*accumulate_dx=*/true);
+  v_proj_.backward_input(dv, g.d_hidden, /*accumulate_dx=*/true);
+  Tensor d_h1;
+  {
+    CommHandle reduce = reduce_region_grad(g, d_h1);
+    q_proj_.backward_weights(s.norm1_out, dq);
+    k_proj_.backward_weights(s.norm1_out, dk);
+    v_proj_.backward_weights(s.norm1_out, dv);
+    reduce.wait();
+  }
+  norm1_.backward(d_h1, s.input, s.norm1, d_x);
   ops::add(d_x, g.d_mid, d_x);
 }
 

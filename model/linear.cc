@@ -1,28 +1,57 @@
-// Linear layer forward/backward through ops::matmul.
+// Linear layer forward/backward through ops::matmul, with the row-parallel reduction.
 #include "model/linear.h"
 
+#include "kernels/error.h"
 #include "kernels/ops.h"
 
 namespace lattice {
 
-Linear::Linear(ParameterStore& params, const std::string& prefix)
-    : weight_(params.value(prefix + ".weight")), weight_grad_(params.grad(prefix + ".weight")) {
+Linear::Linear(ParameterStore& params, const std::string& prefix, LinearKind kind, TensorParallel tp)
+    : kind_(kind), tp_(tp), weight_(params.value(prefix + ".weight")), weight_grad_(params.grad(prefix + ".weight")) {
   if (params.contains(prefix + ".bias")) {
     bias_ = params.value(prefix + ".bias");
     bias_grad_ = params.grad(prefix + ".bias");
   }
 }
 
-void Linear::forward(const Tensor& x, Tensor& y) const {
-  ops::matmul(x, false, weight_, true, y);
+void Linear::forward(const Tensor& x, Tensor& y, const Tensor& workspace) const {
+  if (scatters_tokens()) {
+    LATTICE_CHECK(workspace.defined(), "row-parallel linear under sequence parallelism needs a workspace");
+    Tensor partial = workspace;
+    ops::matmul(x, false, weight_, true, partial);
+    reduce_scatter_tokens_forward(tp_, partial, y);
+  } else {
+    ops::matmul(x, false, weight_, true, y);
+    if (kind_ == LinearKind::kRow) reduce_from_tp_region_forward(tp_, y);
+  }
+  // After the reduction: the bias is added once, not once per rank.
   if (bias_.defined()) ops::add_bias(y, bias_);
 }
 
-void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumulate_dx) {
-  // dW[out, in] += dy^T x
+void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumulate_dx, const Tensor& workspace) {
+  // The bias was added to the reduced output: its gradient comes from this rank's rows of dy
+  // (under SP a partial sum over tokens, summed over tp by sync_sequence_parallel_grads).
+  if (bias_.defined()) ops::bias_backward(dy, bias_grad_);
+  const Tensor* grad = &dy;
+  if (scatters_tokens()) {
+    LATTICE_CHECK(workspace.defined(), "row-parallel linear under sequence parallelism needs a workspace");
+    reduce_scatter_tokens_backward(tp_, dy, workspace);
+    grad = &workspace;
+  }
+  // Row-parallel without SP: the reduce-from-region backward is the identity.
+  ops::matmul(*grad, true, x, false, weight_grad_, 1.0f, 1.0f);  // dW[out, in] += dy^T x
+  if (dx.defined()) ops::matmul(*grad, false, weight_, false, dx, 1.0f, accumulate_dx ? 1.0f : 0.0f);
+}
+
+void Linear::backward_input(const Tensor& dy, Tensor& dx, bool accumulate_dx) const {
+  LATTICE_CHECK(kind_ != LinearKind::kRow, "backward_input is for plain and column-parallel layers");
+  ops::matmul(dy, false, weight_, false, dx, 1.0f, accumulate_dx ? 1.0f : 0.0f);
+}
+
+void Linear::backward_weights(const Tensor& x, const Tensor& dy) {
+  LATTICE_CHECK(kind_ != LinearKind::kRow, "backward_weights is for plain and column-parallel layers");
   ops::matmul(dy, true, x, false, weight_grad_, 1.0f, 1.0f);
   if (bias_.defined()) ops::bias_backward(dy, bias_grad_);
-  if (dx.defined()) ops::matmul(dy, false, weight_, false, dx, 1.0f, accumulate_dx ? 1.0f : 0.0f);
 }
 
 }  // namespace lattice

@@ -1,29 +1,51 @@
 // Linear: y = x W^T + b on [N, in] -> [N, out], with W stored [out, in] (the layout that becomes
 // column- or row-parallel by splitting dim 0 or dim 1). Bias optional.
+//   kColumn: this rank holds out/tp output features (rows of W, bias part). Locally a plain
+//     Linear; the input's region op (copy-to-region or SP gather) is the caller's, because one
+//     gathered input feeds several column-parallel layers (q, k, v; gate, up).
+//   kRow: this rank holds in/tp input features (columns of W), the bias whole. Forward reduces
+//     the partial products over tp — all-reduce, or under SP a reduce-scatter of the token rows —
+//     and then adds the bias once.
 #pragma once
 
 #include <string>
 
 #include "kernels/tensor.h"
 #include "model/parameter_store.h"
+#include "parallel/tensor_parallel.h"
 
 namespace lattice {
+
+enum class LinearKind { kPlain, kColumn, kRow };
 
 class Linear {
  public:
   Linear() = default;
   // Binds to `prefix.weight` and, when present in the store, `prefix.bias`.
-  Linear(ParameterStore& params, const std::string& prefix);
+  Linear(ParameterStore& params, const std::string& prefix, LinearKind kind = LinearKind::kPlain,
+         TensorParallel tp = {});
 
-  void forward(const Tensor& x, Tensor& y) const;
+  // kRow under SP: x [N, in/tp] -> y [N/tp, out], `workspace` [N, out] receives the partial sums.
+  // Otherwise y [N, out] and workspace is unused.
+  void forward(const Tensor& x, Tensor& y, const Tensor& workspace = {}) const;
   // dx overwritten (or accumulated when accumulate_dx), dW/db accumulated. dx may be undefined
-  // when the input's gradient is not needed.
-  void backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumulate_dx = false);
+  // when the input's gradient is not needed. kRow under SP: dy is [N/tp, out] and is all-gathered
+  // into `workspace` [N, out] first.
+  void backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumulate_dx = false,
+                const Tensor& workspace = {});
+  // The two halves of backward for the plain and column kinds, so that a caller can start
+  // reducing dx over tp and compute the weight gradients while it travels.
+  void backward_input(const Tensor& dy, Tensor& dx, bool accumulate_dx = false) const;
+  void backward_weights(const Tensor& x, const Tensor& dy);
 
   int64_t out_features() const { return weight_.dim(0); }
   int64_t in_features() const { return weight_.dim(1); }
 
  private:
+  bool scatters_tokens() const { return kind_ == LinearKind::kRow && tp_.sequence_parallel; }
+
+  LinearKind kind_ = LinearKind::kPlain;
+  TensorParallel tp_;
   Tensor weight_, weight_grad_;
   Tensor bias_, bias_grad_;
 };

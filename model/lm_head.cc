@@ -1,6 +1,8 @@
 // LmHead forward/backward.
 #include "model/lm_head.h"
 
+#include <algorithm>
+
 #include "kernels/error.h"
 #include "kernels/ops.h"
 
@@ -17,33 +19,69 @@ LmHead::LmHead(const ModelConfig& config, const ModelLayout& layout, ParameterSt
   const size_t h = params.index(config.tie_embeddings ? "embedding.word_embeddings.weight" : "lm_head.weight");
   head_ = params.value(h);
   head_grad_ = params.grad(h);
+  const int64_t rows = layout.vocab_rows_per_rank(config);
+  LATTICE_CHECK(head_.dim(0) == rows, "LM head {} does not hold {} rows per tp rank", head_.describe(), rows);
+  first_col_ = layout.tp_rank * rows;
+  valid_cols_ = std::clamp<int64_t>(config.vocab_size - first_col_, 0, rows);
   // Tied on one pipeline rank: the embedding's backward (which runs later) reports the table.
   if (!config.tie_embeddings || layout.pp_size > 1) param_indices_.push_back(h);
   saved_.resize(static_cast<size_t>(slots));
   for (Saved& s : saved_) {
     s.hidden = Tensor::empty({local_tokens, H});
     s.norm_out = Tensor::empty({tokens, H});
-    s.norm.allocate(tokens);
-    s.logits = Tensor::empty({tokens, head_.dim(0)});
+    s.norm.allocate(local_tokens);
+    s.logits = Tensor::empty({tokens, rows});
     s.lse = Tensor::empty({tokens});
   }
   d_norm_out_ = Tensor::empty({tokens, H});
+  if (tp.size() > 1) {
+    row_max_ = Tensor::empty({tokens});
+    sums_ = Tensor::empty({2, tokens});
+  }
+  if (layout.sequence_parallel) norm_local_ = Tensor::empty({local_tokens, H});
 }
 
 void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses) {
   Saved& s = saved_.at(static_cast<size_t>(slot));
-  final_norm_.forward(s.hidden, s.norm_out, s.norm);
+  if (tp_.sequence_parallel) {
+    final_norm_.forward(s.hidden, norm_local_, s.norm);
+    gather_tokens_forward(tp_, norm_local_, s.norm_out);
+  } else {
+    final_norm_.forward(s.hidden, s.norm_out, s.norm);
+    copy_to_tp_region_forward(tp_, s.norm_out);  // identity
+  }
   ops::matmul(s.norm_out, false, head_, true, s.logits);
-  ops::cross_entropy_forward(s.logits, targets, token_losses, s.lse);
+  if (tp_.size() == 1) {
+    ops::cross_entropy_forward(s.logits, targets, token_losses, s.lse);
+    return;
+  }
+  // Vocab-parallel softmax: global row max, then the sums of exponentials and the target logit
+  // (owned by exactly one rank) in one all-reduce.
+  ops::cross_entropy_shard_max(s.logits, valid_cols_, row_max_);
+  tp_.group->all_reduce(row_max_, ReduceOp::kMax);
+  ops::cross_entropy_shard_sums(s.logits, targets, row_max_, first_col_, valid_cols_, config_.vocab_size, sums_);
+  tp_.group->all_reduce(sums_);
+  ops::cross_entropy_shard_loss(row_max_, sums_, token_losses, s.lse);
 }
 
 void LmHead::backward(int slot, const Tensor& targets, float grad_scale, Tensor& d_hidden) {
   Saved& s = saved_.at(static_cast<size_t>(slot));
   // The logits buffer becomes its own gradient.
-  ops::cross_entropy_backward(s.logits, targets, s.lse, grad_scale, s.logits);
-  ops::matmul(s.logits, true, s.norm_out, false, head_grad_, 1.0f, 1.0f);
-  ops::matmul(s.logits, false, head_, false, d_norm_out_);
-  final_norm_.backward(d_norm_out_, s.hidden, s.norm, d_hidden);
+  if (tp_.size() == 1) {
+    ops::cross_entropy_backward(s.logits, targets, s.lse, grad_scale, s.logits);
+  } else {
+    ops::cross_entropy_shard_backward(s.logits, targets, s.lse, grad_scale, first_col_, valid_cols_,
+                                      config_.vocab_size, s.logits);
+  }
+  ops::matmul(s.logits, false, head_, false, d_norm_out_);  // partial over this rank's vocabulary
+  {
+    // The norm output's gradient is reduced over tp while the head's gradient is computed.
+    CommHandle reduce = tp_.sequence_parallel ? gather_tokens_backward_async(tp_, d_norm_out_, norm_local_)
+                                              : copy_to_tp_region_backward_async(tp_, d_norm_out_);
+    ops::matmul(s.logits, true, s.norm_out, false, head_grad_, 1.0f, 1.0f);
+    reduce.wait();
+  }
+  final_norm_.backward(tp_.sequence_parallel ? norm_local_ : d_norm_out_, s.hidden, s.norm, d_hidden);
 }
 
 }  // namespace lattice

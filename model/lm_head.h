@@ -1,6 +1,11 @@
 // LmHead: final norm, LM head projection and softmax cross-entropy — what the last pipeline stage
 // runs after its layers. hidden [tokens, H] -> per-token losses f32[B·T]. Keeps what backward
 // needs per activation slot (one slot per micro-batch in flight on this chunk).
+// Tensor-parallel: the head is vocab-parallel (this rank's [Vp/tp, H] rows, the same shard as
+// the tied word embeddings), fed like a column-parallel layer (copy-to-region, or SP gather of
+// the normed tokens). The cross-entropy combines the ranks' logits without gathering them: the
+// row max and the sums of exponentials and target logits are all-reduced (padding columns never
+// count); every tp rank gets all B·T token losses.
 #pragma once
 
 #include <vector>
@@ -33,9 +38,9 @@ class LmHead {
  private:
   struct Saved {
     Tensor hidden;    // [tokens, H]
-    Tensor norm_out;  // [B·T, H]
-    NormSaved norm;
-    Tensor logits;    // [B·T, V]; overwritten by its gradient in backward
+    Tensor norm_out;  // [B·T, H] (gathered under SP)
+    NormSaved norm;   // [tokens]
+    Tensor logits;    // [B·T, Vp/tp]; overwritten by its gradient in backward
     Tensor lse;       // [B·T]
   };
 
@@ -44,8 +49,15 @@ class LmHead {
   TensorParallel tp_;
   Norm final_norm_;
   Tensor head_, head_grad_;  // the word embeddings when tied
+  int64_t first_col_ = 0;    // vocabulary index of the local head's row 0
+  int64_t valid_cols_ = 0;   // rows of the local head that are real vocabulary (the rest padding)
   std::vector<Saved> saved_;
   Tensor d_norm_out_;  // [B·T, H]
+  // tp > 1 only: the cross-entropy's all-reduced statistics, and under SP the local norm output
+  // before the gather and its gradient after the reduce-scatter.
+  Tensor row_max_;     // [B·T]
+  Tensor sums_;        // [2, B·T]
+  Tensor norm_local_;  // [tokens, H]
   std::vector<size_t> param_indices_;
 };
 

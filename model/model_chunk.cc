@@ -16,7 +16,7 @@ ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int
   if (layout.has_embedding(chunk))
     embedding_ = std::make_unique<Embedding>(config_, layout_, params, tp, micro_batch_size);
   for (int64_t i = range_.first; i < range_.first + range_.count; ++i) {
-    layers_.emplace_back(config_, params, i);
+    layers_.emplace_back(config_, layout_, params, tp, i);
     const std::string prefix = fmt::format("layers.{}.", i);
     std::vector<size_t> indices;
     for (size_t p = 0; p < params.count(); ++p)
@@ -28,10 +28,10 @@ ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int
   saved_.resize(static_cast<size_t>(slots));
   for (auto& slot : saved_) {
     slot.resize(layers_.size());
-    for (auto& s : slot) s.allocate(config_, micro_batch_size);
+    for (auto& s : slot) s.allocate(config_, layout_, micro_batch_size);
   }
   d_hidden_ = Tensor::empty(activation_shape());
-  scratch_.allocate(config_, micro_batch_size);
+  scratch_.allocate(config_, layout_, micro_batch_size);
 }
 
 Shape ModelChunk::activation_shape() const {
@@ -48,7 +48,7 @@ void ModelChunk::forward(int slot, const Tensor& ids, const Tensor& targets, con
     ops::copy(input, saved[0].input);
   for (size_t i = 0; i < layers_.size(); ++i) {
     Tensor& out = i + 1 < layers_.size() ? saved[i + 1].input : head_ ? head_->input(slot) : output;
-    layers_[i].forward(saved[i], out);
+    layers_[i].forward(saved[i], scratch_, out);
   }
   if (head_) head_->forward(slot, targets, token_losses);
 }

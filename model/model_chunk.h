@@ -69,7 +69,7 @@ class ModelChunk {
   std::unique_ptr<LmHead> head_;
   std::vector<std::vector<LayerActivations>> saved_;  // [slot][layer]
   Tensor d_hidden_;                                   // [local tokens, H]
-  BackwardScratch scratch_;
+  LayerScratch scratch_;
   GradsDoneHook hook_;
 };
 

@@ -9,6 +9,12 @@
 //   final_norm.{weight,bias} [H]                  lm_head.weight [V, H] (untied only)
 // Linear weights are [out_features, in_features]. Biases exist when model.bias is true (norm
 // biases only for LayerNorm).
+// Tensor parallelism (layout.tp_size > 1) shards them Megatron-style, each spec carrying its
+// local shape, global shape, offset and box: q/k/v_proj, gate/up_proj column-parallel (weight
+// rows and bias split, whole heads per rank); o_proj, down_proj row-parallel (weight columns
+// split, bias whole); word embeddings and lm_head vocab-parallel over the padded vocabulary
+// (rows past V are zero padding); norms, row-parallel biases and position embeddings
+// tp_duplicated (replicas on tp rank > 0).
 #pragma once
 
 #include <vector>
@@ -23,7 +29,8 @@ namespace lattice {
 std::vector<ParamSpec> model_parameter_specs(const ModelConfig& config);
 // The parameters this rank holds under `layout`: those of its pipeline chunks (the embedding on
 // virtual stage 0; final norm and head on the last; with tied embeddings and pipeline > 1 the
-// last stage holds a replica of the word embeddings as its head), in model order.
+// last stage holds a replica of the word embeddings as its head), in model order, as its tp rank
+// holds them. Throws InputError when heads, kv heads or the FFN size do not divide by tp.
 std::vector<ParamSpec> model_parameter_specs(const ModelConfig& config, const ModelLayout& layout);
 
 }  // namespace lattice

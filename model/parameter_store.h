@@ -25,8 +25,11 @@ struct ParamSpec {
   float init_std = 0.02f;
   bool weight_decay = false;  // matrices (embeddings, linear weights) only
   Shape global_shape;  // the whole tensor; empty = shape
-  Shape offset;        // where the box starts in the global tensor; empty = zeros
-  Shape box;           // extent of the global tensor held here (leading part of the local tensor); empty = shape
+  Shape offset;        // where the local tensor starts in the global tensor; empty = zeros
+  // Extent of the global tensor held here (leading part of the local tensor); empty = shape. It
+  // may be empty (0 rows): a tp rank whose vocabulary rows are all padding (tiny vocabularies);
+  // its offset may then lie past the end of the global tensor.
+  Shape box;
   // Another rank of this rank's tp group or pipeline holds the same values (TP-duplicated norm
   // gains and row-parallel biases on tp rank > 0; the tied LM head on the last pipeline stage):
   // such a copy is not counted in the gradient norm and not written to checkpoints.
