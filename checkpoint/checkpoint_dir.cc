@@ -78,13 +78,18 @@ std::string resolve_checkpoint(const std::string& path) {
     throw InputError(fmt::format("checkpoint '{}' is a save that never committed ({} directory: a job ended while "
                                  "writing it); load the checkpoint that `latest` names instead",
                                  path, kPartialSuffix));
+  if (ends_with(name, kDeletingSuffix))
+    throw InputError(fmt::format("checkpoint '{}' was retired by checkpoint.keep_last and is being deleted; load the "
+                                 "checkpoint that `latest` names instead",
+                                 path));
   if (fs::exists(p / kMetadataFile, ec)) return p.string();
   if (!fs::exists(p / kLatestFile, ec))
     throw InputError(fmt::format("'{}' is not a checkpoint: it holds neither {} (an iteration directory) nor {} (a "
                                  "checkpoint root); check checkpoint.load / --checkpoint",
                                  path, kMetadataFile, kLatestFile));
   const std::string latest = read_latest(path);
-  if (latest.find('/') != std::string::npos || ends_with(latest, kPartialSuffix) || latest == "." || latest == "..")
+  if (latest.find('/') != std::string::npos || ends_with(latest, kPartialSuffix) || ends_with(latest, kDeletingSuffix) ||
+      latest == "." || latest == "..")
     throw InputError(fmt::format("'{}' names '{}', which is not a committed checkpoint directory (expected a name "
                                  "like iter_0000100); fix the file or load a checkpoint directory directly",
                                  (p / kLatestFile).string(), latest));
@@ -155,29 +160,49 @@ void publish_directory(const std::string& from, const std::string& to) {
   fsync_directory(parent_of(to));
 }
 
-std::vector<std::string> prune_checkpoints(const std::string& root, int64_t keep_last) {
-  std::vector<std::string> deleted;
-  const std::string latest = read_latest(root);
+std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last) {
+  bool changed = false;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
     if (entry.is_directory(ec) && name.rfind("iter_", 0) == 0 && ends_with(name, kPartialSuffix)) {
       fs::remove_all(entry.path(), ec);
-      deleted.push_back(name);
+      changed = true;
     }
   }
+  std::vector<std::string> retired;
   if (keep_last > 0) {
+    const std::string latest = read_latest(root);
     const auto dirs = committed_dirs(root);
     const int64_t drop = static_cast<int64_t>(dirs.size()) - keep_last;
     for (int64_t i = 0; i < drop; ++i) {
       const std::string& name = dirs[i].second;
       if (name == latest) continue;
-      fs::remove_all(fs::path(root) / name, ec);
-      deleted.push_back(name);
+      const fs::path from = fs::path(root) / name;
+      const fs::path to = fs::path(root) / (name + kDeletingSuffix);
+      fs::remove_all(to, ec);
+      if (::rename(from.c_str(), to.c_str()) != 0)
+        throw Error(fmt::format("retiring old checkpoint '{}' failed: {}", from.string(), std::strerror(errno)));
+      retired.push_back(name);
+      changed = true;
     }
   }
-  if (!deleted.empty()) fsync_directory(root);
-  return deleted;
+  if (changed) fsync_directory(root);
+  return retired;
+}
+
+void delete_retired(const std::string& root) {
+  bool deleted = false;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory(ec) && name.rfind("iter_", 0) == 0 && ends_with(name, kDeletingSuffix)) {
+      fs::remove_all(entry.path(), ec);
+      if (ec) throw Error(fmt::format("deleting old checkpoint '{}' failed: {}", entry.path().string(), ec.message()));
+      deleted = true;
+    }
+  }
+  if (deleted) fsync_directory(root);
 }
 
 }  // namespace lattice

@@ -39,9 +39,15 @@ void make_directories(const std::string& dir);
 // at no moment does `to` hold anything but a complete checkpoint. fsyncs the parent.
 void publish_directory(const std::string& from, const std::string& to);
 
-// Retention after a commit: deletes committed iteration directories beyond the `keep_last` newest
-// (0 = keep all), never the one `latest` names, and every `iter_*.partial` directory (leftovers of
-// killed jobs: call it only when no save is in flight). Returns the names it deleted.
-std::vector<std::string> prune_checkpoints(const std::string& root, int64_t keep_last);
+// Retention after a commit (call only when no save is in flight): deletes every iter_*.partial
+// directory (leftovers of killed jobs; usually none), and retires the committed directories beyond
+// the `keep_last` newest (0 = keep all), never the one `latest` names: each is renamed to
+// iter_*.deleting at once, so nothing lists or loads it any more, for delete_retired() to remove.
+// Returns the names retired.
+std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last);
+
+// Deletes every iter_*.deleting directory under root (seconds for big checkpoints: the writer runs
+// it on a background thread; leftovers of a killed job go with the next call).
+void delete_retired(const std::string& root);
 
 }  // namespace lattice

@@ -7,6 +7,7 @@
 //       keys "model/<param>", "exp_avg/<param>", "exp_avg_sq/<param>": at most one box of each
 //       tensor per file, so the key is the tensor's name; the box itself is in metadata.json.
 //   DIR/iter_0000200.partial/           a save in progress (or killed): never loaded
+//   DIR/iter_0000050.deleting/          retired by keep_last, being deleted in the background
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ inline constexpr int kCheckpointFormatVersion = 1;
 inline constexpr const char* kMetadataFile = "metadata.json";
 inline constexpr const char* kLatestFile = "latest";
 inline constexpr const char* kPartialSuffix = ".partial";
+inline constexpr const char* kDeletingSuffix = ".deleting";  // retired by keep_last, being deleted
 
 // Tensor kinds in a checkpoint: the parameters and AdamW's two moments.
 inline constexpr const char* kModelKind = "model";

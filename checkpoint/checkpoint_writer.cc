@@ -1,10 +1,13 @@
 // CheckpointWriter: snapshot, background write, and the agreed commit.
 #include "checkpoint/checkpoint_writer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -33,6 +36,9 @@ constexpr int kFailed = -1;
 constexpr int kWriting = 0;
 constexpr int kDurable = 1;
 
+// Elements per snapshot copy task (16 MB of fp32).
+constexpr int64_t kSnapshotChunk = int64_t{1} << 22;
+
 // Strings travel as i32 words (the communicator carries f32/i32 tensors).
 Tensor pack_string(const std::string& s) {
   Tensor t = Tensor::zeros({static_cast<int64_t>((s.size() + 3) / 4)}, DType::kI32);
@@ -51,6 +57,12 @@ struct CheckpointWriter::Job {
   std::string file_name;       // empty: this rank writes nothing this time
   FileChecksum file;
   std::thread thread;
+  // overlap_snapshot: the copies the background thread makes before writing, and the fence the
+  // caller waits on (wait_snapshot) before it changes the store.
+  std::vector<std::pair<Tensor, Tensor>> copies;
+  std::atomic<bool> snapshot_taken{false};
+  std::mutex mutex;
+  std::condition_variable snapshot_cv;
   std::atomic<int> status{kWriting};
   std::string error;
   std::chrono::steady_clock::time_point started;
@@ -74,6 +86,7 @@ CheckpointWriter::CheckpointWriter(CheckpointWriterOptions options, CheckpointGr
 }
 
 CheckpointWriter::~CheckpointWriter() {
+  join_cleaner();
   if (!job_) return;
   if (job_->thread.joinable()) job_->thread.join();
   spdlog::warn("checkpoint of step {} was not committed (finish() was not called): {} stays behind and is never "
@@ -82,6 +95,15 @@ CheckpointWriter::~CheckpointWriter() {
 }
 
 int CheckpointWriter::rank() const { return comm_ ? comm_->rank() : 0; }
+
+void CheckpointWriter::join_cleaner() {
+  if (cleaner_.joinable()) cleaner_.join();
+}
+
+void CheckpointWriter::finish() {
+  wait();
+  join_cleaner();
+}
 
 int64_t CheckpointWriter::pending_step() const { return job_ ? job_->state.step : -1; }
 
@@ -111,10 +133,25 @@ void CheckpointWriter::save(const ParameterStore& store, const Tensor* exp_avg, 
   if (staging_.numel() != job->plan.staging_numel) {
     staging_ = Tensor::zeros({job->plan.staging_numel}, DType::kF32, Device::kCpu);
   }
+  // Copies of at most kSnapshotChunk elements, spread over the OpenMP threads: one thread does not
+  // reach the memory bandwidth, and this copy is what the training loop waits for.
+  std::vector<std::pair<Tensor, Tensor>> chunks;  // (source, destination)
   for (const ShardItem& item : job->plan.items) {
     const Tensor& flat = item.kind == kModelKind ? store.flat_values() : item.kind == kExpAvgKind ? *exp_avg : *exp_avg_sq;
-    Tensor dst = staging_.slice_flat(item.staging_offset, {item.numel});
-    ops::copy(flat.slice_flat(item.flat_offset, {item.numel}), dst);
+    for (int64_t begin = 0; begin < item.numel; begin += kSnapshotChunk) {
+      const int64_t n = std::min(kSnapshotChunk, item.numel - begin);
+      chunks.emplace_back(flat.slice_flat(item.flat_offset + begin, {n}), staging_.slice_flat(item.staging_offset + begin, {n}));
+    }
+  }
+  const bool overlap = options_.async && options_.overlap_snapshot;
+  if (overlap) {
+    job->copies = std::move(chunks);  // the background thread copies; the views keep the storage alive
+  } else {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t k = 0; k < chunks.size(); ++k) ops::copy(chunks[k].first, chunks[k].second);
+    job->snapshot_taken.store(true);
+  }
+  for (const ShardItem& item : job->plan.items) {
     const ParamSpec& spec = store.spec(item.param);
     job->boxes.push_back({{"key", tensor_key(item.kind, spec.name)},
                           {"global_shape", spec.global_shape},
@@ -135,8 +172,34 @@ void CheckpointWriter::save(const ParameterStore& store, const Tensor* exp_avg, 
   }
 }
 
+void CheckpointWriter::wait_snapshot() {
+  if (!job_ || job_->snapshot_taken.load()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    std::unique_lock<std::mutex> lock(job_->mutex);
+    job_->snapshot_cv.wait(lock, [&] { return job_->snapshot_taken.load(); });
+  }
+  job_->timings.fence_s += seconds_since(t0);
+}
+
 void CheckpointWriter::write_shard(Job& job) {
   const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (!job.copies.empty()) {
+      for (auto& [src, dst] : job.copies) ops::copy(src, dst);
+      job.copies.clear();
+    }
+  } catch (const std::exception& e) {
+    job.error = fmt::format("checkpoint snapshot of step {} failed: {}", job.state.step, e.what());
+    job.status.store(kFailed);
+  }
+  {
+    // Whatever happened, the caller may go on changing the store now.
+    std::lock_guard<std::mutex> lock(job.mutex);
+    job.snapshot_taken.store(true);
+  }
+  job.snapshot_cv.notify_all();
+  if (job.status.load() == kFailed) return;
   try {
     make_directories(job.partial_dir);
     if (!job.file_name.empty()) {
@@ -263,6 +326,7 @@ void CheckpointWriter::commit(int flag) {
 }
 
 void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>& reports) {
+  join_cleaner();  // the previous commit's deletions are done before this one renames anything
   const std::string iter_name = iter_dir_name(job.state.step);
   CheckpointMetadata m;
   m.config = config_;
@@ -312,12 +376,20 @@ void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>&
   write_file_atomically((fs::path(job.partial_dir) / kMetadataFile).string(), metadata_to_json(m).dump(1));
   publish_directory(job.partial_dir, (fs::path(options_.dir) / iter_name).string());
   write_latest(options_.dir, iter_name);
-  const std::vector<std::string> deleted = prune_checkpoints(options_.dir, options_.keep_last);
+  const std::vector<std::string> deleted = retire_checkpoints(options_.dir, options_.keep_last);
+  // Deleting gigabytes takes seconds: off the training loop (joined before the next commit).
+  cleaner_ = std::thread([root = options_.dir] {
+    try {
+      delete_retired(root);
+    } catch (const std::exception& e) {
+      spdlog::error("{} (delete it by hand; training goes on)", e.what());
+    }
+  });
   uint64_t bytes = 0;
   for (const auto& [name, f] : m.files) bytes += f.bytes;
   spdlog::info("checkpoint step {} committed: {}/{} ({:.1f} MB in {} files{})", job.state.step, options_.dir, iter_name,
                static_cast<double>(bytes) / 1e6, m.files.size(),
-               deleted.empty() ? std::string() : fmt::format("; deleted {}", fmt::join(deleted, ", ")));
+               deleted.empty() ? std::string() : fmt::format("; retired {}", fmt::join(deleted, ", ")));
 }
 
 }  // namespace lattice

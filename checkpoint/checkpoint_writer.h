@@ -10,6 +10,7 @@
 //                  flag; when all are, the file lists and checksums travel to rank 0, which writes
 //                  metadata.json, renames, points `latest` at it and applies keep_last.
 //   wait()/finish() block until the pending save is committed.
+// keep_last retires old checkpoints at commit (renamed at once, deleted on a background thread).
 // A failed write on any rank fails the commit on every rank (an Error; the .partial stays behind
 // and is never loaded). The destructor only joins the background thread: call finish() first.
 #pragma once
@@ -35,6 +36,11 @@ struct CheckpointWriterOptions {
   bool async = true;         // write on a background thread after the snapshot
   int64_t keep_last = 0;     // committed checkpoints to keep (0 = all); `latest` is never deleted
   int64_t poll_every = 1;    // try_commit() runs its all-reduce every this many calls
+  // async only: the snapshot copy also runs on the background thread, overlapping the next
+  // forward/backward; the caller must call wait_snapshot() before it changes anything it saved
+  // (before the optimizer step, a parameter all-gather or a load). Off: save() copies before it
+  // returns.
+  bool overlap_snapshot = false;
 };
 
 // The groups a save needs; nullptr world = one process (no communication at all).
@@ -46,15 +52,16 @@ struct CheckpointGroups {
 // Where one save's time went, on this rank.
 struct SaveTimings {
   int64_t step = -1;
-  double snapshot_s = 0;  // caller: copying the boxes into the host buffer
+  double snapshot_s = 0;  // caller: copying the boxes into the host buffer (~0 with overlap_snapshot)
+  double fence_s = 0;     // caller: wait_snapshot() blocked (overlap_snapshot only)
   double wait_s = 0;      // caller: save() waiting for the previous save to commit
   double poll_s = 0;      // caller: try_commit() calls that found the save still being written
   double commit_s = 0;    // caller: the call that committed it (gather, metadata, rename, latest, retention)
   double write_s = 0;     // background: writing + fsync of this rank's shard file
   double total_s = 0;     // from save() entry to committed
   uint64_t bytes = 0;     // this rank's shard file
-  // What the training loop lost to this save: snapshot + wait + polls + commit.
-  double stall_s() const { return snapshot_s + wait_s + poll_s + commit_s; }
+  // What the training loop lost to this save: snapshot + fence + wait + polls + commit.
+  double stall_s() const { return snapshot_s + fence_s + wait_s + poll_s + commit_s; }
 };
 
 class CheckpointWriter {
@@ -73,12 +80,17 @@ class CheckpointWriter {
   void save(const ParameterStore& store, const Tensor* exp_avg, const Tensor* exp_avg_sq,
             const CheckpointState& state);
 
+  // With overlap_snapshot: blocks until the pending save's snapshot is taken (at once otherwise, or
+  // with nothing pending). Not a collective.
+  void wait_snapshot();
+
   // Commits the pending save if every rank's file is durable; true when this call committed one.
   // Without a pending save it does nothing (and communicates nothing).
   bool try_commit();
   // Blocks until the pending save (if any) is committed.
   void wait();
-  void finish() { wait(); }
+  // wait(), then also waits for the deletion of checkpoints retired by keep_last.
+  void finish();
 
   bool pending() const { return job_ != nullptr; }
   int64_t pending_step() const;
@@ -94,6 +106,7 @@ class CheckpointWriter {
   int agree(int flag);         // all-reduce(min) over the job; identity in one process
   std::vector<nlohmann::json> gather_reports(const nlohmann::json& mine);
   int rank() const;
+  void join_cleaner();
 
   CheckpointWriterOptions options_;
   std::unique_ptr<Communicator> comm_;  // private split of the world; nullptr in one process
@@ -106,6 +119,7 @@ class CheckpointWriter {
   int64_t polls_ = 0;
   int64_t last_committed_step_ = -1;
   bool root_synced_ = false;  // the root's own directory entry has been fsynced
+  std::thread cleaner_;       // rank 0: deletes retired checkpoints (seconds for big ones) off the loop
   SaveTimings last_timings_;
 };
 

@@ -42,6 +42,15 @@ ModelConfig model() {
 struct Run {
   std::unique_ptr<ParameterStore> store;
   Tensor exp_avg, exp_avg_sq;
+  void fill(int salt) {
+    fill_by_global(*store, store->flat_values(), salt);
+    fill_by_global(*store, exp_avg, salt + 100);
+    fill_by_global(*store, exp_avg_sq, salt + 200);
+  }
+  int64_t mismatches(int salt) const {
+    return count_mismatches(*store, store->flat_values(), salt) + count_mismatches(*store, exp_avg, salt + 100) +
+           count_mismatches(*store, exp_avg_sq, salt + 200);
+  }
 };
 
 Run make_run(std::vector<ParamSpec> specs, int salt) {
@@ -49,9 +58,7 @@ Run make_run(std::vector<ParamSpec> specs, int salt) {
   r.store = std::make_unique<ParameterStore>(std::move(specs));
   r.exp_avg = Tensor::zeros({r.store->numel()});
   r.exp_avg_sq = Tensor::zeros({r.store->numel()});
-  fill_by_global(*r.store, r.store->flat_values(), salt);
-  fill_by_global(*r.store, r.exp_avg, salt + 100);
-  fill_by_global(*r.store, r.exp_avg_sq, salt + 200);
+  r.fill(salt);
   return r;
 }
 
@@ -164,6 +171,25 @@ TEST_CASE("async save holds the snapshot while the store keeps changing") {
   writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(4));
   writer.finish();
   CHECK(read_latest(dir) == "iter_0000004");
+}
+
+TEST_CASE("overlapped snapshot: copied in the background, fenced by wait_snapshot()") {
+  const std::string dir = fresh_dir("overlap");
+  Run run = make_run(model_parameter_specs(model()), 1);
+  CheckpointWriterOptions options{dir, /*async=*/true, 0, 1};
+  options.overlap_snapshot = true;
+  CheckpointWriter writer(options, {}, model_json(model()), CheckpointLayout{});
+  for (int64_t step = 1; step <= 3; ++step) {
+    writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(step));
+    writer.wait_snapshot();  // before the optimizer step
+    run.fill(static_cast<int>(step) + 1);
+    while (!writer.try_commit()) {
+    }
+    Run back = make_run(model_parameter_specs(model()), 9);
+    load_checkpoint(resolve_checkpoint(dir), json(), {back.store.get(), &back.exp_avg, &back.exp_avg_sq});
+    CHECK(back.mismatches(static_cast<int>(step)) == 0);
+  }
+  writer.finish();
 }
 
 TEST_CASE("TP2 checkpoint loads into one process, and one process into TP2") {
@@ -290,6 +316,12 @@ TEST_CASE("keep_last deletes older checkpoints only after a commit, never what `
   }
   CHECK(committed_steps(dir) == std::vector<int64_t>{3, 4});
   CHECK(read_latest(dir) == "iter_0000004");
+  CHECK(!fs::exists(fs::path(dir) / "iter_0000002.deleting"));  // finish() waits for the deletion
+
+  // A retired directory that a killed job did not finish deleting is never loaded.
+  fs::create_directories(fs::path(dir) / "iter_0000001.deleting");
+  CHECK_THAT(message_of([&] { resolve_checkpoint((fs::path(dir) / "iter_0000001.deleting").string()); }),
+             Catch::Contains("retired"));
 
   // A run resumed from an older step: the new checkpoint is what `latest` names and survives
   // keep_last = 1 although a higher step exists.
@@ -297,6 +329,7 @@ TEST_CASE("keep_last deletes older checkpoints only after a commit, never what `
   CHECK(read_latest(dir) == "iter_0000002");
   CHECK(fs::exists(fs::path(dir) / "iter_0000002"));
   CHECK(committed_steps(dir) == std::vector<int64_t>{2, 4});
+  CHECK(!fs::exists(fs::path(dir) / "iter_0000001.deleting"));  // the leftover went too
 }
 
 TEST_CASE("saving a step again replaces its directory atomically") {
