@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/hf_interop.h"
 #include "data/inspect.h"
 #include "data/prepare.h"
@@ -94,11 +96,30 @@ int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** a
   return 0;
 }
 
-int run_export(const ConfigArgs& args, const std::string& output) {
-  Config c = args.load();
-  auto params = build_parameters(c);
+// --checkpoint: the model section comes from the checkpoint (a --config, when also given, must
+// describe the same model); any layout's shards are consolidated into one store.
+int run_export(const ConfigArgs& args, const std::string& checkpoint, const std::string& output) {
+  if (checkpoint.empty()) {
+    if (args.path.empty())
+      throw InputError("lattice export needs --config (export the model a config describes) or --checkpoint "
+                       "(export a checkpoint)");
+    Config c = args.load();
+    auto params = build_parameters(c);
+    export_hf(c.model, *params, output);
+    spdlog::info("wrote {}/model.safetensors and {}/config.json", output, output);
+    return 0;
+  }
+  const std::string dir = resolve_checkpoint(checkpoint);
+  const CheckpointMetadata meta = read_checkpoint_metadata(dir);
+  if (!args.path.empty()) check_model_config(meta.config, config_to_json(args.load()), dir);
+  const Config c = parse_config(nlohmann::json{{"model", meta.config.value("model", nlohmann::json::object())}},
+                                dir + "/metadata.json");
+  auto params = consolidate_checkpoint(dir, c.model);
   export_hf(c.model, *params, output);
-  spdlog::info("wrote {}/model.safetensors and {}/config.json", output, output);
+  spdlog::info("wrote {}/model.safetensors and {}/config.json from {} (step {}, saved by {} ranks: tensor {}, "
+               "pipeline {}, data {})",
+               output, output, dir, meta.state.step, meta.layout.world_size, meta.layout.tensor, meta.layout.pipeline,
+               meta.layout.data);
   return 0;
 }
 
@@ -145,11 +166,16 @@ int run(int argc, char** argv) {
   bench_args.add_to(bench_cmd);
   bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
 
-  std::string export_output;
+  std::string export_output, export_checkpoint, export_format = "hf";
   CLI::App* export_cmd = app.add_subcommand(
-      "export", "write the model a config describes (model.init_from or its seeded init) as Hugging Face "
-                "safetensors + config.json");
+      "export", "write the model a config describes (model.init_from or its seeded init), or a checkpoint of any "
+                "parallel layout, as Hugging Face safetensors + config.json");
   export_args.add_to(export_cmd);
+  export_cmd->get_option("--config")->required(false);  // --checkpoint carries its own model config
+  export_cmd->add_option("--checkpoint", export_checkpoint,
+                         "export this checkpoint instead: an iter_* directory, or a checkpoint.dir holding `latest`");
+  export_cmd->add_option("--format", export_format, "output format: hf (Hugging Face safetensors + config.json)")
+      ->check(CLI::IsMember({"hf"}));
   export_cmd->add_option("--output,-o", export_output, "output directory")->required();
 
   try {
@@ -169,7 +195,7 @@ int run(int argc, char** argv) {
     std::printf("%s", inspect_dataset(inspect).c_str());
     return 0;
   }
-  if (*export_cmd) return run_export(export_args, export_output);
+  if (*export_cmd) return run_export(export_args, export_checkpoint, export_output);
   if (*bench_cmd) {
     const Config c = bench_args.load();
     check_single_process(c);  // bench runs one process, like train
