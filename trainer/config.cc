@@ -967,24 +967,35 @@ void check_single_process(const Config& config) {
   const ParallelConfig& p = config.parallel;
   if (p.tensor > 1 || p.pipeline > 1 || p.data > 1)
     throw InputError(fmt::format(
-        "parallel.tensor = {}, parallel.pipeline = {}, parallel.data = {}: parallel training is validated but "
-        "not wired into `lattice train` yet in this version; run with tensor = pipeline = data = 1",
+        "parallel.tensor = {}, parallel.pipeline = {}, parallel.data = {}: `lattice bench` runs one process; "
+        "set tensor = pipeline = data = 1, or measure a parallel layout with `mpirun -np N lattice train` (it "
+        "prints tokens/s, the pipeline bubble and the hidden share of data-parallel communication)",
         p.tensor, p.pipeline, p.data));
 }
 
-void check_data_parallel_only(const Config& config) {
+void check_trainable_layout(const Config& config) {
   const ParallelConfig& p = config.parallel;
-  if (p.tensor > 1 || p.pipeline > 1)
+  if (p.tensor > 1)
     throw InputError(fmt::format(
-        "parallel.tensor = {}, parallel.pipeline = {}: tensor and pipeline parallelism are validated but not "
-        "wired into `lattice train` yet in this version; run with tensor = pipeline = 1 (data parallelism is: "
-        "`mpirun -np D lattice train ...` with parallel.data = D or 0)",
-        p.tensor, p.pipeline));
+        "parallel.tensor = {}: tensor parallelism is validated but not wired into `lattice train` yet in this "
+        "version; run with tensor = 1 (pipeline and data parallelism are: `mpirun -np N lattice train ...`)",
+        p.tensor));
+}
+
+void check_one_process_layout(const Config& config) {
+  const ParallelConfig& p = config.parallel;
+  const int64_t ranks = p.tensor * p.pipeline * std::max<int64_t>(p.data, 1);
+  if (ranks > 1)
+    throw InputError(fmt::format(
+        "parallel.tensor × parallel.pipeline × parallel.data = {} × {} × {} needs {} ranks, but `lattice train` "
+        "was started as one process: launch it with `mpirun -np {} lattice train ...` (or `srun --ntasks={}`), or "
+        "set the degrees to 1",
+        p.tensor, p.pipeline, std::max<int64_t>(p.data, 1), ranks, ranks, ranks));
 }
 
 void validate_for_training(const Config& config, int world_size) {
   namespace fs = std::filesystem;
-  check_data_parallel_only(config);
+  check_trainable_layout(config);
   validate_layout(config, world_size);
   const std::string& path = config.data.path;
   if (path.empty() && config.data.blend.empty())

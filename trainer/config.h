@@ -122,8 +122,8 @@ const char* decay_style_name(DecayStyle d);
 // the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
 
-// The checks that only matter when training starts: the layout is pure data parallelism
-// (check_data_parallel_only, then validate_layout(config, world_size) with the job's real world
+// The checks that only matter when training starts: the layout is trainable
+// (check_trainable_layout, then validate_layout(config, world_size) with the job's real world
 // size); exactly one of data.path / data.blend is set and every PREFIX.bin/PREFIX.idx it names
 // exists; model.init_from (when set) exists. parse_config/load_config do everything else.
 void validate_for_training(const Config& config, int world_size = 1);
@@ -141,12 +141,15 @@ std::string format_layout(const ParallelLayout& layout, const Config& config);
 // (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS, first set wins), else tensor × pipeline ×
 // max(data, 1). A set but malformed variable is an InputError naming it.
 int default_world_size(const Config& config);
-// One process (`lattice bench`): any parallel degree > 1 is refused with an InputError saying
-// that parallel training is validated but not wired in yet.
+// One process (`lattice bench`): any parallel degree > 1 is refused with an InputError that points
+// to `mpirun ... lattice train` for measuring parallel layouts.
 void check_single_process(const Config& config);
-// `lattice train` runs data parallelism only: parallel.tensor or parallel.pipeline > 1 is refused
-// with an InputError saying that they are validated but not wired in yet (parallel.data is free).
-void check_data_parallel_only(const Config& config);
+// What `lattice train` cannot run yet in this version: parallel.tensor > 1 (an InputError naming
+// it). Pipeline and data parallelism are free.
+void check_trainable_layout(const Config& config);
+// `lattice train` started without mpirun/srun is one process: degrees whose product is > 1 are an
+// InputError that says how to launch them.
+void check_one_process_layout(const Config& config);
 
 // data.split ("949,50,1", also "98,2" or "949/50/1") as three fractions that sum to 1
 // (train, valid, test). Throws InputError naming `field` when malformed.

@@ -64,13 +64,14 @@ bool launched_under_mpi() {
 
 int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** argv) {
   Config c = args.load();
-  check_data_parallel_only(c);  // tensor / pipeline > 1: "not wired" before any MPI start
+  check_trainable_layout(c);  // what this version cannot train yet: before any MPI start
   if (!launched_under_mpi()) {
+    check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
     spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
     train(c, options);
     return 0;
   }
-  // Pure data parallelism: world = data ranks (tensor = pipeline = 1).
+  // A parallel job: world = tensor × pipeline × data ranks.
   MpiRuntime mpi(argc, argv);
   const ParallelLayout layout = validate_layout(c, mpi.world_size());
   auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
@@ -80,8 +81,9 @@ int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** a
   ProcessGroups groups = make_process_groups(grid, *world);
   spdlog::info("lattice train: config {}, BLAS: {}, {} ranks ({})", args.path, blas_kernel_description(),
                mpi.world_size(), grid.describe());
-  options.dp = groups.dp.get();
-  options.rank = grid.rank();
+  options.grid = &grid;
+  options.groups = &groups;
+  options.world = world.get();
   try {
     train(c, options);
   } catch (const Error& e) {

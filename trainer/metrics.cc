@@ -31,7 +31,22 @@ void MetricsWriter::write_step(const StepMetrics& m) {
                       {"lr", m.lr},           {"tokens_per_s", m.tokens_per_s},
                       {"step_ms", m.step_ms}, {"gflops", m.gflops},
                       {"data_wait_ms", m.data_wait_ms}};
+  if (m.bubble >= 0) j["bubble"] = m.bubble;
+  if (m.dp_comm_hidden >= 0) j["dp_comm_hidden"] = m.dp_comm_hidden;
   write_line(j.dump());
+}
+
+void MetricsWriter::write_summary(const ParallelSummary& s) {
+  nlohmann::json j = {{"steps", s.steps}};
+  auto put = [&](const char* key, double v) {
+    if (v >= 0) j[key] = v;
+  };
+  put("bubble_measured", s.bubble_measured);
+  put("bubble_theory", s.bubble_theory);
+  put("dp_comm_hidden", s.dp_comm_hidden);
+  put("dp_comm_s", s.dp_comm_s);
+  put("dp_wait_s", s.dp_wait_s);
+  write_line(nlohmann::json{{"summary", j}}.dump());
 }
 
 void MetricsWriter::write_validation(int64_t step, double val_loss) {

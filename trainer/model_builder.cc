@@ -1,10 +1,13 @@
-// Parameter creation: init or HF import.
+// Parameter creation: init or HF import, whole model or one rank's share.
 #include "trainer/model_builder.h"
+
+#include <algorithm>
 
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/hf_interop.h"
 #include "model/model_parameters.h"
+#include "trainer/param_box.h"
 
 namespace lattice {
 
@@ -15,6 +18,41 @@ std::unique_ptr<ParameterStore> build_parameters(const Config& config) {
   } else {
     spdlog::info("loading weights from {}", config.model.init_from);
     import_hf(config.model, config.model.init_from, *params);
+  }
+  return params;
+}
+
+ModelLayout model_layout(const Config& config, const RankGrid& grid, const GridCoords& coords) {
+  ModelLayout layout;
+  layout.tp_rank = coords.tp;
+  layout.tp_size = grid.tp_size();
+  layout.sequence_parallel = config.parallel.sequence_parallel;
+  layout.pp_rank = coords.pp;
+  layout.pp_size = grid.pp_size();
+  layout.virtual_stages = static_cast<int>(config.parallel.virtual_stages);
+  layout.layers_per_stage = config.parallel.layers_per_stage;
+  return layout;
+}
+
+std::vector<ParamSpec> rank_parameter_specs(const Config& config, const ModelLayout& layout) {
+  std::vector<ParamSpec> specs = model_parameter_specs(config.model, layout);
+  std::stable_partition(specs.begin(), specs.end(), [](const ParamSpec& s) {
+    return s.replica && s.name == "embedding.word_embeddings.weight";
+  });
+  return specs;
+}
+
+std::unique_ptr<ParameterStore> build_parameters(const Config& config, const ModelLayout& layout) {
+  auto params = std::make_unique<ParameterStore>(rank_parameter_specs(config, layout));
+  if (config.model.init_from.empty()) {
+    params->initialize(config.training.seed);
+    return params;
+  }
+  spdlog::info("loading weights from {} (the whole file, then this rank's boxes)", config.model.init_from);
+  const auto full = build_parameters(config);
+  for (size_t i = 0; i < params->count(); ++i) {
+    const ParamSpec& spec = params->spec(i);
+    copy_box_from_global(full->value(spec.name), spec, params->value(i));
   }
   return params;
 }

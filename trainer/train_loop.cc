@@ -1,27 +1,33 @@
-// The training loop: one process, or one rank of pure data parallelism (tensor = pipeline = 1).
+// The training loop: this rank's model chunks run each step's action list (the configured pipeline
+// schedule; one process is p = v = 1) through the PipelineExecutor, then the whole-model math.
 #include "trainer/train_loop.h"
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <memory>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/hf_interop.h"
 #include "data/batch_loader.h"
-#include "kernels/ops.h"
-#include "model/transformer.h"
-#include "parallel/communicator.h"
+#include "model/model_chunk.h"
+#include "parallel/activation_slots.h"
 #include "parallel/distributed_optimizer.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/local_communicator.h"
+#include "parallel/pipeline_executor.h"
+#include "parallel/schedule.h"
 #include "parallel/trace.h"
+#include "trainer/chunk_stage.h"
+#include "trainer/export_gather.h"
+#include "trainer/grad_sync.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/optimizer.h"
-#include "trainer/step_readback.h"
+#include "trainer/whole_model_math.h"
 
 namespace lattice {
 
@@ -31,43 +37,34 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-int dp_size_of(const TrainOptions& o) { return o.dp != nullptr ? o.dp->size() : 1; }
+// This rank's grid position and groups: the job's, or one-process groups when there is no job.
+struct RankContext {
+  RankGrid grid{1, 0, 1, 1, 1};
+  Communicator* world = nullptr;
+  Communicator* tp = nullptr;
+  Communicator* dp = nullptr;
+  Communicator* pp = nullptr;
+  Communicator* embedding = nullptr;  // nullptr on middle pipeline stages
+  std::vector<std::unique_ptr<Communicator>> owned;
+};
 
-// The global-batch mean of the token losses: this rank's `token_losses` summed in double, the
-// per-rank sums gathered over the dp group as exact doubles (communicators carry f32/i32: the
-// double's bits travel as two i32) and added in rank order, so every rank gets the same value.
-// One process: read_mean_loss, unchanged.
-double global_mean_loss(const Tensor& token_losses, Communicator* dp) {
-  if (dp == nullptr || dp->size() == 1) return read_mean_loss(token_losses);
-  const double local = read_mean_loss(token_losses) * static_cast<double>(token_losses.numel());
-  Tensor in = Tensor::empty({2}, DType::kI32);
-  Tensor out = Tensor::empty({2 * static_cast<int64_t>(dp->size())}, DType::kI32);
-  std::memcpy(in.i32(), &local, sizeof(double));
-  dp->all_gather(in, out);
-  double total = 0.0;
-  for (int r = 0; r < dp->size(); ++r) {
-    double part = 0.0;
-    std::memcpy(&part, out.i32() + 2 * r, sizeof(double));
-    total += part;
+void init_rank_context(RankContext& r, const TrainOptions& o) {
+  if (o.grid != nullptr) {
+    LATTICE_CHECK(o.groups != nullptr && o.world != nullptr, "a parallel job needs its process groups and world");
+    r.grid = *o.grid;
+    r.world = o.world;
+    r.tp = o.groups->tp.get();
+    r.dp = o.groups->dp.get();
+    r.pp = o.groups->pp.get();
+    r.embedding = o.groups->embedding.get();
+    return;
   }
-  return total / static_cast<double>(token_losses.numel() * dp->size());
-}
-
-// Mean token loss over `eval_iters` global batches of the validation split (each dp rank reads
-// its share of each batch).
-double evaluate(Transformer& model, const MicroBatchSource& source, const Config& c, int64_t micro, Tensor& ids,
-                Tensor& targets, Tensor& step_losses, Communicator* dp) {
-  const int64_t tokens_per_micro = c.training.micro_batch_size * c.model.seq_length;
-  double sum = 0;
-  for (int64_t it = 0; it < c.training.eval_iters; ++it) {
-    for (int64_t m = 0; m < micro; ++m) {
-      source(it, m, ids, targets);
-      Tensor losses = step_losses.slice_flat(m * tokens_per_micro, {tokens_per_micro});
-      model.forward(ids, targets, losses);
-    }
-    sum += global_mean_loss(step_losses, dp);
-  }
-  return sum / static_cast<double>(c.training.eval_iters);
+  for (const char* name : {"world", "tp", "dp", "pp", "embedding"}) r.owned.push_back(std::make_unique<LocalCommunicator>(name));
+  r.world = r.owned[0].get();
+  r.tp = r.owned[1].get();
+  r.dp = r.owned[2].get();
+  r.pp = r.owned[3].get();
+  r.embedding = r.owned[4].get();
 }
 
 // A loader read in order: the (g, m) the loop asks for is normally where the loader stands; any
@@ -81,17 +78,31 @@ MicroBatchSource dataset_source(std::shared_ptr<BatchLoader> loader) {
   };
 }
 
+bool reads_data(const ModelLayout& layout) {
+  for (int c = 0; c < layout.num_chunks(); ++c)
+    if (layout.has_embedding(c) || layout.has_head(c)) return true;
+  return false;
+}
+
 }  // namespace
 
 TrainResult train(const Config& c, const TrainOptions& options) {
-  validate_for_training(c, dp_size_of(options));
+  const RankGrid grid = options.grid != nullptr ? *options.grid : RankGrid(1, 0, 1, 1, 1);
+  validate_for_training(c, grid.world_size());
   const int64_t T = c.model.seq_length;
   LoaderOptions lo;
   lo.micro_batch_size = c.training.micro_batch_size;
   lo.global_batch_size = c.training.global_batch_size;
-  lo.dp_rank = options.dp != nullptr ? options.dp->rank() : 0;
-  lo.dp_size = dp_size_of(options);  // dp rank r of D reads its contiguous B/D samples of each batch
+  lo.dp_rank = grid.dp_rank();
+  lo.dp_size = grid.dp_size();  // dp rank r of D reads its contiguous B/D samples of each batch
   lo.vocab_size = c.model.vocab_size;
+  // Middle pipeline stages read no tokens: they open no dataset (their sources are never called).
+  if (!reads_data(model_layout(c, grid, grid.coords()))) {
+    const MicroBatchSource none = [](int64_t, int64_t, Tensor&, Tensor&) {
+      throw Error("internal: a middle pipeline stage asked for tokens");
+    };
+    return train_on(c, options, none, c.training.eval_interval > 0 ? none : MicroBatchSource{});
+  }
   const auto datasets = open_datasets(c.data);
   auto train_loader = std::make_shared<BatchLoader>(make_split_samples(c.data, datasets, Split::kTrain, T), lo);
   MicroBatchSource valid;
@@ -102,33 +113,47 @@ TrainResult train(const Config& c, const TrainOptions& options) {
 
 TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBatchSource& train_data,
                      const MicroBatchSource& valid_data) {
-  Communicator* dp = options.dp;
-  const int D = dp_size_of(options);
-  const bool rank0 = dp == nullptr || dp->rank() == 0;
-  const int64_t mb = c.training.micro_batch_size, gb = c.training.global_batch_size;
-  LATTICE_CHECK(gb % (mb * D) == 0, "global batch {} is not a multiple of micro-batch {} x data {}", gb, mb, D);
-  // Micro-batches per step of this rank: B / (mb × D) (validate_layout checked it is whole).
-  const int64_t micro = gb / (mb * D), T = c.model.seq_length;
-  const int64_t tokens_per_micro = mb * T, tokens_per_step = gb * T;
+  RankContext rc;
+  init_rank_context(rc, options);
+  const RankGrid& grid = rc.grid;
+  const bool rank0 = grid.rank() == 0;
+  const ParallelLayout pl = validate_layout(c, grid.world_size());
+  const int p = grid.pp_size(), v = pl.virtual_stages, D = grid.dp_size();
+  const int m = static_cast<int>(pl.micro_batches);
+  const int64_t mb = c.training.micro_batch_size, T = c.model.seq_length;
+  const int64_t tokens_per_micro = mb * T, tokens_per_step = c.training.global_batch_size * T;
 
   const ModelStats stats = compute_model_stats(c);
   spdlog::info("model: {} layers, hidden {}, {} heads ({} kv), vocab {}, seq {} — {:.2f}M parameters",
                c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, c.model.num_kv_heads,
                c.model.vocab_size, T, stats.num_params / 1e6);
 
-  auto params = build_parameters(c);
-  Transformer model(c.model, *params, mb);
+  const ModelLayout layout = model_layout(c, grid, grid.coords());
+  auto params = build_parameters(c, layout);
+  // This rank's action lists (training and forward-only evaluation) and the activation slots each
+  // chunk needs for them (its peak micro-batches between forward and backward in the list).
+  const std::vector<Action> actions = make_schedule(pl.schedule, p, v, m, grid.pp_rank());
+  const std::vector<Action> eval_actions = make_forward_only_schedule(p, v, m, grid.pp_rank());
+  const ActivationSlots slots = plan_activation_slots(actions, v, m);
+  const ActivationSlots eval_slots = plan_activation_slots(eval_actions, v, m);
+  const TensorParallel tp{grid.tp_size() > 1 ? rc.tp : nullptr, c.parallel.sequence_parallel};
+  std::vector<std::unique_ptr<ModelChunk>> chunks;
+  for (int ch = 0; ch < v; ++ch)
+    chunks.push_back(std::make_unique<ModelChunk>(c.model, layout, ch, *params, tp, mb, slots.needed[ch]));
+  bool has_head = false;
+  for (const auto& ch : chunks) has_head = has_head || ch->has_head();
+
   // Data parallelism: gradient buckets over the dp group; with parallel.distributed_optimizer they
   // reduce_scatter and the ZeRO-1 optimizer steps this rank's shard, else they all_reduce and
   // every rank steps the same AdamW on the same gradients.
   std::unique_ptr<GradBuckets> buckets;
   std::unique_ptr<DistributedOptimizer> dist_optimizer;
-  if (dp != nullptr) {
+  if (D > 1) {
     GradBucketOptions bo;
     bo.bucket_size_mb = c.parallel.bucket_size_mb;
     bo.overlap_grad_reduce = c.parallel.overlap_grad_reduce;
     bo.reduce_scatter = c.parallel.distributed_optimizer;
-    buckets = std::make_unique<GradBuckets>(*params, *dp, bo);
+    buckets = std::make_unique<GradBuckets>(*params, *rc.dp, bo);
     if (c.parallel.distributed_optimizer) {
       DistAdamWConfig dc;
       dc.beta1 = c.optimizer.beta1;
@@ -142,26 +167,60 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   std::unique_ptr<AdamW> optimizer;
   if (!dist_optimizer) optimizer = std::make_unique<AdamW>(*params, c.optimizer);
   MetricsWriter metrics(rank0 ? c.logging.metrics_file : std::string());
-  Tracer tracer(c.logging.trace_file, options.rank);
-  if (D > 1)
-    spdlog::info("data parallel: {} ranks, {} micro-batch(es) of {} per rank per step, {} gradient bucket(s), "
-                 "overlap_grad_reduce {}, distributed optimizer {}",
-                 D, micro, mb, buckets->buckets().size(), c.parallel.overlap_grad_reduce ? "on" : "off",
-                 dist_optimizer ? "on" : "off");
+  Tracer tracer(c.logging.trace_file, grid.rank());
 
-  Tensor ids = Tensor::empty({mb, T}, DType::kI32);
-  Tensor targets = Tensor::empty({mb, T}, DType::kI32);
-  Tensor step_losses = Tensor::empty({micro * tokens_per_micro});  // this rank's tokens of the step
+  GradSync grad_sync(*params, *rc.tp, c.parallel.sequence_parallel, rc.embedding, c.model.tie_embeddings,
+                     buckets.get(), tracer);
+  StepBatches batches(m, mb, T, tracer);
+  std::vector<std::unique_ptr<ChunkStage>> stages;
+  std::vector<PipelineStage*> stage_ptrs;
+  for (auto& ch : chunks) {
+    stages.push_back(std::make_unique<ChunkStage>(
+        *ch, batches, [&grad_sync](const std::vector<size_t>& indices) { grad_sync.grads_done(indices); }));
+    stage_ptrs.push_back(stages.back().get());
+  }
+  PipelineExecutor executor(*rc.pp, tracer);
+  const StepGroups groups{rc.tp, rc.dp, rc.pp};
+  const GradNorm grad_norm_of(*params, dist_optimizer.get(), groups);
+
+  if (grid.world_size() > 1) {
+    std::string chunk_slots;
+    for (int ch = 0; ch < v; ++ch)
+      chunk_slots += fmt::format("{}{}", ch ? ", " : "", slots.needed[ch]);
+    spdlog::info("layout: tensor {} × pipeline {} × data {}; schedule {}, {} virtual stage(s) per rank, {} "
+                 "micro-batch(es) of {} per step per dp rank, activation slots per chunk [{}]; theoretical "
+                 "bubble {:.1f}%; {} gradient bucket(s), overlap_grad_reduce {}, distributed optimizer {}",
+                 grid.tp_size(), p, D, schedule_kind_name(pl.schedule), v, m, mb, chunk_slots, 100 * pl.bubble,
+                 buckets ? buckets->buckets().size() : 0, c.parallel.overlap_grad_reduce ? "on" : "off",
+                 dist_optimizer ? "on" : "off");
+  }
+
+  // This rank's token losses of the step (last pipeline stage only).
+  Tensor step_losses = has_head ? Tensor::empty({m * tokens_per_micro}) : Tensor();
   // Gradients are of the global-batch mean loss: every token weighs 1/(tokens in the global batch).
   // GradBuckets reduces to the MEAN over dp (each rank scales by 1/D before the sum), so each rank
   // scales its backward by D/(global tokens): mean over ranks of D × (rank's sum)/(global tokens)
   // = (sum over all tokens)/(global tokens). For D a power of two both scalings are exact in fp32.
-  // One process (D = 1): 1/(global tokens), as before.
   const float grad_scale = static_cast<float>(D) / static_cast<float>(tokens_per_step);
 
+  // Mean token loss over `eval_iters` global batches of the validation split: forward-only passes
+  // through the pipeline (each dp rank reads its share of each batch).
+  auto evaluate = [&](int64_t step) {
+    double sum = 0;
+    executor.set_trace_step(-1);  // evaluation forwards: no training step
+    for (int64_t it = 0; it < c.training.eval_iters; ++it) {
+      batches.begin(valid_data, it, step);
+      for (int ch = 0; ch < v; ++ch) stages[ch]->begin_run(eval_slots.slot[ch], -1, step_losses, 0.0f);
+      executor.run(eval_actions, stage_ptrs);
+      sum += global_mean_loss(step_losses, tokens_per_step, groups);
+    }
+    return sum / static_cast<double>(c.training.eval_iters);
+  };
+
   TrainResult result;
-  int64_t timed_steps = 0;
-  double sum_tokens_per_s = 0, sum_gflops = 0;
+  result.bubble_theory = p > 1 ? pl.bubble : 0.0;
+  int64_t timed_steps = 0, bubble_steps = 0;
+  double sum_tokens_per_s = 0, sum_gflops = 0, sum_bubble = 0;
   for (int64_t step = 1; step <= c.training.train_iters; ++step) {
     const auto t0 = Clock::now();
     TraceScope step_scope = tracer.scope(tracer.enabled() ? fmt::format("step {}", step) : "", "compute",
@@ -170,42 +229,22 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     // (overlap_param_gather): the forward reads every parameter.
     if (dist_optimizer) dist_optimizer->wait_all();
     params->zero_grads();
-    double data_wait_s = 0;  // time the step waited for its micro-batches (prefetch hides the reads)
-    for (int64_t m = 0; m < micro; ++m) {
-      const auto w0 = Clock::now();
-      {
-        TraceScope s = tracer.scope("data wait", "data", {{"step", step}, {"microbatch", m}});
-        train_data(step - 1, m, ids, targets);
-      }
-      data_wait_s += seconds_since(w0);
-      Tensor losses = step_losses.slice_flat(m * tokens_per_micro, {tokens_per_micro});
-      {
-        TraceScope s = tracer.scope("forward", "compute", {{"step", step}, {"microbatch", m}, {"chunk", 0}});
-        model.forward(ids, targets, losses);
-      }
-      {
-        TraceScope s = tracer.scope("backward", "compute", {{"step", step}, {"microbatch", m}, {"chunk", 0}});
-        model.backward(ids, targets, grad_scale);
-      }
-      if (buckets && m == micro - 1) {
-        // The last micro-batch's backward has completed every parameter's gradient. The
-        // Transformer has no per-parameter backward hook yet, so all parameters are marked here,
-        // in reverse order (the order backward produces them): buckets launch now, after the
-        // whole backward, and almost none of the reduction hides behind compute.
-        for (size_t p = params->count(); p-- > 0;) buckets->mark_ready(p);
-      }
-    }
+    batches.begin(train_data, step - 1, step);
+    for (int ch = 0; ch < v; ++ch)
+      stages[ch]->begin_run(slots.slot[ch], slots.last_backward[ch], step_losses, grad_scale);
+    executor.set_trace_step(step);
+    const PipelineStepStats pipe = executor.run(actions, stage_ptrs);
+    grad_sync.finish();  // tp / embedding sums, then the dp buckets (launched during backward)
+    double hidden = -1;
     if (buckets) {
-      TraceScope s = tracer.scope("grad reduce wait", "communication", {{"step", step}});
-      buckets->finish();
       result.dp_comm_s += buckets->last_stats().comm_s;
       result.dp_wait_s += buckets->last_stats().wait_s;
+      hidden = buckets->last_stats().hidden_fraction();
     }
-    const double loss = global_mean_loss(step_losses, dp);
+    const double bubble = p > 1 ? measured_bubble(pipe, *rc.pp) : -1;
+    const double loss = global_mean_loss(step_losses, tokens_per_step, groups);
     TraceScope norm_scope = tracer.scope("grad norm", "optimizer", {{"step", step}});
-    // Over every parameter exactly once: the distributed optimizer sums the shards' squares over
-    // dp; after the all_reduce every rank holds the whole (identical) mean gradient.
-    const double grad_norm = dist_optimizer ? dist_optimizer->grad_norm() : global_grad_norm(*params);
+    const double grad_norm = grad_norm_of.compute();
     norm_scope.end();
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       throw Error(fmt::format("step {}: loss {} / grad norm {} is not finite; lower optimizer.lr or set "
@@ -226,30 +265,36 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     tracer.counter("grad_norm", {{"grad_norm", grad_norm}});
     const double seconds = seconds_since(t0);
 
-    StepMetrics m;
-    m.step = step;
-    m.train_iters = c.training.train_iters;
-    m.loss = loss;
-    m.grad_norm = grad_norm;
-    m.lr = lr;
-    m.step_ms = seconds * 1e3;
-    m.data_wait_ms = data_wait_s * 1e3;
-    m.tokens_per_s = tokens_per_step / seconds;
-    m.gflops = stats.flops_per_token * tokens_per_step / seconds / 1e9;
-    metrics.write_step(m);
-    if (step % c.logging.log_interval == 0 || step == 1 || step == c.training.train_iters) log_step(m);
+    StepMetrics sm;
+    sm.step = step;
+    sm.train_iters = c.training.train_iters;
+    sm.loss = loss;
+    sm.grad_norm = grad_norm;
+    sm.lr = lr;
+    sm.step_ms = seconds * 1e3;
+    sm.data_wait_ms = batches.wait_s() * 1e3;
+    sm.tokens_per_s = tokens_per_step / seconds;
+    sm.gflops = stats.flops_per_token * tokens_per_step / seconds / 1e9;
+    sm.bubble = bubble;
+    sm.dp_comm_hidden = hidden;
+    metrics.write_step(sm);
+    if (step % c.logging.log_interval == 0 || step == 1 || step == c.training.train_iters) log_step(sm);
     if (step == 1) result.first_loss = loss;
     result.final_loss = loss;
 
     if (step > 1 || c.training.train_iters == 1) {
       timed_steps += 1;
-      sum_tokens_per_s += m.tokens_per_s;
-      sum_gflops += m.gflops;
+      sum_tokens_per_s += sm.tokens_per_s;
+      sum_gflops += sm.gflops;
+      if (bubble >= 0) {
+        bubble_steps += 1;
+        sum_bubble += bubble;
+      }
     }
-    if (valid_data && (step % c.training.eval_interval == 0 || step == c.training.train_iters)) {
+    if (valid_data && c.training.eval_interval > 0 && (step % c.training.eval_interval == 0 || step == c.training.train_iters)) {
       TraceScope s = tracer.scope("evaluation", "compute", {{"step", step}});
       if (dist_optimizer) dist_optimizer->wait_all();
-      result.last_val_loss = evaluate(model, valid_data, c, micro, ids, targets, step_losses, dp);
+      result.last_val_loss = evaluate(step);
       s.end();
       spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result.last_val_loss,
                    std::exp(result.last_val_loss));
@@ -264,15 +309,36 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   result.mean_tokens_per_s = sum_tokens_per_s / static_cast<double>(timed_steps);
   result.mean_gflops = sum_gflops / static_cast<double>(timed_steps);
   if (dist_optimizer) dist_optimizer->wait_all();
+
+  ParallelSummary summary;
+  summary.steps = c.training.train_iters;
+  if (p > 1) {
+    result.bubble_measured = bubble_steps > 0 ? sum_bubble / static_cast<double>(bubble_steps) : -1;
+    summary.bubble_measured = result.bubble_measured;
+    summary.bubble_theory = pl.bubble;
+    spdlog::info("pipeline: measured bubble {:.1f}% (mean over steps 2..{}), theoretical {:.1f}% ({} with p={}{}, "
+                 "m={})",
+                 100 * result.bubble_measured, c.training.train_iters, 100 * pl.bubble,
+                 schedule_kind_name(pl.schedule), p, v > 1 ? fmt::format(", v={}", v) : "", m);
+  }
   if (buckets) {
     const GradReduceStats total{result.dp_comm_s, result.dp_wait_s};
-    spdlog::info("data parallel: {:.1f}% of the gradient communication hidden behind compute ({:.3f} s "
-                 "outstanding, {:.3f} s blocked; buckets launch after the whole backward, no per-parameter hook)",
-                 100 * total.hidden_fraction(), result.dp_comm_s, result.dp_wait_s);
+    summary.dp_comm_hidden = total.hidden_fraction();
+    summary.dp_comm_s = result.dp_comm_s;
+    summary.dp_wait_s = result.dp_wait_s;
+    spdlog::info("data parallel: {:.1f}% of the gradient communication hidden behind compute ({:.3f} s outstanding, "
+                 "{:.3f} s blocked, over {} steps; buckets launch as backward finishes their gradients{})",
+                 100 * total.hidden_fraction(), result.dp_comm_s, result.dp_wait_s, c.training.train_iters,
+                 c.parallel.overlap_grad_reduce ? "" : " — off: overlap_grad_reduce is false");
   }
-  if (rank0 && !options.export_dir.empty()) {
-    export_hf(c.model, *params, options.export_dir);
-    spdlog::info("exported the trained model to {} (Hugging Face safetensors + config.json)", options.export_dir);
+  if (p > 1 || buckets) metrics.write_summary(summary);
+
+  if (!options.export_dir.empty()) {
+    const auto full = gather_full_model(c, grid, *params, *rc.world);
+    if (full) {
+      export_hf(c.model, *full, options.export_dir);
+      spdlog::info("exported the trained model to {} (Hugging Face safetensors + config.json)", options.export_dir);
+    }
   }
   return result;
 }

@@ -1,25 +1,28 @@
-// The training loop of one process: builds the model from the config, reads micro-batches,
-// accumulates gradients, clips, steps AdamW on the LR schedule, evaluates, logs and writes metrics.
+// The training loop on any TP × PP × DP layout (one process is the layout 1 × 1 × 1): builds this
+// rank's share of the model, runs every step's micro-batches through the pipeline executor on the
+// configured schedule, synchronises gradients (tp, embedding group, dp) while backward runs, clips by
+// the global norm, steps AdamW on the LR schedule, evaluates, logs and writes metrics.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "kernels/tensor.h"
+#include "parallel/communicator.h"
+#include "parallel/grid.h"
 #include "trainer/config.h"
+#include "trainer/step_batches.h"  // MicroBatchSource
 
 namespace lattice {
 
-class Communicator;
-
 struct TrainOptions {
   std::string export_dir;  // when set, the trained model is written there in Hugging Face format
-  // Data parallelism (parallel.tensor = pipeline = 1): this rank's dp group, which must outlive
-  // train(); nullptr = one process. Every dp rank reads its own micro-batches and trains the model
-  // one process would; dp rank 0 writes the metrics file and the export, every rank its trace.
-  Communicator* dp = nullptr;
-  int rank = 0;  // world rank (names the trace file)
+  // A parallel job: this rank's place in the grid, its groups and the world group, which must
+  // outlive train(). All nullptr = one process (train() then uses one-process groups). World rank 0
+  // writes the metrics file and the export; every rank writes its trace.
+  const RankGrid* grid = nullptr;
+  ProcessGroups* groups = nullptr;
+  Communicator* world = nullptr;
 };
 
 struct TrainResult {
@@ -29,16 +32,15 @@ struct TrainResult {
   // Throughput averaged over the steps after the first (which pays for warm-up).
   double mean_tokens_per_s = 0;
   double mean_gflops = 0;
-  // Data parallelism: the share of gradient communication hidden behind compute over the run
-  // (1 - blocked time / time communication was outstanding, from GradBuckets::last_stats()).
+  // Data parallelism: gradient communication outstanding and blocked on, summed over the steps
+  // (GradBuckets::last_stats()); hidden share = 1 - wait / comm.
   double dp_comm_s = 0;
   double dp_wait_s = 0;
+  // Pipeline parallelism: the measured bubble (measured_bubble) averaged over the steps after the
+  // first, and the schedule's theoretical one. -1 / 0 without pipeline parallelism.
+  double bubble_measured = -1;
+  double bubble_theory = 0;
 };
-
-// Fills ids/targets (i32 [micro_batch_size, seq_length]) with micro-batch `micro` of global batch
-// `global_batch`.
-using MicroBatchSource =
-    std::function<void(int64_t global_batch, int64_t micro, Tensor& ids, Tensor& targets)>;
 
 // Trains on the dataset the config names (validation on its valid split).
 TrainResult train(const Config& config, const TrainOptions& options);

@@ -289,7 +289,8 @@ TEST_CASE("parallel keys: defaults, types, ranges and enums name the field") {
   CHECK(oc.parallel.schedule == ScheduleKind::kInterleaved);
   CHECK(oc.parallel.layers_per_stage == std::vector<int64_t>{1, 1});
   CHECK(oc.parallel.timeout_s == 30);
-  // Degrees > 1 parse (validate_layout checks them against a world size); train refuses them.
+  // Degrees > 1 parse (validate_layout checks them against a world size); bench (one process)
+  // refuses them, and so does a train started without a launcher, saying how to launch.
   d = base();
   d["parallel"] = {{"tensor", 2}, {"pipeline", 2}, {"data", 2}};
   const Config big = parse_config(d, "t");
@@ -297,12 +298,19 @@ TEST_CASE("parallel keys: defaults, types, ranges and enums name the field") {
     check_single_process(big);
     FAIL("check_single_process accepted tensor 2");
   } catch (const InputError& e) {
-    CHECK_THAT(std::string(e.what()),
-               Contains("parallel training is validated but not wired into `lattice train` yet in this version; "
-                        "run with tensor = pipeline = data = 1"));
+    CHECK_THAT(std::string(e.what()), Contains("`lattice bench` runs one process") && Contains("mpirun -np N"));
   }
+  d["parallel"] = {{"pipeline", 2}, {"data", 2}};
+  try {
+    check_one_process_layout(parse_config(d, "t"));
+    FAIL("check_one_process_layout accepted pipeline 2 x data 2");
+  } catch (const InputError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("needs 4 ranks") && Contains("mpirun -np 4 lattice train"));
+  }
+  REQUIRE_NOTHROW(check_trainable_layout(parse_config(d, "t")));
   CHECK_THROWS_AS(validate_for_training(big), InputError);
   REQUIRE_NOTHROW(check_single_process(parse_config(base(), "t")));
+  REQUIRE_NOTHROW(check_one_process_layout(parse_config(base(), "t")));
 }
 
 TEST_CASE("validate_layout: each error class names its field") {

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The central correctness test: `lattice train` on a parallel layout trains the model one process
+# would. usage: layout_equivalence_test.sh gpt2|llama LAYOUT...
+#
+# The tiny config (configs/test-tiny-ARCH.json) with 8 layers (PP4 × v2 = 8 virtual stages), global
+# batch 8 of micro-batch 1 (interleaving needs micro-batches a multiple of PP) and, for Llama, 8
+# heads / 4 kv heads (TP4), is trained 20 steps with validation at steps 10 and 20 by one process
+# and by each LAYOUT under mpirun; compare_dp_runs.py checks every step's loss and grad norm, every
+# validation loss (relative 1e-5) and the exported parameters (its docstring states the tolerance).
+# Pipeline layouts must also print the measured bubble next to the theoretical one, data-parallel
+# layouts the hidden share of their gradient communication (metrics "summary" line).
+set -euo pipefail
+source tests/parallel/mpi_env.sh
+export OMP_NUM_THREADS=1  # several ranks per core
+LATTICE=trainer/lattice
+WORK=${TEST_TMPDIR:-$(mktemp -d)}
+TEXT=/usr/share/games/fortunes
+[[ -d $TEXT ]] || { echo "FAIL: $TEXT missing: run tools/test.sh (it installs Debian's fortunes)"; exit 1; }
+STEPS=20
+arch=$1
+shift
+
+# name -> "ranks overrides..."
+declare -A LAYOUTS=(
+  [tp2]="2 --set parallel.tensor=2"
+  [tp4]="4 --set parallel.tensor=4"
+  [tp2sp]="2 --set parallel.tensor=2 --set parallel.sequence_parallel=true"
+  [pp2]="2 --set parallel.pipeline=2"
+  [pp4]="4 --set parallel.pipeline=4"
+  [pp2v2]="2 --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved"
+  [pp4v2]="4 --set parallel.pipeline=4 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved"
+  [pp2gpipe]="2 --set parallel.pipeline=2 --set parallel.schedule=gpipe"
+  [dp2]="2 --set parallel.data=2"
+  [dp4do]="4 --set parallel.distributed_optimizer=true"
+  [pp2v2dp2do]="4 --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true"
+  [tp2pp2dp2]="8 --set parallel.tensor=2 --set parallel.sequence_parallel=true --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true"
+)
+
+$LATTICE data prepare --input "$TEXT/fortunes" "$TEXT/literature" "$TEXT/science" \
+  --output-prefix "$WORK/tiny" --text-document-separator percent-line >/dev/null 2>&1
+
+common=(train --config configs/test-tiny-$arch.json --set data.path="$WORK/tiny" --set training.train_iters=$STEPS
+        --set model.num_layers=8 --set training.global_batch_size=8 --set training.micro_batch_size=1
+        --set training.eval_interval=10 --set training.eval_iters=2)
+[[ $arch == llama ]] && common+=(--set model.num_attention_heads=8 --set model.num_kv_heads=4)
+
+timeout 60 $LATTICE "${common[@]}" --set logging.metrics_file="$WORK/one.jsonl" --export "$WORK/one" >"$WORK/one.log" 2>&1 \
+  || { cat "$WORK/one.log"; exit 1; }
+runs=()
+for name in "$@"; do
+  [[ -n ${LAYOUTS[$name]:-} ]] || { echo "FAIL: unknown layout $name"; exit 1; }
+  read -r np overrides <<<"${LAYOUTS[$name]}"
+  trace=()
+  [[ $name == pp2 || $name == pp2v2 ]] && trace=(--set logging.trace_file="$WORK/$name-trace.json")
+  # shellcheck disable=SC2086  # the overrides are words
+  if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$np" $LATTICE "${common[@]}" $overrides "${trace[@]}" \
+      --set logging.metrics_file="$WORK/$name.jsonl" --export "$WORK/$name" >"$WORK/$name.log" 2>&1 </dev/null; then
+    echo "FAIL: $arch $name (mpirun -np $np):"
+    tail -20 "$WORK/$name.log"
+    exit 1
+  fi
+  grep -E "pipeline: measured bubble|data parallel: .* hidden" "$WORK/$name.log" | sed "s/^/$name: /" || true
+  python3 - "$WORK/$name.jsonl" "$overrides" <<'EOF'
+import json, sys
+path, overrides = sys.argv[1], sys.argv[2]
+summary = [json.loads(l)["summary"] for l in open(path) if '"summary"' in l]
+pp = "parallel.pipeline" in overrides
+dp = "parallel.data" in overrides or "distributed_optimizer" in overrides
+if pp or dp:
+    assert len(summary) == 1, f"{path}: one summary line expected, got {summary}"
+    s = summary[0]
+    if pp:
+        assert 0 <= s["bubble_measured"] < 1 and 0 < s["bubble_theory"] < 1, s
+    if dp:
+        assert 0 <= s["dp_comm_hidden"] <= 1 and s["dp_comm_s"] >= s["dp_wait_s"] >= 0, s
+else:
+    assert not summary, f"{path}: no summary expected without pipeline/data parallelism: {summary}"
+EOF
+  if [[ ${#trace[@]} -gt 0 ]]; then
+    # Every pp rank's trace: forward and backward of each (step, micro-batch, chunk), in its own pid.
+    python3 - "$WORK/$name-trace" "$np" "$STEPS" "$overrides" <<'EOF'
+import collections, json, sys
+prefix, ranks, steps, overrides = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+v = 2 if "virtual_stages=2" in overrides else 1
+for r in range(ranks):
+    events = json.load(open(f"{prefix}.rank{r}.json"))["traceEvents"]
+    assert all(e["pid"] == r for e in events), f"rank {r}: foreign pid"
+    for kind in ("forward", "backward"):
+        got = collections.Counter((e["args"]["step"], e["args"]["microbatch"], e["args"]["chunk"])
+                                  for e in events if e["ph"] == "X" and e["name"] == kind and e["args"]["step"] > 0)
+        want = {(s, m, c) for s in range(1, steps + 1) for m in range(8) for c in range(v)}
+        assert set(got) == want and set(got.values()) == {1}, f"rank {r}: {kind} events {len(got)} != {len(want)}"
+    names = {e["name"] for e in events}
+    assert {"optimizer", "grad norm", "evaluation"} <= names, f"rank {r}: {sorted(names)}"
+print(f"ok: {ranks} trace files, forward/backward per step, micro-batch and chunk")
+EOF
+  fi
+  runs+=("$WORK/$name.jsonl" "$WORK/$name")
+done
+python3 tests/parallel/compare_dp_runs.py $STEPS "$WORK/one.jsonl" "$WORK/one" "${runs[@]}"

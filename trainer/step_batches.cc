@@ -1,0 +1,41 @@
+// Lazily read micro-batches of a step.
+#include "trainer/step_batches.h"
+
+#include <chrono>
+
+#include "kernels/error.h"
+
+namespace lattice {
+
+StepBatches::StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length, Tracer& tracer)
+    : micro_batch_size_(micro_batch_size), seq_length_(seq_length), tracer_(tracer), batches_(micro_batches) {}
+
+void StepBatches::begin(const MicroBatchSource& source, int64_t global_batch, int64_t trace_step) {
+  source_ = &source;
+  global_batch_ = global_batch;
+  trace_step_ = trace_step;
+  wait_s_ = 0;
+  for (Batch& b : batches_) b.read = false;
+}
+
+StepBatches::Batch& StepBatches::read(int microbatch) {
+  LATTICE_CHECK(microbatch >= 0 && microbatch < static_cast<int>(batches_.size()), "micro-batch {} of {}",
+                microbatch, batches_.size());
+  Batch& b = batches_[microbatch];
+  if (b.read) return b;
+  LATTICE_CHECK(source_ != nullptr && *source_, "micro-batch {} read before the step began", microbatch);
+  if (!b.ids.defined()) {
+    b.ids = Tensor::empty({micro_batch_size_, seq_length_}, DType::kI32);
+    b.targets = Tensor::empty({micro_batch_size_, seq_length_}, DType::kI32);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  {
+    TraceScope s = tracer_.scope("data wait", "data", {{"step", trace_step_}, {"microbatch", microbatch}});
+    (*source_)(global_batch_, microbatch, b.ids, b.targets);
+  }
+  wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  b.read = true;
+  return b;
+}
+
+}  // namespace lattice
