@@ -3,4 +3,4 @@
 set -uo pipefail
 source tests/parallel/mpi_env.sh
 export OMP_NUM_THREADS=1
-exec timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$1" tests/parallel/tp_model_test_bin
+exec timeout 45 mpirun --allow-run-as-root --oversubscribe -np "$1" tests/parallel/tp_model_test_bin
