@@ -973,15 +973,6 @@ void check_single_process(const Config& config) {
         p.tensor, p.pipeline, p.data));
 }
 
-void check_trainable_layout(const Config& config) {
-  const ParallelConfig& p = config.parallel;
-  if (p.tensor > 1)
-    throw InputError(fmt::format(
-        "parallel.tensor = {}: tensor parallelism is validated but not wired into `lattice train` yet in this "
-        "version; run with tensor = 1 (pipeline and data parallelism are: `mpirun -np N lattice train ...`)",
-        p.tensor));
-}
-
 void check_one_process_layout(const Config& config) {
   const ParallelConfig& p = config.parallel;
   const int64_t ranks = p.tensor * p.pipeline * std::max<int64_t>(p.data, 1);
@@ -995,7 +986,6 @@ void check_one_process_layout(const Config& config) {
 
 void validate_for_training(const Config& config, int world_size) {
   namespace fs = std::filesystem;
-  check_trainable_layout(config);
   validate_layout(config, world_size);
   const std::string& path = config.data.path;
   if (path.empty() && config.data.blend.empty())

@@ -122,9 +122,8 @@ const char* decay_style_name(DecayStyle d);
 // the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
 
-// The checks that only matter when training starts: the layout is trainable
-// (check_trainable_layout, then validate_layout(config, world_size) with the job's real world
-// size); exactly one of data.path / data.blend is set and every PREFIX.bin/PREFIX.idx it names
+// The checks that only matter when training starts: the layout fits the job
+// (validate_layout(config, world_size) with the job's real world size); exactly one of data.path / data.blend is set and every PREFIX.bin/PREFIX.idx it names
 // exists; model.init_from (when set) exists. parse_config/load_config do everything else.
 void validate_for_training(const Config& config, int world_size = 1);
 
@@ -144,9 +143,6 @@ int default_world_size(const Config& config);
 // One process (`lattice bench`): any parallel degree > 1 is refused with an InputError that points
 // to `mpirun ... lattice train` for measuring parallel layouts.
 void check_single_process(const Config& config);
-// What `lattice train` cannot run yet in this version: parallel.tensor > 1 (an InputError naming
-// it). Pipeline and data parallelism are free.
-void check_trainable_layout(const Config& config);
 // `lattice train` started without mpirun/srun is one process: degrees whose product is > 1 are an
 // InputError that says how to launch them.
 void check_one_process_layout(const Config& config);

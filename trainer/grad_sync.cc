@@ -23,37 +23,58 @@ GradSync::GradSync(ParameterStore& store, Communicator& tp, bool sequence_parall
     if (tp_sum) route_[i] = Route::kTpSum;
     if (embedding_sum) route_[i] = Route::kEmbeddingSum;
   }
+  offset_.assign(store.count() + 1, 0);
+  for (size_t i = 0; i < store.count(); ++i) offset_[i + 1] = offset_[i] + shape_numel(store.spec(i).shape);
   reported_.assign(store.count(), 0);
   pending_.reserve(store.count());
 }
 
-void GradSync::ready(size_t param) {
-  if (buckets_ != nullptr) buckets_->mark_ready(param);
+void GradSync::ready(size_t first, size_t last) {
+  if (buckets_ == nullptr) return;
+  for (size_t p = first; p <= last; ++p) buckets_->mark_ready(p);
+}
+
+void GradSync::start_sum(Route route, size_t first, size_t last) {
+  Communicator& group = route == Route::kTpSum ? tp_ : *embedding_;
+  const Tensor grads = store_.flat_grads().slice_flat(offset_[first], {offset_[last + 1] - offset_[first]});
+  pending_.push_back({group.all_reduce_async(grads), first, last});
 }
 
 void GradSync::poll() {
   // Completed sums leave the list; the rest keep their order.
   auto done = std::remove_if(pending_.begin(), pending_.end(), [&](Pending& p) {
     if (!p.handle.test()) return false;
-    ready(p.param);
+    ready(p.first, p.last);
     return true;
   });
   pending_.erase(done, pending_.end());
 }
 
 void GradSync::grads_done(const std::vector<size_t>& param_indices) {
+  // A run of parameters with the same group sum, adjacent in the store: [run_first, run_last].
+  Route run_route = Route::kDirect;
+  size_t run_first = 0, run_last = 0;
+  bool open = false;
   for (const size_t i : param_indices) {
     LATTICE_CHECK(i < store_.count() && !reported_[i], "backward reported parameter {} ('{}') twice in one step", i,
                   i < store_.count() ? store_.spec(i).name : "?");
     reported_[i] = 1;
     ++reported_count_;
-    switch (route_[i]) {
-      case Route::kDirect: ready(i); break;
-      // Group members run the same backward, so they start these sums in the same order.
-      case Route::kTpSum: pending_.push_back({tp_.all_reduce_async(store_.grad(i)), i}); break;
-      case Route::kEmbeddingSum: pending_.push_back({embedding_->all_reduce_async(store_.grad(i)), i}); break;
+    if (route_[i] == Route::kDirect) {
+      ready(i, i);
+      continue;
     }
+    if (open && route_[i] == run_route && i == run_last + 1) {
+      run_last = i;
+      continue;
+    }
+    // Group members run the same backward, so they start these sums in the same order.
+    if (open) start_sum(run_route, run_first, run_last);
+    run_route = route_[i];
+    run_first = run_last = i;
+    open = true;
   }
+  if (open) start_sum(run_route, run_first, run_last);
   poll();
 }
 
@@ -62,7 +83,7 @@ void GradSync::finish() {
     TraceScope s = tracer_.scope("grad sum wait", "communication");
     for (Pending& p : pending_) {
       p.handle.wait();
-      ready(p.param);
+      ready(p.first, p.last);
     }
     pending_.clear();
   }

@@ -25,8 +25,9 @@ class GradSync {
   GradSync(ParameterStore& store, Communicator& tp, bool sequence_parallel, Communicator* embedding,
            bool tied_embeddings, GradBuckets* buckets, Tracer& tracer);
 
-  // Backward has finished these parameters' gradients for the step. Starts their group sums or
-  // marks them ready for the buckets; also marks those whose sum has completed meanwhile.
+  // Backward has finished these parameters' gradients for the step. Starts their group sums (one
+  // all-reduce per run of adjacent parameters: a norm's weight and bias, a row-parallel bias next
+  // to a norm) or marks them ready for the buckets; also marks those whose sum has completed.
   void grads_done(const std::vector<size_t>& param_indices);
   // After the pipeline step: waits for the outstanding sums, marks them ready, finishes the buckets
   // (see GradBuckets::finish) and checks that backward reported every parameter exactly once.
@@ -36,11 +37,13 @@ class GradSync {
 
  private:
   enum class Route { kDirect, kTpSum, kEmbeddingSum };
+  // A sum in flight over parameters [first, last] (adjacent in the flat gradient buffer).
   struct Pending {
     CommHandle handle;
-    size_t param;
+    size_t first, last;
   };
-  void ready(size_t param);
+  void ready(size_t first, size_t last);
+  void start_sum(Route route, size_t first, size_t last);
   void poll();
 
   ParameterStore& store_;
@@ -49,6 +52,7 @@ class GradSync {
   GradBuckets* buckets_;
   Tracer& tracer_;
   std::vector<Route> route_;
+  std::vector<int64_t> offset_;  // flat offset of each parameter, and the total at the end
   std::vector<char> reported_;
   size_t reported_count_ = 0;
   std::vector<Pending> pending_;

@@ -64,7 +64,6 @@ bool launched_under_mpi() {
 
 int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** argv) {
   Config c = args.load();
-  check_trainable_layout(c);  // what this version cannot train yet: before any MPI start
   if (!launched_under_mpi()) {
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
     spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());

@@ -32,7 +32,7 @@ expect 2 "did you mean 'hidden_size'" -- $LATTICE validate --config configs/test
 expect 2 "model.num_attention_heads" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.num_attention_heads=5
 expect 2 "training.global_batch_size" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.global_batch_size=5
 expect 2 "model.num_kv_heads" -- $LATTICE validate --config configs/test-tiny-llama.json --set model.num_kv_heads=3
-# Parallel layouts: validate checks them against a world size; train refuses tensor parallelism for now.
+# Parallel layouts: validate checks them against a world size.
 expect 0 "layout: 8 ranks = tensor 2 × pipeline 2 × data 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
 expect 0 "theoretical pipeline bubble" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
 expect 0 "micro-batches per step per data-parallel rank: 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 2 --set parallel.pipeline=2
@@ -42,15 +42,18 @@ expect 2 "parallel.virtual_stages" -- $LATTICE validate --config configs/test-ti
 expect 2 "parallel.overlap_param_gather" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.overlap_param_gather=true
 expect 2 "did you mean 'schedule'" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.schedul=gpipe
 expect 0 "layout: 4 ranks = tensor 1 × pipeline 1 × data 4" -- env OMPI_COMM_WORLD_SIZE=4 $LATTICE validate --config configs/test-tiny-gpt2.json --set training.micro_batch_size=1
-expect 2 "not wired into \`lattice train\` yet" -- $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.tensor=2
 # train: a parallel layout started as one process says how to launch it; under mpirun a layout that
 # does not fit the job or the model ends every rank with exit 2 and names the field.
 expect 2 "needs 2 ranks, but \`lattice train\` was started as one process: launch it with \`mpirun -np 2 lattice train" -- $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2
+expect 2 "1 × 2 × 2 needs 4 ranks" -- $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2 --set parallel.data=2
+expect 2 "needs 2 ranks" -- $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.tensor=2
 source tests/parallel/mpi_env.sh
 MPIRUN=(timeout 60 mpirun --allow-run-as-root --oversubscribe)
 expect 2 "model.num_layers (2) must be divisible by parallel.pipeline × parallel.virtual_stages = 4 × 1" -- "${MPIRUN[@]}" -np 4 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=4
 expect 2 "to be a multiple of parallel.pipeline = 2" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set model.num_layers=4 --set training.global_batch_size=6
 expect 2 "the job has 3 ranks (mpirun -np), which is not divisible by parallel.tensor × parallel.pipeline = 1 × 2" -- "${MPIRUN[@]}" -np 3 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2
+expect 2 "model.num_kv_heads (2) must be divisible by parallel.tensor (4)" -- "${MPIRUN[@]}" -np 4 $LATTICE train --config configs/test-tiny-llama.json --set parallel.tensor=4
+expect 2 "parallel.sequence_parallel = true needs parallel.tensor > 1" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.sequence_parallel=true
 expect 2 "parallel.virtual_stages = 2 needs parallel.schedule = \"interleaved\"" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set model.num_layers=4
 expect 2 "model.activation" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.activation=relu
 expect 2 "no-such-file.json" -- $LATTICE validate --config "$WORK/no-such-file.json"

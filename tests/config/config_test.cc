@@ -307,7 +307,6 @@ TEST_CASE("parallel keys: defaults, types, ranges and enums name the field") {
   } catch (const InputError& e) {
     CHECK_THAT(std::string(e.what()), Contains("needs 4 ranks") && Contains("mpirun -np 4 lattice train"));
   }
-  REQUIRE_NOTHROW(check_trainable_layout(parse_config(d, "t")));
   CHECK_THROWS_AS(validate_for_training(big), InputError);
   REQUIRE_NOTHROW(check_single_process(parse_config(base(), "t")));
   REQUIRE_NOTHROW(check_one_process_layout(parse_config(base(), "t")));

@@ -2,7 +2,8 @@
 """Compares parallel training runs (any TP x PP x DP layout) with the one-process run of the same
 config.
 
-usage: compare_dp_runs.py STEPS REF_METRICS REF_EXPORT_DIR [METRICS EXPORT_DIR]...
+usage: compare_dp_runs.py STEPS REF_METRICS REF_EXPORT_DIR [--noise NOISE_METRICS NOISE_EXPORT_DIR]...
+                          [METRICS EXPORT_DIR]...
 
 Every step's loss and grad_norm must agree within relative 1e-5 (|a-b| / max(|a|, |b|, 1e-6)), and
 so must every validation loss the reference run wrote (val_loss lines, same steps).
@@ -10,16 +11,27 @@ so must every validation loss the reference run wrote (val_loss lines, same step
 The exported parameters: every element within 1e-5 × the tensor's scale (max(max|a|, max|b|))
 plus an absolute floor of 1e-3 × sum over steps of lr. Why not relative 1e-5 alone: data
 parallelism sums the same fp32 numbers in a different order (per-rank partial sums, then the
-reduction; pipeline and tensor parallelism accumulate and reduce in other orders too), so gradients
-differ by rounding, relative to the size of the summands (hence per
-tensor scale, not per element); and AdamW divides each gradient by its own running RMS, so for an
-element whose gradient is tiny or pure rounding noise (GPT-2's key bias: softmax is invariant to
-it, its exact gradient is 0) the step is up to ~lr whatever the gradient's size, and the rounding
-difference is amplified instead of shrinking with the gradient. A parameter can move at most ~lr
-per step, so the floor is 0.1% of the farthest any parameter could travel in the run: a wrong
-gradient scale, a missed or doubled rank shows up at the scale of that travel (and in the loss
-and grad norm at once). The pure per-tensor relative difference is printed too.
-Fails loudly with the step / tensor and both values."""
+reduction; pipeline and tensor parallelism accumulate and reduce in other orders too: split GEMM
+reductions, tp all-reduces), so gradients differ by rounding, relative to the size of the summands
+(hence per tensor scale, not per element); and AdamW divides each gradient by its own running RMS,
+so for an element whose gradient is tiny or pure rounding noise (GPT-2's key bias: softmax is
+invariant to it, its exact gradient is 0) the step is up to ~lr whatever the gradient's size, and
+the rounding difference is amplified instead of shrinking with the gradient. A parameter can move
+at most ~lr per step, so the floor is 0.1% of the farthest any parameter could travel in the run: a
+wrong gradient scale, a missed or doubled rank shows up at the scale of that travel (and in the
+loss and grad norm at once). The pure per-tensor relative difference is printed too.
+
+--noise (repeatable): another ONE-PROCESS run of the same config that differs from the reference
+only in how its fp32 sums are grouped (e.g. micro-batch 2, 4 or 8 instead of 1: the same tokens, the
+same math). The largest distance of these runs from the reference is how well conditioned the run
+itself is — rounding that a training step amplifies (a step where the gradient norm reacts to
+last-bit changes in the weights) shows up there although nothing is parallel; one regrouping alone
+is a noisy estimate (on the tiny Llama's step 16, regroupings land anywhere from 1e-6 to 2e-5), so
+several are used. Each tolerance above then becomes max(tolerance, NOISE_FACTOR × that distance):
+per step for loss, grad_norm and val_loss, per tensor (its largest element difference) for the
+parameters. Where the run is well conditioned (every GPT-2 step) this
+leaves 1e-5; a layout bug (a missed reduction, a wrong scale) differs by orders of magnitude more.
+Fails loudly with the step / tensor, both values and the tolerance used."""
 import json
 import sys
 
@@ -27,6 +39,7 @@ import numpy as np
 from safetensors.numpy import load_file
 
 TOL = 1e-5
+NOISE_FACTOR = 4.0
 
 
 def steps_of(path, steps):
@@ -46,31 +59,63 @@ def rel(a, b):
     return abs(a - b) / max(abs(a), abs(b), 1e-6)
 
 
-steps, ref_metrics, ref_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+args = sys.argv[1:]
+steps, ref_metrics, ref_dir = int(args[0]), args[1], args[2]
+args = args[3:]
 ref = steps_of(ref_metrics, steps)
+ref_val = val_losses(ref_metrics)
 ref_params = load_file(f"{ref_dir}/model.safetensors")
+
+# The reference's own rounding sensitivity: the largest distance of any --noise run (0 without).
+step_noise = [{"loss": 0.0, "grad_norm": 0.0} for _ in ref]
+val_noise = [0.0 for _ in ref_val]
+param_noise = {name: 0.0 for name in ref_params}
+while args[:1] == ["--noise"]:
+    noise_metrics, noise_dir = args[1], args[2]
+    args = args[3:]
+    for i, (r0, r1) in enumerate(zip(ref, steps_of(noise_metrics, steps))):
+        for key in ("loss", "grad_norm"):
+            step_noise[i][key] = max(step_noise[i][key], rel(r0[key], r1[key]))
+    noise_val = val_losses(noise_metrics)
+    if [s for s, _ in noise_val] != [s for s, _ in ref_val]:
+        sys.exit(f"FAIL: {noise_metrics}: validation steps differ from the reference's")
+    val_noise = [max(n, rel(a, b)) for n, (_, a), (_, b) in zip(val_noise, ref_val, noise_val)]
+    noise_params = load_file(f"{noise_dir}/model.safetensors")
+    for name, a in ref_params.items():
+        d = float(np.abs(a.astype(np.float64) - noise_params[name].astype(np.float64)).max(initial=0.0))
+        param_noise[name] = max(param_noise[name], d)
+    worst_step = max(range(len(ref)), key=lambda i: step_noise[i]["grad_norm"])
+    print(f"{noise_metrics}: with it, the reference's own rounding sensitivity (one process, sums regrouped) is up "
+          f"to loss {max(n['loss'] for n in step_noise):.2e}, grad_norm {step_noise[worst_step]['grad_norm']:.2e} "
+          f"(step {worst_step + 1}); tolerances are max(1e-5 rule, {NOISE_FACTOR:g} x this) per step / tensor")
+
 failed = False
-for metrics, export in zip(sys.argv[4::2], sys.argv[5::2]):
+for metrics, export in zip(args[0::2], args[1::2]):
     run = steps_of(metrics, steps)
     worst = {"loss": 0.0, "grad_norm": 0.0}
-    for r0, r1 in zip(ref, run):
-        for key in worst:
+    widened = 0  # checks whose tolerance the reference's noise widened beyond 1e-5
+    for r0, r1, noise in zip(ref, run, step_noise):
+        for key in ("loss", "grad_norm"):
             d = rel(r0[key], r1[key])
+            tol = max(TOL, NOISE_FACTOR * noise[key])
             worst[key] = max(worst[key], d)
-            if not d <= TOL:
+            widened += d > TOL
+            if not d <= tol:
                 failed = True
                 print(f"FAIL: {metrics}: step {r0['step']} {key} {r1[key]!r} vs one process {r0[key]!r} "
-                      f"(relative difference {d:.3e} > {TOL})")
-    ref_val, val = val_losses(ref_metrics), val_losses(metrics)
+                      f"(relative difference {d:.3e} > {tol:.3e})")
+    val = val_losses(metrics)
     if [s for s, _ in val] != [s for s, _ in ref_val]:
         failed = True
         print(f"FAIL: {metrics}: validation at steps {[s for s, _ in val]}, one process at {[s for s, _ in ref_val]}")
-    for (step, a), (_, b) in zip(ref_val, val):
+    for (step, a), (_, b), noise in zip(ref_val, val, val_noise):
         d = rel(a, b)
+        tol = max(TOL, NOISE_FACTOR * noise)
         worst["val_loss"] = max(worst.get("val_loss", 0.0), d)
-        if not d <= TOL:
+        widened += d > TOL
+        if not d <= tol:
             failed = True
-            print(f"FAIL: {metrics}: step {step} val_loss {b!r} vs one process {a!r} (relative difference {d:.3e} > {TOL})")
+            print(f"FAIL: {metrics}: step {step} val_loss {b!r} vs one process {a!r} (relative difference {d:.3e} > {tol:.3e})")
     floor = 1e-3 * sum(r["lr"] for r in ref)
     params = load_file(f"{export}/model.safetensors")
     if sorted(params) != sorted(ref_params):
@@ -86,17 +131,21 @@ for metrics, export in zip(sys.argv[4::2], sys.argv[5::2]):
         d = diff.max(initial=0.0) / scale
         if d > worst_param:
             worst_param, worst_name = d, name
-        excess = diff - (TOL * scale + floor)
+        base = TOL * scale + floor
+        allowed = max(base, NOISE_FACTOR * param_noise[name])
+        widened += diff.max(initial=0.0) > base
+        excess = diff - allowed
         if excess.max(initial=-1.0) > 0:
             failed = True
             i = np.unravel_index(np.argmax(excess), diff.shape)
             print(f"FAIL: {export}: {name}{list(i)} = {b64[i]!r} vs one process {a64[i]!r}: |diff| {diff[i]:.3e} "
-                  f"> {TOL} x tensor scale {scale:.3e} + floor {floor:.3e}")
+                  f"> {allowed:.3e} (max of {TOL} x tensor scale {scale:.3e} + floor {floor:.3e} and "
+                  f"{NOISE_FACTOR:g} x the reference's own difference {param_noise[name]:.3e})")
     print(f"{metrics}: max relative difference vs one process over {steps} steps: loss {worst['loss']:.2e}, "
           f"grad_norm {worst['grad_norm']:.2e}"
           + (f", val_loss {worst['val_loss']:.2e} ({len(ref_val)} evaluations)" if "val_loss" in worst else "")
           + f"; final parameters max |diff| / tensor scale {worst_param:.2e} ({worst_name}), within "
-          f"{TOL} x scale + {floor:.2e}")
+          f"{TOL} x scale + {floor:.2e}" + (f"; {widened} check(s) needed the noise-widened tolerance" if widened else ""))
 if failed:
     sys.exit("FAIL: parallel training does not match one process")
 print("ok: parallel runs match one process")
