@@ -36,19 +36,26 @@ declare -A LAYOUTS=(
   [dp2]="2 --set parallel.data=2"
   [dp4do]="4 --set parallel.distributed_optimizer=true"
   [pp2v2dp2do]="4 --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true"
+  # model.init_from under a sharded layout: every rank loads the HF file of the seeded init and copies
+  # its boxes out of it, so training matches the seeded one-process run.
+  [tp2pp2init]="4 --set parallel.tensor=2 --set parallel.pipeline=2 --set model.init_from=$WORK/init/model.safetensors"
   [tp2pp2dp2]="8 --set parallel.tensor=2 --set parallel.sequence_parallel=true --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true"
 )
 
 $LATTICE data prepare --input "$TEXT/fortunes" "$TEXT/literature" "$TEXT/science" \
   --output-prefix "$WORK/tiny" --text-document-separator percent-line >/dev/null 2>&1
 
-common=(train --config configs/test-tiny-$arch.json --set data.path="$WORK/tiny" --set training.train_iters=$STEPS
-        --set model.num_layers=8 --set training.global_batch_size=8 --set training.micro_batch_size=1
+model=(--config configs/test-tiny-$arch.json --set model.num_layers=8)
+[[ $arch == llama ]] && model+=(--set model.num_attention_heads=8 --set model.num_kv_heads=4)
+common=(train "${model[@]}" --set data.path="$WORK/tiny" --set training.train_iters=$STEPS
+        --set training.global_batch_size=8 --set training.micro_batch_size=1
         --set training.eval_interval=10 --set training.eval_iters=2)
-[[ $arch == llama ]] && common+=(--set model.num_attention_heads=8 --set model.num_kv_heads=4)
 
 timeout 60 $LATTICE "${common[@]}" --set logging.metrics_file="$WORK/one.jsonl" --export "$WORK/one" >"$WORK/one.log" 2>&1 \
   || { cat "$WORK/one.log"; exit 1; }
+# The seeded initialization as a Hugging Face file (for model.init_from).
+timeout 60 $LATTICE export "${model[@]}" --output "$WORK/init" >"$WORK/init.log" 2>&1 \
+  || { cat "$WORK/init.log"; exit 1; }
 # The reference's own rounding sensitivity: one process again, its sums grouped differently (micro-
 # batches of 2, 4 and 8 instead of 1). See compare_dp_runs.py --noise.
 noise=()
