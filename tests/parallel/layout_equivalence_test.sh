@@ -33,6 +33,7 @@ declare -A LAYOUTS=(
   [pp2v2]="2 --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved"
   [pp4v2]="4 --set parallel.pipeline=4 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved"
   [pp2gpipe]="2 --set parallel.pipeline=2 --set parallel.schedule=gpipe"
+  [pp2uneven]="2 --set parallel.pipeline=2 --set parallel.layers_per_stage=[3,5]"
   [dp2]="2 --set parallel.data=2"
   [dp4do]="4 --set parallel.distributed_optimizer=true"
   [pp2v2dp2do]="4 --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true"
