@@ -75,6 +75,48 @@ void DistributedOptimizer::reload_master_from_values() {
   }
 }
 
+void DistributedOptimizer::gather_moments(Tensor& flat_exp_avg, Tensor& flat_exp_avg_sq) {
+  wait_all();  // the staging buffers of padded buckets are free again
+  const int64_t numel = buckets_.store().numel();
+  LATTICE_CHECK(flat_exp_avg.numel() == numel && flat_exp_avg_sq.numel() == numel,
+                "gather_moments: targets of {} and {} elements for a store of {}", flat_exp_avg.numel(),
+                flat_exp_avg_sq.numel(), numel);
+  Communicator& dp = buckets_.comm();
+  const auto& bs = buckets_.buckets();
+  for (auto [shard, flat] : {std::pair<Tensor*, Tensor*>{&exp_avg_, &flat_exp_avg}, {&exp_avg_sq_, &flat_exp_avg_sq}}) {
+    // The same bucket order on every rank, as in step(): rank r's slice lands at r × shard_numel of
+    // the bucket, which is its place in the flat layout (the padding falls past the bucket's end).
+    for (size_t b = bs.size(); b-- > 0;) {
+      const GradBucket& g = bs[b];
+      if (g.numel() == 0) continue;
+      Tensor in = shard->slice_flat(g.shard_offset, {g.shard_numel});
+      Tensor dst = flat->slice_flat(g.begin, {g.numel()});
+      const bool padded = g.padded_numel(dp.size()) != g.numel();
+      dp.all_gather(in, padded ? staging_[b] : dst);
+      if (padded) {
+        Tensor head = staging_[b].slice_flat(0, {g.numel()});
+        ops::copy(head, dst);
+      }
+    }
+  }
+}
+
+void DistributedOptimizer::load_moments(const Tensor& flat_exp_avg, const Tensor& flat_exp_avg_sq) {
+  wait_all();
+  const int64_t numel = buckets_.store().numel();
+  LATTICE_CHECK(flat_exp_avg.numel() == numel && flat_exp_avg_sq.numel() == numel,
+                "load_moments: sources of {} and {} elements for a store of {}", flat_exp_avg.numel(),
+                flat_exp_avg_sq.numel(), numel);
+  ops::fill(exp_avg_, 0.0f);
+  ops::fill(exp_avg_sq_, 0.0f);
+  for (const Run& run : runs_) {
+    Tensor a = exp_avg_.slice_flat(run.shard_offset, {run.numel});
+    Tensor b = exp_avg_sq_.slice_flat(run.shard_offset, {run.numel});
+    ops::copy(flat_exp_avg.slice_flat(run.flat_offset, {run.numel}), a);
+    ops::copy(flat_exp_avg_sq.slice_flat(run.flat_offset, {run.numel}), b);
+  }
+}
+
 void DistributedOptimizer::set_step_count(int64_t steps) {
   LATTICE_CHECK(steps >= 0, "DistributedOptimizer: negative step count {}", steps);
   step_count_ = steps;

@@ -59,6 +59,14 @@ class DistributedOptimizer {
   // Re-reads the master shard from the store's values (after loading a checkpoint into the store).
   void reload_master_from_values();
 
+  // Checkpoints store the moments in the store's flat layout, whatever the sharding (so any layout
+  // can load them). gather_moments: a collective over dp — every rank gets the whole flat-layout
+  // exp_avg / exp_avg_sq (store.numel() elements each), one all_gather per bucket and moment.
+  // load_moments: the reverse, no communication — this rank's runs of the flat-layout moments are
+  // copied into its shard (padding stays zero). Both wait for pending parameter gathers first.
+  void gather_moments(Tensor& flat_exp_avg, Tensor& flat_exp_avg_sq);
+  void load_moments(const Tensor& flat_exp_avg, const Tensor& flat_exp_avg_sq);
+
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t steps);
 
