@@ -41,7 +41,7 @@ const std::map<std::string, std::vector<std::string>>& known_keys() {
         "tie_embeddings", "bias", "init_std", "init_from"}},
       {"training",
        {"micro_batch_size", "global_batch_size", "train_iters", "seed", "eval_interval", "eval_iters",
-        "exit_duration_mins"}},
+        "exit_duration_mins", "exit_interval"}},
       {"optimizer",
        {"lr", "min_lr", "warmup_iters", "decay", "decay_iters", "weight_decay", "beta1", "beta2", "eps",
         "grad_clip"}},
@@ -339,12 +339,14 @@ TrainingConfig parse_training(const std::string& source, const json& sec) {
   r.read("eval_interval", t.eval_interval);
   r.read("eval_iters", t.eval_iters);
   r.read("exit_duration_mins", t.exit_duration_mins);
+  r.read("exit_interval", t.exit_interval);
   c.positive("training.micro_batch_size", t.micro_batch_size);
   c.positive("training.global_batch_size", t.global_batch_size);
   c.positive("training.train_iters", t.train_iters);
   c.non_negative("training.eval_interval", t.eval_interval);
   c.positive("training.eval_iters", t.eval_iters);
   c.non_negative("training.exit_duration_mins", t.exit_duration_mins);
+  c.non_negative("training.exit_interval", t.exit_interval);
   return t;
 }
 
@@ -764,7 +766,7 @@ json config_to_json(const Config& c) {
       {"micro_batch_size", t.micro_batch_size}, {"global_batch_size", t.global_batch_size},
       {"train_iters", t.train_iters},           {"seed", t.seed},
       {"eval_interval", t.eval_interval},       {"eval_iters", t.eval_iters},
-      {"exit_duration_mins", t.exit_duration_mins},
+      {"exit_duration_mins", t.exit_duration_mins}, {"exit_interval", t.exit_interval},
   };
   const OptimizerConfig& o = c.optimizer;
   j["optimizer"] = {

@@ -30,6 +30,10 @@ struct TrainingConfig {
   // to stop, a checkpoint is saved (when checkpoint.dir is set) and the program exits 0 — so a job
   // ends cleanly before a cluster's time limit.
   double exit_duration_mins = 0;
+  // Stop after every step that is a multiple of this (0 = never), saving a checkpoint like a
+  // preemption does: a deterministic stop (Megatron's --exit-interval), e.g. to split a run into
+  // jobs of a fixed number of steps with the same train_iters (the LR schedule depends on it).
+  int64_t exit_interval = 0;
   int64_t num_micro_batches() const { return global_batch_size / micro_batch_size; }  // single process
 };
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "checkpoint/checkpoint_bench.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/hf_interop.h"
@@ -27,6 +28,7 @@
 #include "trainer/logging_setup.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
+#include "trainer/preemption.h"
 #include "trainer/train_loop.h"
 
 namespace lattice {
@@ -64,6 +66,9 @@ bool launched_under_mpi() {
 
 int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** argv) {
   Config c = args.load();
+  // SIGTERM / SIGUSR1 only set a flag: the loop stops after the step every rank agrees on, saves and
+  // exits 0 (trainer/stop_request.h).
+  install_preemption_handlers();
   if (!launched_under_mpi()) {
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
     spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
@@ -72,6 +77,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** a
   }
   // A parallel job: world = tensor × pipeline × data ranks.
   MpiRuntime mpi(argc, argv);
+  install_preemption_handlers();  // again: MPI_Init must not have taken SIGTERM / SIGUSR1 over
   const ParallelLayout layout = validate_layout(c, mpi.world_size());
   auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
   auto world = mpi.world(watchdog);
@@ -161,11 +167,16 @@ int run(int argc, char** argv) {
 
   ConfigArgs bench_args;
   int64_t bench_steps = 6;
+  std::string bench_checkpoint_dir;
   CLI::App* bench_cmd = app.add_subcommand(
       "bench", "train a few steps on synthetic tokens; print tokens/s and achieved GFLOP/s against the "
-               "measured sgemm peak");
+               "measured sgemm peak (or, with --checkpoint, time checkpoint saves and loads)");
   bench_args.add_to(bench_cmd);
+  bench_cmd->get_option("--config")->required(false);  // --checkpoint needs none
   bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
+  bench_cmd->add_option("--checkpoint", bench_checkpoint_dir,
+                        "benchmark checkpoints instead, in this (emptied) directory: for the GPT-2 124M shape the "
+                        "synchronous save time, the training loop's stall per asynchronous save, and the load time");
 
   std::string export_output, export_checkpoint, export_format = "hf";
   CLI::App* export_cmd = app.add_subcommand(
@@ -197,7 +208,14 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (*export_cmd) return run_export(export_args, export_checkpoint, export_output);
+  if (*bench_cmd && !bench_checkpoint_dir.empty()) {
+    if (!bench_args.path.empty()) throw InputError("lattice bench: give --config or --checkpoint, not both");
+    const CheckpointBenchResult r = bench_checkpoint(gpt2_124m_config(), bench_checkpoint_dir);
+    std::printf("%s", format_checkpoint_bench(r).c_str());
+    return 0;
+  }
   if (*bench_cmd) {
+    if (bench_args.path.empty()) throw InputError("lattice bench needs --config (train steps) or --checkpoint DIR");
     const Config c = bench_args.load();
     check_single_process(c);  // bench runs one process, like train
     return run_benchmark(c, bench_steps);

@@ -2,6 +2,7 @@
 // schedule; one process is p = v = 1) through the PipelineExecutor, then the whole-model math.
 #include "trainer/train_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -27,6 +28,8 @@
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/optimizer.h"
+#include "trainer/stop_request.h"
+#include "trainer/training_checkpoint.h"
 #include "trainer/whole_model_math.h"
 
 namespace lattice {
@@ -116,6 +119,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   RankContext rc;
   init_rank_context(rc, options);
   const RankGrid& grid = rc.grid;
+  StopRequest stop_request(c.training, rc.world);  // training.exit_duration_mins counts from here
   const bool rank0 = grid.rank() == 0;
   const ParallelLayout pl = validate_layout(c, grid.world_size());
   const int p = grid.pp_size(), v = pl.virtual_stages, D = grid.dp_size();
@@ -166,6 +170,12 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   }
   std::unique_ptr<AdamW> optimizer;
   if (!dist_optimizer) optimizer = std::make_unique<AdamW>(*params, c.optimizer);
+  // Checkpoints: resume (values, moments, optimizer step; the data source seeks to the step's
+  // samples by itself) and, with checkpoint.dir, saves. One process communicates nothing.
+  const bool job = grid.world_size() > 1;
+  TrainingCheckpoint checkpoint(c, pl, *params, optimizer.get(), dist_optimizer.get(), job ? rc.world : nullptr,
+                                job && D > 1 ? rc.dp : nullptr);
+  const int64_t first_step = checkpoint.resume() + 1;
   MetricsWriter metrics(rank0 ? c.logging.metrics_file : std::string());
   Tracer tracer(c.logging.trace_file, grid.rank());
 
@@ -221,7 +231,12 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   result.bubble_theory = p > 1 ? pl.bubble : 0.0;
   int64_t timed_steps = 0, bubble_steps = 0;
   double sum_tokens_per_s = 0, sum_gflops = 0, sum_bubble = 0;
-  for (int64_t step = 1; step <= c.training.train_iters; ++step) {
+  if (first_step > c.training.train_iters)
+    spdlog::info("the checkpoint is at step {}, training.train_iters is {}: nothing left to train", first_step - 1,
+                 c.training.train_iters);
+  StopDecision stopped;
+  int64_t last_step = c.training.train_iters;  // the last step this run takes
+  for (int64_t step = first_step; step <= c.training.train_iters; ++step) {
     const auto t0 = Clock::now();
     TraceScope step_scope = tracer.scope(tracer.enabled() ? fmt::format("step {}", step) : "", "compute",
                                          {{"step", step}});
@@ -252,6 +267,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
                               step, loss, grad_norm));
     }
     const double lr = learning_rate(c.optimizer, c.training.train_iters, step);
+    checkpoint.before_optimizer_step();  // an overlapped checkpoint snapshot is taken before values change
     {
       TraceScope s = tracer.scope("optimizer", "optimizer", {{"step", step}});
       const float clip = clip_scale(grad_norm, c.optimizer.grad_clip);
@@ -278,11 +294,11 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     sm.bubble = bubble;
     sm.dp_comm_hidden = hidden;
     metrics.write_step(sm);
-    if (step % c.logging.log_interval == 0 || step == 1 || step == c.training.train_iters) log_step(sm);
-    if (step == 1) result.first_loss = loss;
+    if (step % c.logging.log_interval == 0 || step == first_step || step == c.training.train_iters) log_step(sm);
+    if (step == first_step) result.first_loss = loss;
     result.final_loss = loss;
 
-    if (step > 1 || c.training.train_iters == 1) {
+    if (step > first_step || c.training.train_iters == first_step) {
       timed_steps += 1;
       sum_tokens_per_s += sm.tokens_per_s;
       sum_gflops += sm.gflops;
@@ -300,25 +316,48 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
                    std::exp(result.last_val_loss));
       metrics.write_validation(step, result.last_val_loss);
     }
+    // Step boundary: commit a finished background save; agree (all ranks) whether to stop; save
+    // every save_interval steps, at the end, and when stopping.
+    checkpoint.poll();
+    stopped = stop_request.poll(step);
+    if (checkpoint.saving() && (checkpoint.save_due(step) || step == c.training.train_iters || stopped)) {
+      TraceScope s = tracer.scope("checkpoint", "optimizer", {{"step", step}});
+      if (dist_optimizer) dist_optimizer->wait_all();  // the parameter gathers land before the snapshot
+      checkpoint.save(step);
+    }
+    if (stopped) {
+      if (!checkpoint.saving())
+        spdlog::warn("stopping after step {} on {}: checkpoint.dir is not set, so nothing is saved", step,
+                     stopped.describe(c.training));
+      last_step = step;
+      break;
+    }
   }
+  checkpoint.finish();  // the pending save is committed before anything else ends
+  if (stopped && checkpoint.saving())
+    spdlog::info("stopped by {} after step {}; checkpoint {} saved", stopped.describe(c.training), last_step,
+                 iter_dir_name(last_step));
   if (tracer.enabled()) {
     tracer.flush();
     spdlog::info("wrote the trace ({} events) to {}; open it in https://ui.perfetto.dev", tracer.num_events(),
                  tracer.path());
   }
-  result.mean_tokens_per_s = sum_tokens_per_s / static_cast<double>(timed_steps);
-  result.mean_gflops = sum_gflops / static_cast<double>(timed_steps);
+  if (timed_steps > 0) {
+    result.mean_tokens_per_s = sum_tokens_per_s / static_cast<double>(timed_steps);
+    result.mean_gflops = sum_gflops / static_cast<double>(timed_steps);
+  }
   if (dist_optimizer) dist_optimizer->wait_all();
 
+  const int64_t steps_run = std::max<int64_t>(0, last_step - first_step + 1);
   ParallelSummary summary;
-  summary.steps = c.training.train_iters;
+  summary.steps = steps_run;
   if (p > 1) {
     result.bubble_measured = bubble_steps > 0 ? sum_bubble / static_cast<double>(bubble_steps) : -1;
     summary.bubble_measured = result.bubble_measured;
     summary.bubble_theory = pl.bubble;
-    spdlog::info("pipeline: measured bubble {:.1f}% (mean over steps 2..{}), theoretical {:.1f}% ({} with p={}{}, "
+    spdlog::info("pipeline: measured bubble {:.1f}% (mean over steps {}..{}), theoretical {:.1f}% ({} with p={}{}, "
                  "m={})",
-                 100 * result.bubble_measured, c.training.train_iters, 100 * pl.bubble,
+                 100 * result.bubble_measured, first_step + 1, last_step, 100 * pl.bubble,
                  schedule_kind_name(pl.schedule), p, v > 1 ? fmt::format(", v={}", v) : "", m);
   }
   if (buckets) {
@@ -328,12 +367,15 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     summary.dp_wait_s = result.dp_wait_s;
     spdlog::info("data parallel: {:.1f}% of the gradient communication hidden behind compute ({:.3f} s outstanding, "
                  "{:.3f} s blocked, over {} steps; buckets launch as backward finishes their gradients{})",
-                 100 * total.hidden_fraction(), result.dp_comm_s, result.dp_wait_s, c.training.train_iters,
+                 100 * total.hidden_fraction(), result.dp_comm_s, result.dp_wait_s, steps_run,
                  c.parallel.overlap_grad_reduce ? "" : " — off: overlap_grad_reduce is false");
   }
   if (p > 1 || buckets) metrics.write_summary(summary);
 
-  if (!options.export_dir.empty()) {
+  if (!options.export_dir.empty() && last_step < c.training.train_iters) {
+    spdlog::info("not exporting to {}: training stopped at step {} of {} (the run that completes it exports)",
+                 options.export_dir, last_step, c.training.train_iters);
+  } else if (!options.export_dir.empty()) {
     const auto full = gather_full_model(c, grid, *params, *rc.world);
     if (full) {
       export_hf(c.model, *full, options.export_dir);

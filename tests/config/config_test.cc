@@ -529,7 +529,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["optimizer"]["decay"] == "linear");
   CHECK(j["device"] == "cpu");
   CHECK(j["model"].size() == 17);
-  CHECK(j["training"].size() == 7);
+  CHECK(j["training"].size() == 8);
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
   CHECK(j["logging"].size() == 3);
@@ -555,6 +555,8 @@ TEST_CASE("checkpoint section: keys, defaults and mistakes") {
   CHECK_THAT(error_of(base(), {"checkpoint.load=\"\""}), Contains("checkpoint.load"));
   CHECK_THAT(error_of(base(), {"checkpoint.save_intervall=3"}), Contains("save_interval"));
   CHECK_THAT(error_of(base(), {"training.exit_duration_mins=-1"}), Contains("training.exit_duration_mins"));
+  CHECK_THAT(error_of(base(), {"training.exit_interval=-5"}), Contains("training.exit_interval"));
+  CHECK(parse_config(base(), "t").training.exit_interval == 0);
 }
 
 TEST_CASE("load_config: file errors") {

@@ -1,0 +1,40 @@
+# Sourced by the checkpoint tests that drive `lattice train` through the CLI: the tiny dataset,
+# a runner for one process or mpirun, and the expected-failure helper.
+set -euo pipefail
+source tests/parallel/mpi_env.sh
+export OMP_NUM_THREADS=1  # several ranks per core
+LATTICE=trainer/lattice
+WORK=${TEST_TMPDIR:-$(mktemp -d)}
+TEXT=/usr/share/games/fortunes
+[[ -d $TEXT ]] || { echo "FAIL: $TEXT missing: run tools/test.sh (it installs Debian's fortunes)"; exit 1; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+[[ -f $WORK/tiny.idx ]] || $LATTICE data prepare --input "$TEXT/fortunes" "$TEXT/literature" "$TEXT/science" \
+  --output-prefix "$WORK/tiny" --text-document-separator percent-line >/dev/null 2>&1
+
+# run NP LOG lattice-args...: one process (NP 1, no mpirun) or mpirun -np NP; the log goes to LOG,
+# and is shown when the run fails.
+run() {
+  local np=$1 log=$2
+  shift 2
+  local cmd=(timeout 120 $LATTICE "$@")
+  [[ $np -gt 1 ]] && cmd=(timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$np" $LATTICE "$@")
+  if ! "${cmd[@]}" >"$log" 2>&1 </dev/null; then
+    echo "FAIL: ${cmd[*]}"
+    tail -30 "$log"
+    exit 1
+  fi
+}
+
+# expect_exit2 NEEDLE cmd...: the command ends with exit 2 and its output contains NEEDLE.
+expect_exit2() {
+  local needle=$1
+  shift
+  local out rc
+  out=$("$@" 2>&1 </dev/null) && rc=0 || rc=$?
+  [[ $rc -eq 2 ]] || fail "exit $rc (want 2) from: $* -- $out"
+  grep -qF -- "$needle" <<<"$out" || fail "message lacks '$needle': $out"
+}
+
+# A listing of every file under a directory with its checksum (to show nothing was touched).
+snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 md5sum; find . | sort); }

@@ -1,0 +1,146 @@
+// Resume and save for the training loop (see training_checkpoint.h).
+#include "trainer/training_checkpoint.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "kernels/error.h"
+
+namespace lattice {
+
+std::optional<std::string> checkpoint_to_load(const CheckpointConfig& config) {
+  if (config.load == "none") return std::nullopt;
+  if (config.load == "auto") {
+    if (config.dir.empty()) return std::nullopt;
+    return find_latest_checkpoint(config.dir);
+  }
+  return resolve_checkpoint(config.load);
+}
+
+std::string describe_checkpoint_layout(const CheckpointLayout& l) {
+  return fmt::format("{} rank(s): tensor {} × pipeline {} × data {}, {} virtual stage(s), distributed optimizer {}",
+                     l.world_size, l.tensor, l.pipeline, l.data, l.virtual_stages,
+                     l.distributed_optimizer ? "on" : "off");
+}
+
+TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayout& layout, ParameterStore& store,
+                                       AdamW* adamw, DistributedOptimizer* dist, Communicator* world, Communicator* dp)
+    : config_(config), store_(store), adamw_(adamw), dist_(dist) {
+  LATTICE_CHECK((adamw == nullptr) != (dist == nullptr), "TrainingCheckpoint needs exactly one optimizer");
+  if (config.checkpoint.dir.empty()) return;
+  CheckpointWriterOptions o;
+  o.dir = config.checkpoint.dir;
+  o.async = config.checkpoint.async;
+  o.keep_last = config.checkpoint.keep_last;
+  // The copy into the host buffer runs on the writer thread during the next forward/backward;
+  // before_optimizer_step() fences it.
+  o.overlap_snapshot = config.checkpoint.async;
+  CheckpointLayout l;
+  l.world_size = layout.world_size;
+  l.tensor = layout.tensor;
+  l.pipeline = layout.pipeline;
+  l.data = layout.data;
+  l.virtual_stages = layout.virtual_stages;
+  l.distributed_optimizer = dist != nullptr;
+  writer_ = std::make_unique<CheckpointWriter>(o, CheckpointGroups{world, dp}, config_to_json(config), l);
+}
+
+TrainingCheckpoint::~TrainingCheckpoint() = default;
+
+int64_t TrainingCheckpoint::optimizer_step_count() const {
+  return adamw_ != nullptr ? adamw_->step_count() : dist_->step_count();
+}
+
+int64_t TrainingCheckpoint::resume() {
+  const std::optional<std::string> dir = checkpoint_to_load(config_.checkpoint);
+  if (!dir) {
+    if (config_.checkpoint.load == "auto" && !config_.checkpoint.dir.empty())
+      spdlog::info("checkpoint.load auto: no checkpoint in {} yet; starting from step 0", config_.checkpoint.dir);
+    return 0;
+  }
+  LoadTargets targets{&store_, nullptr, nullptr};
+  if (adamw_ != nullptr) {
+    targets.exp_avg = &adamw_->exp_avg();
+    targets.exp_avg_sq = &adamw_->exp_avg_sq();
+  } else {
+    flat_exp_avg_ = Tensor::zeros({store_.numel()});
+    flat_exp_avg_sq_ = Tensor::zeros({store_.numel()});
+    targets.exp_avg = &flat_exp_avg_;
+    targets.exp_avg_sq = &flat_exp_avg_sq_;
+  }
+  const CheckpointMetadata meta = read_checkpoint_metadata(*dir);
+  check_model_config(meta.config, config_to_json(config_), *dir);
+  if (!meta.optimizer_state)
+    throw InputError(fmt::format("checkpoint '{}' holds weights only (no AdamW moments), so training cannot continue "
+                                 "from it exactly: export it (lattice export --checkpoint {} --output DIR) and start "
+                                 "from those weights with model.init_from=DIR/model.safetensors and "
+                                 "checkpoint.load=none",
+                                 *dir, *dir));
+  // The data must continue at the checkpoint's sample: global batch g starts at g × B.
+  const int64_t B = config_.training.global_batch_size;
+  if (meta.state.consumed_samples != meta.state.step * B) {
+    const auto saved_b = meta.config.contains("training") ? meta.config["training"].value("global_batch_size", int64_t{0})
+                                                          : int64_t{0};
+    throw InputError(fmt::format("checkpoint '{}' was saved after step {} with {} samples consumed (global batch {}); "
+                                 "training.global_batch_size {} would not continue at that sample: set "
+                                 "training.global_batch_size to {}",
+                                 *dir, meta.state.step, meta.state.consumed_samples, saved_b, B, saved_b));
+  }
+  load_checkpoint(*dir, config_to_json(config_), targets);
+  if (adamw_ != nullptr) {
+    adamw_->set_step_count(meta.state.optimizer_step_count);
+  } else {
+    dist_->load_moments(flat_exp_avg_, flat_exp_avg_sq_);
+    dist_->reload_master_from_values();
+    dist_->set_step_count(meta.state.optimizer_step_count);
+  }
+  spdlog::info("resumed from {}: step {}, {} samples consumed, optimizer step {}; written by {}; training continues "
+               "at step {} of {}",
+               *dir, meta.state.step, meta.state.consumed_samples, meta.state.optimizer_step_count,
+               describe_checkpoint_layout(meta.layout), meta.state.step + 1, config_.training.train_iters);
+  last_saved_step_ = meta.state.step;
+  return meta.state.step;
+}
+
+bool TrainingCheckpoint::save_due(int64_t step) const {
+  return writer_ && config_.checkpoint.save_interval > 0 && step % config_.checkpoint.save_interval == 0;
+}
+
+void TrainingCheckpoint::poll() {
+  if (writer_) writer_->try_commit();
+}
+
+void TrainingCheckpoint::before_optimizer_step() {
+  if (writer_) writer_->wait_snapshot();
+}
+
+void TrainingCheckpoint::save(int64_t step) {
+  LATTICE_CHECK(writer_ != nullptr, "save without checkpoint.dir");
+  // The previous save may still be copying the gathered moments (overlapped snapshot).
+  writer_->wait_snapshot();
+  CheckpointState state;
+  state.step = step;
+  state.consumed_samples = step * config_.training.global_batch_size;
+  state.optimizer_step_count = optimizer_step_count();
+  state.lr_schedule_step = step;
+  state.seed = config_.training.seed;
+  if (adamw_ != nullptr) {
+    writer_->save(store_, &adamw_->exp_avg(), &adamw_->exp_avg_sq(), state);
+  } else {
+    if (flat_exp_avg_.numel() != store_.numel()) {
+      flat_exp_avg_ = Tensor::zeros({store_.numel()});
+      flat_exp_avg_sq_ = Tensor::zeros({store_.numel()});
+    }
+    dist_->gather_moments(flat_exp_avg_, flat_exp_avg_sq_);
+    writer_->save(store_, &flat_exp_avg_, &flat_exp_avg_sq_, state);
+  }
+  last_saved_step_ = step;
+}
+
+void TrainingCheckpoint::finish() {
+  if (writer_) writer_->finish();
+}
+
+}  // namespace lattice
