@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -38,6 +40,19 @@ constexpr int kDurable = 1;
 
 // Elements per snapshot copy task (16 MB of fp32).
 constexpr int64_t kSnapshotChunk = int64_t{1} << 22;
+
+// TEST HOOK (tests/checkpoint/kill_during_save_test.sh): LATTICE_TEST_SLOW_SAVE="STEP:SECONDS" makes
+// the background write of step STEP's shard pause SECONDS after its header — mid-file, before the
+// data and the fsync — so a test can kill -9 a rank while an asynchronous save is in flight,
+// deterministically. Unset (always, outside that test) it costs one getenv per save.
+double slow_save_seconds(int64_t step) {
+  const char* v = std::getenv("LATTICE_TEST_SLOW_SAVE");
+  if (v == nullptr) return 0.0;
+  long long at = -1;
+  double seconds = 0.0;
+  if (std::sscanf(v, "%lld:%lf", &at, &seconds) != 2 || at != step) return 0.0;
+  return seconds;
+}
 
 // Strings travel as i32 words (the communicator carries f32/i32 tensors).
 Tensor pack_string(const std::string& s) {
@@ -212,11 +227,18 @@ void CheckpointWriter::write_shard(Job& job) {
       }
       Crc32 crc;
       uint64_t bytes = 0;
+      double pause_s = slow_save_seconds(job.state.step);
       write_safetensors((fs::path(job.partial_dir) / job.file_name).string(), tensors,
                         {{"format", kCheckpointFormat}, {"step", std::to_string(job.state.step)}},
                         [&](const void* data, size_t n) {
                           crc.update(data, n);
                           bytes += n;
+                          if (pause_s > 0 && bytes > 8) {  // the header is out, the data not yet
+                            spdlog::warn("LATTICE_TEST_SLOW_SAVE: pausing the write of step {} for {} s",
+                                         job.state.step, pause_s);
+                            std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
+                            pause_s = 0;
+                          }
                         });
       job.file = {bytes, crc.value()};
     }
