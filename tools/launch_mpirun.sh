@@ -4,8 +4,10 @@
 #
 #   tools/launch_mpirun.sh -n 8 configs/gpt2-124m.json --set checkpoint.dir=runs/gpt2/ckpt
 #
-# SIGTERM / SIGINT to this script is passed to the ranks (mpirun forwards it): they stop after the
-# current step, save a checkpoint and exit 0, and this script exits without restarting.
+# SIGTERM / SIGINT to this script reaches the ranks as SIGUSR1 (mpirun forwards SIGUSR1 to every rank;
+# a SIGTERM to mpirun itself would be followed by SIGKILL after a second, odls_base_sigkill_timeout,
+# cutting a large save short): they stop after the current step, save a checkpoint and exit 0, and
+# this script exits without restarting.
 # Environment: LATTICE (the binary, default bazel-bin/trainer/lattice), MAX_RESTARTS (default 3),
 # MPIRUN_ARGS (extra mpirun options, e.g. "--hostfile hosts --map-by ppr:8:node").
 set -uo pipefail
@@ -26,7 +28,7 @@ stopping=0
 mpirun_pid=
 on_signal() {
   stopping=1
-  [[ -n $mpirun_pid ]] && kill -TERM "$mpirun_pid" 2>/dev/null
+  [[ -n $mpirun_pid ]] && kill -USR1 "$mpirun_pid" 2>/dev/null
 }
 trap on_signal TERM INT
 

@@ -32,18 +32,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 [[ $tmp -eq 2 ]] || { cat "$WORK/killed.log"; fail "the step 10 write never started on both ranks"; }
-# Rank 1 of this job (our TMPDIR is in its environment; the sandbox may hold other jobs' ranks).
-# The environment is read whole first: `tr | grep -q` could fail under pipefail when grep stops
-# reading early.
-victim=
-for env in /proc/[0-9]*/environ; do
-  vars=$(tr '\0' '\n' <"$env" 2>/dev/null) || continue
-  if grep -qx "OMPI_COMM_WORLD_RANK=1" <<<"$vars" && grep -qxF "TMPDIR=$WORK" <<<"$vars"; then
-    pid=${env#/proc/}
-    victim=${pid%/environ}
-  fi
-done
-[[ -n $victim ]] || fail "rank 1 not found"
+victim=$(rank_pid 1) || fail "rank 1 of the job not found"
 kill -9 "$victim"
 rc=0
 wait $job || rc=$?

@@ -38,3 +38,32 @@ expect_exit2() {
 
 # A listing of every file under a directory with its checksum (to show nothing was touched).
 snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 md5sum; find . | sort); }
+
+# rank_pid R: the pid of world rank R of this test's mpirun job, found by its environment (which
+# holds this test's TMPDIR: the sandbox may run other tests' ranks). The environment is read whole
+# first: `tr | grep -q` could fail under pipefail when grep stops reading early.
+rank_pid() {
+  local env vars pid found=
+  for env in /proc/[0-9]*/environ; do
+    vars=$(tr '\0' '\n' <"$env" 2>/dev/null) || continue
+    if grep -qx "OMPI_COMM_WORLD_RANK=$1" <<<"$vars" && grep -qxF "TMPDIR=$WORK" <<<"$vars"; then
+      pid=${env#/proc/}
+      found=${pid%/environ}
+    fi
+  done
+  [[ -n $found ]] || fail "rank $1 not found"
+  echo "$found"
+}
+
+# wait_for_step METRICS N PID LOG: until the metrics file has logged step N; fails (showing LOG) when
+# the process PID ends first or after a minute.
+wait_for_step() {
+  local _
+  for _ in $(seq 600); do
+    grep -q "\"step\":$2," "$1" 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || { cat "$4"; fail "the run ended before step $2"; }
+    sleep 0.1
+  done
+  cat "$4"
+  fail "step $2 never came"
+}
