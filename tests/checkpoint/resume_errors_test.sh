@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A checkpoint that cannot be resumed exactly ends `lattice train` with exit 2 and one message that
+# names the file or the fields — and nothing on disk changes (every file and its checksum compared
+# before and after). Classes: truncated shard, missing shard, checksum mismatch, damaged
+# metadata.json, `latest` naming a missing directory, an explicit path that does not exist, a
+# different model (every differing field named), a global batch size under which the data would
+# not continue at the checkpoint's sample; the checksum case again under mpirun -np 2 (MPI_Abort
+# carries the exit code).
+source tests/checkpoint/resume_lib.sh
+
+common=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=20)
+run 1 "$WORK/make.log" "${common[@]}" --set checkpoint.dir="$WORK/good" --set checkpoint.save_interval=5 \
+  --set training.exit_interval=10
+[[ $(cat "$WORK/good/latest") == iter_0000010 ]] || fail "no checkpoint to damage"
+
+# case NAME DAMAGE NEEDLE [NP [extra lattice args...]]: a copy of the good checkpoint root, damaged by
+# the shell command DAMAGE (run inside the copy), must make the resume fail with exit 2 and NEEDLE.
+case_() {
+  local name=$1 damage=$2 needle=$3 np=${4:-1}
+  shift 4 || shift $#
+  local d=$WORK/$name
+  cp -a "$WORK/good" "$d"
+  (cd "$d" && eval "$damage")
+  local before
+  before=$(snapshot "$d")
+  local cmd=($LATTICE "${common[@]}" --set checkpoint.dir="$d" --set checkpoint.save_interval=5 "$@")
+  [[ $np -gt 1 ]] && cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" "${cmd[@]}" --set parallel.data=$np)
+  expect_exit2 "$needle" timeout 60 "${cmd[@]}"
+  [[ $(snapshot "$d") == "$before" ]] || fail "$name: the failed resume changed $d"
+  echo "ok: $name -> exit 2: $needle"
+}
+
+shard=iter_0000010/rank_00000.safetensors
+case_ truncated "truncate -s -100 $shard" "checkpoint shard '$WORK/truncated/$shard' is"
+grep -q "truncated" <<<"$(timeout 60 $LATTICE "${common[@]}" --set checkpoint.dir="$WORK/truncated" 2>&1)" ||
+  fail "truncated: the message does not say so"
+case_ missing "rm $shard" "checkpoint shard '$WORK/missing/$shard' is missing"
+case_ checksum "printf '\\x01' | dd of=$shard bs=1 seek=300 conv=notrunc status=none" \
+  "checkpoint shard '$WORK/checksum/$shard' fails its checksum"
+case_ metadata "truncate -s 100 iter_0000010/metadata.json" "$WORK/metadata/iter_0000010/metadata.json"
+case_ latest "echo iter_0000099 > latest" "iter_0000099"
+case_ model "true" "model.hidden_size: checkpoint 32, config 64" 1 --set model.hidden_size=64 \
+  --set model.num_attention_heads=8
+grep -q "model.num_attention_heads: checkpoint 4, config 8" <<<"$(timeout 60 $LATTICE "${common[@]}" \
+  --set checkpoint.dir="$WORK/model" --set model.hidden_size=64 --set model.num_attention_heads=8 2>&1)" ||
+  fail "model: not every differing field is named"
+case_ batch "true" "set training.global_batch_size to 4" 1 --set training.global_batch_size=8
+case_ checksum_np2 "printf '\\x01' | dd of=$shard bs=1 seek=300 conv=notrunc status=none" "fails its checksum" 2
+expect_exit2 "$WORK/nowhere" $LATTICE "${common[@]}" --set checkpoint.load="$WORK/nowhere"
+echo PASS
