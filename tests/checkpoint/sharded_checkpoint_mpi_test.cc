@@ -44,29 +44,6 @@ struct Setup {
   }
 };
 
-struct Run {
-  std::unique_ptr<ParameterStore> store;
-  Tensor exp_avg, exp_avg_sq;
-  void fill(int salt) {
-    fill_by_global(*store, store->flat_values(), salt);
-    fill_by_global(*store, exp_avg, salt + 100);
-    fill_by_global(*store, exp_avg_sq, salt + 200);
-  }
-  int64_t mismatches(int salt) const {
-    return count_mismatches(*store, store->flat_values(), salt) + count_mismatches(*store, exp_avg, salt + 100) +
-           count_mismatches(*store, exp_avg_sq, salt + 200);
-  }
-};
-
-Run make_run(std::vector<ParamSpec> specs, int salt) {
-  Run r;
-  r.store = std::make_unique<ParameterStore>(std::move(specs));
-  r.exp_avg = Tensor::zeros({r.store->numel()});
-  r.exp_avg_sq = Tensor::zeros({r.store->numel()});
-  r.fill(salt);
-  return r;
-}
-
 CheckpointState state_at(int64_t step) {
   CheckpointState s;
   s.step = step;

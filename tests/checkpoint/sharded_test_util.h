@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,31 @@ inline int64_t count_mismatches(const ParameterStore& store, const Tensor& flat,
   int64_t bad = 0;
   for (int64_t i = 0; i < flat.numel(); ++i) bad += flat.f32()[i] != expect.f32()[i];
   return bad;
+}
+
+// A store with AdamW-shaped moments, all three filled by (name, global index, salt): what a
+// checkpoint must carry from one layout to another.
+struct Run {
+  std::unique_ptr<ParameterStore> store;
+  Tensor exp_avg, exp_avg_sq;
+  void fill(int salt) {
+    fill_by_global(*store, store->flat_values(), salt);
+    fill_by_global(*store, exp_avg, salt + 100);
+    fill_by_global(*store, exp_avg_sq, salt + 200);
+  }
+  int64_t mismatches(int salt) const {
+    return count_mismatches(*store, store->flat_values(), salt) + count_mismatches(*store, exp_avg, salt + 100) +
+           count_mismatches(*store, exp_avg_sq, salt + 200);
+  }
+};
+
+inline Run make_run(std::vector<ParamSpec> specs, int salt) {
+  Run r;
+  r.store = std::make_unique<ParameterStore>(std::move(specs));
+  r.exp_avg = Tensor::zeros({r.store->numel()});
+  r.exp_avg_sq = Tensor::zeros({r.store->numel()});
+  r.fill(salt);
+  return r;
 }
 
 // The slice of a resolved config the checkpoint compares.

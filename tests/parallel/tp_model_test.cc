@@ -35,6 +35,7 @@
 #include "model/sequence_parallel_grads.h"
 #include "model/transformer.h"
 #include "tests/parallel/mpi_test_main.h"
+#include "tests/tiny_models.h"
 
 namespace lattice {
 namespace {
@@ -45,13 +46,7 @@ constexpr int64_t kBatch = 2;
 constexpr uint64_t kSeed = 1234;
 
 ModelConfig tp_gpt2() {
-  ModelConfig c;
-  c.arch = Arch::kGpt2;
-  c.num_layers = 2;
-  c.hidden_size = 16;
-  c.num_attention_heads = 4;
-  c.num_kv_heads = 4;
-  c.ffn_hidden_size = 32;
+  ModelConfig c = testing::tiny_gpt2();
   c.vocab_size = 300;  // tp 2: boxes 256 + 44 rows of 256; tp 4: 128, 128, 44, 0 of 128
   c.seq_length = 8;
   c.init_std = 0.2;  // O(1) activations, so every term of the math matters
@@ -59,17 +54,13 @@ ModelConfig tp_gpt2() {
 }
 
 ModelConfig tp_llama() {
-  ModelConfig c = tp_gpt2();
-  c.arch = Arch::kLlama;
+  ModelConfig c = testing::tiny_llama();
   c.hidden_size = 32;
   c.num_attention_heads = 8;
   c.num_kv_heads = 4;
   c.vocab_size = 200;  // tp 2: 128, 72; tp 4: 128, 72, 0, 0
-  c.norm = NormKind::kRmsNorm;
-  c.activation = Activation::kSwiglu;
-  c.position_embedding = PositionEmbedding::kRope;
-  c.tie_embeddings = false;
-  c.bias = false;
+  c.seq_length = 8;
+  c.init_std = 0.2;
   return c;
 }
 
