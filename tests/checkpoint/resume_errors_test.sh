@@ -5,7 +5,7 @@
 # metadata.json, `latest` naming a missing directory, an explicit path that does not exist, a
 # different model (every differing field named), a global batch size under which the data would
 # not continue at the checkpoint's sample; the checksum case again under mpirun -np 2 (MPI_Abort
-# carries the exit code).
+# carries the exit code). Also `lattice bench`'s --config / --checkpoint choice.
 source tests/checkpoint/resume_lib.sh
 
 common=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=20)
@@ -47,4 +47,7 @@ grep -q "model.num_attention_heads: checkpoint 4, config 8" <<<"$(timeout 60 $LA
 case_ batch "true" "set training.global_batch_size to 4" 1 --set training.global_batch_size=8
 case_ checksum_np2 "printf '\\x01' | dd of=$shard bs=1 seek=300 conv=notrunc status=none" "fails its checksum" 2
 expect_exit2 "$WORK/nowhere" $LATTICE "${common[@]}" --set checkpoint.load="$WORK/nowhere"
+# lattice bench: --config (training steps) or --checkpoint (the checkpoint benchmark), one of them.
+expect_exit2 "needs --config" $LATTICE bench
+expect_exit2 "not both" $LATTICE bench --config configs/test-tiny-gpt2.json --checkpoint "$WORK/bench"
 echo PASS
