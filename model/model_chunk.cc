@@ -42,15 +42,21 @@ void ModelChunk::forward(int slot, const Tensor& ids, const Tensor& targets, con
                          Tensor& token_losses) {
   LATTICE_CHECK(slot >= 0 && slot < slots_, "activation slot {} out of range [0, {})", slot, slots_);
   auto& saved = saved_[static_cast<size_t>(slot)];
-  if (embedding_)
+  if (embedding_) {
+    params_needed(embedding_->parameter_indices());
     embedding_->forward(ids, saved[0].input);
-  else
+  } else {
     ops::copy(input, saved[0].input);
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     Tensor& out = i + 1 < layers_.size() ? saved[i + 1].input : head_ ? head_->input(slot) : output;
+    params_needed(layer_params_[i]);
     layers_[i].forward(saved[i], scratch_, out);
   }
-  if (head_) head_->forward(slot, targets, token_losses);
+  if (head_) {
+    params_needed(head_->parameter_indices());
+    head_->forward(slot, targets, token_losses);
+  }
 }
 
 void ModelChunk::backward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& grad_output,

@@ -52,10 +52,18 @@ class ModelChunk {
   // which data parallelism starts reducing gradients while backward goes on.
   using GradsDoneHook = std::function<void(const std::vector<size_t>& param_indices)>;
   void set_grads_done_hook(GradsDoneHook hook) { hook_ = std::move(hook); }
+  // Called during forward right before a component (embedding, a layer, the head) reads its
+  // parameters, with their store indices: where the distributed optimizer's parameter all-gather
+  // of the previous step is waited for piece by piece (overlap_param_gather).
+  using ParamsNeededHook = std::function<void(const std::vector<size_t>& param_indices)>;
+  void set_params_needed_hook(ParamsNeededHook hook) { params_needed_hook_ = std::move(hook); }
 
  private:
   void grads_done(const std::vector<size_t>& indices) const {
     if (hook_) hook_(indices);
+  }
+  void params_needed(const std::vector<size_t>& indices) const {
+    if (params_needed_hook_) params_needed_hook_(indices);
   }
 
   ModelConfig config_;
@@ -71,6 +79,7 @@ class ModelChunk {
   Tensor d_hidden_;                                   // [local tokens, H]
   LayerScratch scratch_;
   GradsDoneHook hook_;
+  ParamsNeededHook params_needed_hook_;
 };
 
 }  // namespace lattice

@@ -5,11 +5,12 @@
 
 namespace lattice {
 
-ChunkStage::ChunkStage(ModelChunk& chunk, StepBatches& batches, GradsReady grads_ready)
+ChunkStage::ChunkStage(ModelChunk& chunk, StepBatches& batches, GradsReady grads_ready, ParamsNeeded params_needed)
     : chunk_(chunk), batches_(batches), grads_ready_(std::move(grads_ready)) {
   chunk_.set_grads_done_hook([this](const std::vector<size_t>& indices) {
     if (final_backward_ && grads_ready_) grads_ready_(indices);
   });
+  chunk_.set_params_needed_hook(std::move(params_needed));
 }
 
 void ChunkStage::begin_run(const std::vector<int>& slots, int last_backward, Tensor losses, float grad_scale) {

@@ -18,9 +18,12 @@ class ChunkStage final : public PipelineStage {
  public:
   using GradsReady = std::function<void(const std::vector<size_t>& param_indices)>;
 
+  using ParamsNeeded = std::function<void(const std::vector<size_t>& param_indices)>;
+
   // `chunk` and `batches` must outlive this stage. `grads_ready` is called during the backward of
-  // the run's last micro-batch on this chunk, each time a component's gradients are final.
-  ChunkStage(ModelChunk& chunk, StepBatches& batches, GradsReady grads_ready);
+  // the run's last micro-batch on this chunk, each time a component's gradients are final;
+  // `params_needed` (may be empty) before each component's forward reads its parameters.
+  ChunkStage(ModelChunk& chunk, StepBatches& batches, GradsReady grads_ready, ParamsNeeded params_needed = {});
 
   // Before each executor run: slot[microbatch] of this chunk (ActivationSlots::slot[chunk]), the
   // micro-batch whose backward finishes the gradients (-1: none, e.g. evaluation), the loss buffer

@@ -35,12 +35,14 @@ declare -A LAYOUTS=(
   [pp2gpipe]="2 --set parallel.pipeline=2 --set parallel.schedule=gpipe"
   [pp2uneven]="2 --set parallel.pipeline=2 --set parallel.layers_per_stage=[3,5]"
   [dp2]="2 --set parallel.data=2"
-  [dp4do]="4 --set parallel.distributed_optimizer=true"
+  # overlap_param_gather: each step's forward waits for the previous step's parameter all-gathers
+  # bucket by bucket, right before it reads them.
+  [dp4do]="4 --set parallel.distributed_optimizer=true --set parallel.overlap_param_gather=true"
   [pp2v2dp2do]="4 --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true"
   # model.init_from under a sharded layout: every rank loads the HF file of the seeded init and copies
   # its boxes out of it, so training matches the seeded one-process run.
   [tp2pp2init]="4 --set parallel.tensor=2 --set parallel.pipeline=2 --set model.init_from=$WORK/init/model.safetensors"
-  [tp2pp2dp2]="8 --set parallel.tensor=2 --set parallel.sequence_parallel=true --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true"
+  [tp2pp2dp2]="8 --set parallel.tensor=2 --set parallel.sequence_parallel=true --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true --set parallel.overlap_param_gather=true"
 )
 
 $LATTICE data prepare --input "$TEXT/fortunes" "$TEXT/literature" "$TEXT/science" \
