@@ -185,8 +185,16 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   std::vector<std::unique_ptr<ChunkStage>> stages;
   std::vector<PipelineStage*> stage_ptrs;
   for (auto& ch : chunks) {
+    // overlap_param_gather: the previous step's parameter all-gathers are waited for bucket by
+    // bucket, right before the forward reads them (launched in forward order), not all at once.
+    ChunkStage::ParamsNeeded params_needed;
+    if (dist_optimizer && c.parallel.overlap_param_gather)
+      params_needed = [opt = dist_optimizer.get()](const std::vector<size_t>& indices) {
+        for (const size_t i : indices) opt->wait_param(i);
+      };
     stages.push_back(std::make_unique<ChunkStage>(
-        *ch, batches, [&grad_sync](const std::vector<size_t>& indices) { grad_sync.grads_done(indices); }));
+        *ch, batches, [&grad_sync](const std::vector<size_t>& indices) { grad_sync.grads_done(indices); },
+        std::move(params_needed)));
     stage_ptrs.push_back(stages.back().get());
   }
   PipelineExecutor executor(*rc.pp, tracer);
@@ -240,9 +248,8 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     const auto t0 = Clock::now();
     TraceScope step_scope = tracer.scope(tracer.enabled() ? fmt::format("step {}", step) : "", "compute",
                                          {{"step", step}});
-    // The distributed optimizer's parameter all-gather may still be in flight
-    // (overlap_param_gather): the forward reads every parameter.
-    if (dist_optimizer) dist_optimizer->wait_all();
+    // The distributed optimizer's parameter all-gathers may still be in flight
+    // (overlap_param_gather): the forward waits for each bucket right before reading it.
     params->zero_grads();
     batches.begin(train_data, step - 1, step);
     for (int ch = 0; ch < v; ++ch)
