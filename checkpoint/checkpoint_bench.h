@@ -10,7 +10,8 @@
 namespace lattice {
 
 // Where the training loop's time went per asynchronous save (means over the saves after the
-// first, which also allocates the host buffer).
+// first; the host buffer is reserved before the first save, as the trainer does at start-up, so the
+// first differs only by warming up the writer).
 struct AsyncSaveFigures {
   double first_stall_s = 0;
   double stall_s = 0;       // snapshot + fence + polls + commit, on the caller

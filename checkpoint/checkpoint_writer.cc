@@ -120,6 +120,15 @@ void CheckpointWriter::finish() {
   join_cleaner();
 }
 
+void CheckpointWriter::allocate_staging(int64_t numel) {
+  if (staging_.numel() != numel) staging_ = Tensor::zeros({numel}, DType::kF32, Device::kCpu);
+}
+
+void CheckpointWriter::reserve(const ParameterStore& store, bool optimizer_state) {
+  wait();  // a pending save still reads the buffer
+  allocate_staging(plan_shard(store.specs(), optimizer_state, dp_rank_, dp_size_).staging_numel);
+}
+
 int64_t CheckpointWriter::pending_step() const { return job_ ? job_->state.step : -1; }
 
 void CheckpointWriter::save(const ParameterStore& store, const Tensor* exp_avg, const Tensor* exp_avg_sq,
@@ -145,9 +154,7 @@ void CheckpointWriter::save(const ParameterStore& store, const Tensor* exp_avg, 
 
   // The snapshot: this rank's boxes into the reusable host buffer.
   const auto t1 = std::chrono::steady_clock::now();
-  if (staging_.numel() != job->plan.staging_numel) {
-    staging_ = Tensor::zeros({job->plan.staging_numel}, DType::kF32, Device::kCpu);
-  }
+  allocate_staging(job->plan.staging_numel);
   // Copies of at most kSnapshotChunk elements, spread over the OpenMP threads: one thread does not
   // reach the memory bandwidth, and this copy is what the training loop waits for.
   std::vector<std::pair<Tensor, Tensor>> chunks;  // (source, destination)

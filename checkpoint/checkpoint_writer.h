@@ -80,6 +80,10 @@ class CheckpointWriter {
   void save(const ParameterStore& store, const Tensor* exp_avg, const Tensor* exp_avg_sq,
             const CheckpointState& state);
 
+  // Allocates (and touches) the host snapshot buffer for saves of `store` now, e.g. at start-up,
+  // so that the first save() does not pay for it inside the training loop. Not a collective.
+  void reserve(const ParameterStore& store, bool optimizer_state);
+
   // With overlap_snapshot: blocks until the pending save's snapshot is taken (at once otherwise, or
   // with nothing pending). Not a collective.
   void wait_snapshot();
@@ -114,6 +118,8 @@ class CheckpointWriter {
   int dp_size_ = 1;
   nlohmann::json config_;
   CheckpointLayout layout_;
+  void allocate_staging(int64_t numel);
+
   Tensor staging_;  // host snapshot buffer, reused by every save of the same plan
   std::unique_ptr<Job> job_;
   int64_t polls_ = 0;

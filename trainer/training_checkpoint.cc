@@ -45,6 +45,15 @@ TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayou
   l.virtual_stages = layout.virtual_stages;
   l.distributed_optimizer = dist != nullptr;
   writer_ = std::make_unique<CheckpointWriter>(o, CheckpointGroups{world, dp}, config_to_json(config), l);
+  // The host buffers a save fills, allocated now rather than inside the first save's stall.
+  writer_->reserve(store_, /*optimizer_state=*/true);
+  if (dist_ != nullptr) allocate_gathered_moments();
+}
+
+void TrainingCheckpoint::allocate_gathered_moments() {
+  if (flat_exp_avg_.numel() == store_.numel()) return;
+  flat_exp_avg_ = Tensor::zeros({store_.numel()});
+  flat_exp_avg_sq_ = Tensor::zeros({store_.numel()});
 }
 
 TrainingCheckpoint::~TrainingCheckpoint() = default;
@@ -65,8 +74,7 @@ int64_t TrainingCheckpoint::resume() {
     targets.exp_avg = &adamw_->exp_avg();
     targets.exp_avg_sq = &adamw_->exp_avg_sq();
   } else {
-    flat_exp_avg_ = Tensor::zeros({store_.numel()});
-    flat_exp_avg_sq_ = Tensor::zeros({store_.numel()});
+    allocate_gathered_moments();  // zeros until a save gathers into them
     targets.exp_avg = &flat_exp_avg_;
     targets.exp_avg_sq = &flat_exp_avg_sq_;
   }
@@ -129,10 +137,7 @@ void TrainingCheckpoint::save(int64_t step) {
   if (adamw_ != nullptr) {
     writer_->save(store_, &adamw_->exp_avg(), &adamw_->exp_avg_sq(), state);
   } else {
-    if (flat_exp_avg_.numel() != store_.numel()) {
-      flat_exp_avg_ = Tensor::zeros({store_.numel()});
-      flat_exp_avg_sq_ = Tensor::zeros({store_.numel()});
-    }
+    allocate_gathered_moments();
     dist_->gather_moments(flat_exp_avg_, flat_exp_avg_sq_);
     writer_->save(store_, &flat_exp_avg_, &flat_exp_avg_sq_, state);
   }

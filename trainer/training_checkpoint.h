@@ -60,6 +60,8 @@ class TrainingCheckpoint {
 
  private:
   int64_t optimizer_step_count() const;
+  // Distributed optimizer: the flat-layout moments a save gathers into (and a load fills).
+  void allocate_gathered_moments();
 
   const Config& config_;
   ParameterStore& store_;
