@@ -1,16 +1,11 @@
 # Sourced by the checkpoint tests that drive `lattice train` through the CLI: the tiny dataset,
 # a runner for one process or mpirun, and the expected-failure helper.
 set -euo pipefail
-source tests/parallel/mpi_env.sh
+source tests/parallel/train_test_env.sh
 export OMP_NUM_THREADS=1  # several ranks per core
-LATTICE=trainer/lattice
-WORK=${TEST_TMPDIR:-$(mktemp -d)}
-TEXT=/usr/share/games/fortunes
-[[ -d $TEXT ]] || { echo "FAIL: $TEXT missing: run tools/test.sh (it installs Debian's fortunes)"; exit 1; }
 fail() { echo "FAIL: $*"; exit 1; }
 
-[[ -f $WORK/tiny.idx ]] || $LATTICE data prepare --input "$TEXT/fortunes" "$TEXT/literature" "$TEXT/science" \
-  --output-prefix "$WORK/tiny" --text-document-separator percent-line >/dev/null 2>&1
+prepare_tiny_dataset
 
 # run NP LOG lattice-args...: one process (NP 1, no mpirun) or mpirun -np NP; the log goes to LOG,
 # and is shown when the run fails.

@@ -5,16 +5,11 @@
 # that global batch 4 splits into 4 ranks) must give the same loss and grad norm at every step and
 # the same exported parameters (compare_dp_runs.py, relative 1e-5).
 set -euo pipefail
-source tests/parallel/mpi_env.sh
-LATTICE=trainer/lattice
-WORK=${TEST_TMPDIR:-$(mktemp -d)}
-TEXT=/usr/share/games/fortunes
-[[ -d $TEXT ]] || { echo "FAIL: $TEXT missing: run tools/test.sh (it installs Debian's fortunes)"; exit 1; }
+source tests/parallel/train_test_env.sh
 STEPS=20
 MPIRUN=(timeout 120 mpirun --allow-run-as-root --oversubscribe)
 
-$LATTICE data prepare --input "$TEXT/fortunes" "$TEXT/literature" "$TEXT/science" \
-  --output-prefix "$WORK/tiny" --text-document-separator percent-line
+prepare_tiny_dataset
 
 for config in test-tiny-gpt2 test-tiny-llama; do
   common=(train --config configs/$config.json --set data.path="$WORK/tiny" --set training.train_iters=$STEPS)

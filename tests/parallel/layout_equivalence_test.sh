@@ -13,12 +13,8 @@
 # Pipeline layouts must also print the measured bubble next to the theoretical one, data-parallel
 # layouts the hidden share of their gradient communication (metrics "summary" line).
 set -euo pipefail
-source tests/parallel/mpi_env.sh
+source tests/parallel/train_test_env.sh
 export OMP_NUM_THREADS=1  # several ranks per core
-LATTICE=trainer/lattice
-WORK=${TEST_TMPDIR:-$(mktemp -d)}
-TEXT=/usr/share/games/fortunes
-[[ -d $TEXT ]] || { echo "FAIL: $TEXT missing: run tools/test.sh (it installs Debian's fortunes)"; exit 1; }
 STEPS=20
 arch=$1
 shift
@@ -45,8 +41,7 @@ declare -A LAYOUTS=(
   [tp2pp2dp2]="8 --set parallel.tensor=2 --set parallel.sequence_parallel=true --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.distributed_optimizer=true --set parallel.overlap_param_gather=true"
 )
 
-$LATTICE data prepare --input "$TEXT/fortunes" "$TEXT/literature" "$TEXT/science" \
-  --output-prefix "$WORK/tiny" --text-document-separator percent-line >/dev/null 2>&1
+prepare_tiny_dataset
 
 model=(--config configs/test-tiny-$arch.json --set model.num_layers=8)
 [[ $arch == llama ]] && model+=(--set model.num_attention_heads=8 --set model.num_kv_heads=4)
