@@ -26,16 +26,8 @@ void cross_entropy_forward(const float* logits, const int32_t* targets, float* l
 
 void cross_entropy_backward(const float* logits, const int32_t* targets, const float* lse, float grad_scale,
                             float* dlogits, int64_t rows, int64_t vocab) {
-#pragma omp parallel for if (rows > 1 && rows * vocab > (1 << 14)) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = logits + r * vocab;
-    float* d = dlogits + r * vocab;
-    const float l = lse[r];
-    // Element j is read before it is written, so d == x (in place) is fine.
-#pragma omp simd
-    for (int64_t j = 0; j < vocab; ++j) d[j] = fast_exp(x[j] - l) * grad_scale;
-    d[targets[r]] -= grad_scale;
-  }
+  // The whole vocabulary is one shard starting at column 0 with no padding.
+  cross_entropy_shard_backward(logits, targets, lse, grad_scale, dlogits, rows, vocab, 0, vocab);
 }
 
 void cross_entropy_shard_max(const float* logits, float* row_max, int64_t rows, int64_t cols, int64_t valid) {
@@ -80,6 +72,7 @@ void cross_entropy_shard_backward(const float* logits, const int32_t* targets, c
     const float* x = logits + r * cols;
     float* d = dlogits + r * cols;
     const float l = lse[r];
+    // Element j is read before it is written, so d == x (in place) is fine.
 #pragma omp simd
     for (int64_t j = 0; j < valid; ++j) d[j] = fast_exp(x[j] - l) * grad_scale;
     for (int64_t j = valid; j < cols; ++j) d[j] = 0.0f;  // padding columns: no gradient
