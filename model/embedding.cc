@@ -56,7 +56,7 @@ void Embedding::backward(const Tensor& ids, const Tensor& d_hidden) {
     return;
   }
   // Positions from the local tokens (under SP a partial sum, completed over tp by
-  // sync_sequence_parallel_grads); the word rows of this rank from every token.
+  // the trainer's GradSync); the word rows of this rank from every token.
   if (position_.defined()) ops::position_embedding_backward(d_hidden, T, first_token_, position_grad_);
   const Tensor* d_all = &d_hidden;
   if (tp_.sequence_parallel) {

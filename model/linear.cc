@@ -30,7 +30,7 @@ void Linear::forward(const Tensor& x, Tensor& y, const Tensor& workspace) const 
 
 void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumulate_dx, const Tensor& workspace) {
   // The bias was added to the reduced output: its gradient comes from this rank's rows of dy
-  // (under SP a partial sum over tokens, summed over tp by sync_sequence_parallel_grads).
+  // (under SP a partial sum over tokens, summed over tp by the trainer's GradSync).
   if (bias_.defined()) ops::bias_backward(dy, bias_grad_);
   const Tensor* grad = &dy;
   if (scatters_tokens()) {

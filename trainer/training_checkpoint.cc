@@ -80,6 +80,13 @@ int64_t TrainingCheckpoint::resume() {
   }
   const CheckpointMetadata meta = read_checkpoint_metadata(*dir);
   check_model_config(meta.config, config_to_json(config_), *dir);
+  // The LR schedule continues at the checkpoint's step; a schedule position that says otherwise
+  // means the metadata does not describe this training state.
+  if (meta.state.lr_schedule_step != meta.state.step)
+    throw InputError(fmt::format("checkpoint '{}/metadata.json': lr_schedule.step is {} but step is {}; the LR "
+                                 "schedule would not continue where the run stopped. The metadata is damaged or "
+                                 "was edited: restore it, or load another checkpoint (checkpoint.load)",
+                                 *dir, meta.state.lr_schedule_step, meta.state.step));
   if (!meta.optimizer_state)
     throw InputError(fmt::format("checkpoint '{}' holds weights only (no AdamW moments), so training cannot continue "
                                  "from it exactly: export it (lattice export --checkpoint {} --output DIR) and start "

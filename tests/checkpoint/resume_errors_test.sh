@@ -2,7 +2,7 @@
 # A checkpoint that cannot be resumed exactly ends `lattice train` with exit 2 and one message that
 # names the file or the fields — and nothing on disk changes (every file and its checksum compared
 # before and after). Classes: truncated shard, missing shard, checksum mismatch, damaged
-# metadata.json, `latest` naming a missing directory, an explicit path that does not exist, a
+# metadata.json, an LR schedule position that is not the step, `latest` naming a missing directory, an explicit path that does not exist, a
 # different model (every differing field named), a global batch size under which the data would
 # not continue at the checkpoint's sample; the checksum case again under mpirun -np 2 (MPI_Abort
 # carries the exit code). Also `lattice bench`'s --config / --checkpoint choice.
@@ -39,6 +39,8 @@ case_ checksum "printf '\\x01' | dd of=$shard bs=1 seek=300 conv=notrunc status=
   "checkpoint shard '$WORK/checksum/$shard' fails its checksum"
 case_ metadata "truncate -s 100 iter_0000010/metadata.json" "$WORK/metadata/iter_0000010/metadata.json"
 case_ latest "echo iter_0000099 > latest" "iter_0000099"
+case_ lr_schedule "python3 -c \"import json; p = 'iter_0000010/metadata.json'; d = json.load(open(p)); \
+d['lr_schedule']['step'] = 9; json.dump(d, open(p, 'w'), indent=1)\"" "lr_schedule.step is 9 but step is 10"
 case_ model "true" "model.hidden_size: checkpoint 32, config 64" 1 --set model.hidden_size=64 \
   --set model.num_attention_heads=8
 grep -q "model.num_attention_heads: checkpoint 4, config 8" <<<"$(timeout 60 $LATTICE "${common[@]}" \

@@ -9,7 +9,8 @@
 # parameter gathers (synchronous saves), PP2×v2×DP2 interleaved with the distributed optimizer.
 # Then the export: `lattice export --checkpoint` of the TP2×PP2 run's final checkpoint equals its
 # own gathered --export byte for byte, and the one-process model within the parallel equivalence
-# tolerance (tests/parallel/compare_dp_runs.py).
+# tolerance (tests/parallel/compare_dp_runs.py). Last, keep_last with a `latest` that is not the
+# newest checkpoint (see below).
 source tests/checkpoint/resume_lib.sh
 
 declare -A LAYOUTS=(
@@ -42,6 +43,23 @@ done
 # keep_last 2 kept the two newest; latest names the last.
 [[ $(cd "$WORK/one/ckpt" && echo iter_*) == "iter_0000015 iter_0000020" ]] || fail "keep_last 2 left $(ls "$WORK/one/ckpt")"
 [[ $(cat "$WORK/one/ckpt/latest") == iter_0000020 ]] || fail "latest is not iter_0000020"
+
+# keep_last never retires what `latest` names, also when that is not the newest checkpoint: job 1
+# saves iter_5..20; `latest` is set back to iter_10; job 2 resumes there with keep_last 1, saves
+# iter_15 and stops (exit_interval 15), retiring the older ones; `latest` must name iter_15 and it
+# must exist, so that job 3 resumes from it and completes.
+k=$WORK/keep
+run 1 "$k-job1.log" "${common[@]}" --set checkpoint.dir="$k" --set checkpoint.save_interval=5
+echo iter_0000010 >"$k/latest"
+run 1 "$k-job2.log" "${common[@]}" --set checkpoint.dir="$k" --set checkpoint.save_interval=5 \
+  --set checkpoint.keep_last=1 --set training.exit_interval=15
+grep -q "resumed from $k/iter_0000010: step 10" "$k-job2.log" || fail "keep_last: job 2 did not resume from iter_10"
+[[ $(cat "$k/latest") == iter_0000015 && -d $k/iter_0000015 ]] ||
+  fail "keep_last 1 retired the checkpoint latest names: latest $(cat "$k/latest"), left $(ls "$k")"
+[[ ! -e $k/iter_0000005 && ! -e $k/iter_0000010 ]] || fail "keep_last 1 kept older checkpoints: $(ls "$k")"
+run 1 "$k-job3.log" "${common[@]}" --set checkpoint.dir="$k" --set checkpoint.keep_last=1
+grep -q "resumed from $k/iter_0000015: step 15" "$k-job3.log" || fail "keep_last: job 3 did not resume from iter_15"
+[[ $(cat "$k/latest") == iter_0000020 ]] || fail "keep_last: job 3 ended with latest $(cat "$k/latest")"
 
 # Export from the TP2×PP2 checkpoint.
 $LATTICE export --checkpoint "$WORK/tp2pp2/ckpt" --format hf --output "$WORK/tp2pp2-ckpt-export" >/dev/null 2>&1 ||

@@ -4,8 +4,10 @@
 // match a one-process model built in the same binary:
 //   (a) every rank's initialized box is the one-process box bit for bit, padding is zero;
 //   (b) the loss of every token of a few micro-batches matches within 1e-5 relative;
-//   (c) after backward (+ sync_sequence_parallel_grads) every gradient box matches (tolerance
-//       below), padding gradients are exactly zero;
+//   (c) after backward every gradient box matches (tolerance below), padding gradients are
+//       exactly zero — the gradients completed as the trainer completes them: the chunk's
+//       grads-done hook hands them to GradSync on the last micro-batch (under sequence parallelism
+//       the tp-duplicated ones are summed over tp there) and GradSync::finish() waits;
 //   (d) a few SGD steps keep losses and weights equal.
 // Vocabularies of 300 and 200 tokens give full, partial and (at tp 4) empty vocabulary boxes.
 //
@@ -32,10 +34,11 @@
 #include "kernels/ops.h"
 #include "model/model_chunk.h"
 #include "model/model_parameters.h"
-#include "model/sequence_parallel_grads.h"
 #include "model/transformer.h"
+#include "parallel/trace.h"
 #include "tests/parallel/mpi_test_main.h"
 #include "tests/tiny_models.h"
+#include "trainer/grad_sync.h"
 
 namespace lattice {
 namespace {
@@ -89,7 +92,9 @@ struct Models {
   Transformer ref_model;
   ParameterStore params;
   ModelChunk chunk;
-  SequenceParallelGrads sp_grads;
+  Tracer tracer;
+  GradSync grad_sync;  // the trainer's tp sum of the tp-duplicated gradients under SP
+  bool last_micro_batch = false;
   Tensor none;
 
   Models(const ModelConfig& c, bool sp)
@@ -100,9 +105,14 @@ struct Models {
         ref_model(c, ref, kBatch),
         params(model_parameter_specs(c, layout)),
         chunk(c, layout, 0, params, tp, kBatch, 1),
-        sp_grads(params, tp) {
+        tracer("", world().rank()),
+        grad_sync(params, world(), sp, nullptr, c.tie_embeddings, nullptr, tracer) {
     ref.initialize(kSeed);
     params.initialize(kSeed);
+    // As ChunkStage does: gradients are final on the step's last micro-batch.
+    chunk.set_grads_done_hook([this](const std::vector<size_t>& indices) {
+      if (last_micro_batch) grad_sync.grads_done(indices);
+    });
   }
 
   static ModelLayout make_layout(bool sp) {
@@ -114,7 +124,8 @@ struct Models {
   }
 
   // Forward + backward of one micro-batch on both models; returns the token losses (ref, tp).
-  std::pair<Tensor, Tensor> step(const Batch& b, float grad_scale) {
+  std::pair<Tensor, Tensor> step(const Batch& b, float grad_scale, bool last) {
+    last_micro_batch = last;
     Tensor ref_losses = Tensor::empty({kBatch * config.seq_length});
     Tensor tp_losses = Tensor::empty({kBatch * config.seq_length});
     ref_model.forward(b.ids, b.targets, ref_losses);
@@ -203,10 +214,10 @@ void run_case(const ModelConfig& c, bool sp) {
   const int micro_batches = 3;
   const float scale = 1.0f / static_cast<float>(tokens * micro_batches);
   for (int mb = 0; mb < micro_batches; ++mb) {
-    auto [ref_losses, tp_losses] = m.step(make_batch(c, 100 + mb), scale);
+    auto [ref_losses, tp_losses] = m.step(make_batch(c, 100 + mb), scale, mb == micro_batches - 1);
     check_losses_equal(ref_losses, tp_losses);
   }
-  m.sp_grads.sync();
+  m.grad_sync.finish();
   const double worst = check_equal(m, /*grads=*/true, 1e-4, 1e-6);
   if (world().rank() == 0) {
     std::printf("%s tp %d sp %d: worst gradient difference %.2e of its tensor's scale (tensors above 1e-3 of the "
@@ -222,10 +233,10 @@ void run_case(const ModelConfig& c, bool sp) {
     m.ref.zero_grads();
     m.params.zero_grads();
     for (int mb = 0; mb < 2; ++mb) {
-      auto [ref_losses, tp_losses] = m.step(make_batch(c, 200 + 10 * step + mb), 1.0f / (2.0f * tokens));
+      auto [ref_losses, tp_losses] = m.step(make_batch(c, 200 + 10 * step + mb), 1.0f / (2.0f * tokens), mb == 1);
       check_losses_equal(ref_losses, tp_losses);
     }
-    m.sp_grads.sync();
+    m.grad_sync.finish();
     check_equal(m, /*grads=*/true, 1e-4, 1e-6);
   }
   check_equal(m, /*grads=*/false, 1e-5, 1e-7);
@@ -243,25 +254,32 @@ TEST_CASE("tensor-parallel Llama (GQA, RoPE, RMSNorm, SwiGLU, untied) matches on
 
 TEST_CASE("tensor + sequence-parallel Llama matches one process") { run_case(tp_llama(), true); }
 
-TEST_CASE("sync_sequence_parallel_grads sums exactly the tp-duplicated gradients over tp") {
+TEST_CASE("GradSync sums exactly the tp-duplicated gradients over tp under sequence parallelism") {
   ModelLayout layout = Models::make_layout(true);
-  ParameterStore params(model_parameter_specs(tp_gpt2(), layout));
-  for (size_t i = 0; i < params.count(); ++i) ops::fill(params.grad(i), 1.0f + static_cast<float>(i));
-  sync_sequence_parallel_grads(params, TensorParallel{&world(), true});
-  const float tp = static_cast<float>(world().size());
-  int duplicated = 0;
-  for (size_t i = 0; i < params.count(); ++i) {
-    const float want = (1.0f + static_cast<float>(i)) * (params.spec(i).tp_duplicated ? tp : 1.0f);
-    duplicated += params.spec(i).tp_duplicated ? 1 : 0;
-    INFO(params.spec(i).name);
-    CHECK(params.grad(i).f32()[0] == want);
-    CHECK(params.grad(i).f32()[params.grad(i).numel() - 1] == want);
+  Tracer tracer("", world().rank());
+  for (const bool sp : {true, false}) {
+    ParameterStore params(model_parameter_specs(tp_gpt2(), layout));
+    GradSync sync(params, world(), sp, nullptr, true, nullptr, tracer);
+    std::vector<size_t> all;
+    for (size_t i = 0; i < params.count(); ++i) {
+      ops::fill(params.grad(i), 1.0f + static_cast<float>(i));
+      all.push_back(params.count() - 1 - i);  // backward order
+    }
+    sync.grads_done(all);
+    sync.finish();
+    const float tp = static_cast<float>(world().size());
+    int duplicated = 0;
+    for (size_t i = 0; i < params.count(); ++i) {
+      const bool summed = sp && params.spec(i).tp_duplicated;
+      const float want = (1.0f + static_cast<float>(i)) * (summed ? tp : 1.0f);
+      duplicated += params.spec(i).tp_duplicated ? 1 : 0;
+      INFO(params.spec(i).name << (sp ? " with" : " without") << " sequence parallelism");
+      CHECK(params.grad(i).f32()[0] == want);
+      CHECK(params.grad(i).f32()[params.grad(i).numel() - 1] == want);
+    }
+    // position embeddings, final norm (2) and per layer 2 norms (4) + o_proj/down_proj biases.
+    CHECK(duplicated == 1 + 2 + 2 * (4 + 2));
   }
-  // position embeddings, final norm (2) and per layer 2 norms (4) + o_proj/down_proj biases.
-  CHECK(duplicated == 1 + 2 + 2 * (4 + 2));
-  // Without sequence parallelism nothing is summed.
-  sync_sequence_parallel_grads(params, TensorParallel{&world(), false});
-  CHECK(params.grad(0).f32()[0] == 1.0f);
 }
 
 }  // namespace
