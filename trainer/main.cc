@@ -175,8 +175,10 @@ int run(int argc, char** argv) {
   bench_cmd->get_option("--config")->required(false);  // --checkpoint needs none
   bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
   bench_cmd->add_option("--checkpoint", bench_checkpoint_dir,
-                        "benchmark checkpoints instead, in this (emptied) directory: for the GPT-2 124M shape the "
-                        "synchronous save time, the training loop's stall per asynchronous save, and the load time");
+                        "benchmark checkpoints instead, writing scratch checkpoints into this new or empty "
+                        "directory (a non-empty one is refused; what the benchmark wrote is deleted at the end): for "
+                        "the GPT-2 124M shape the synchronous save time, the training loop's stall per asynchronous "
+                        "save, and the load time");
 
   std::string export_output, export_checkpoint, export_format = "hf";
   CLI::App* export_cmd = app.add_subcommand(
