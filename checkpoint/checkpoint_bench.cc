@@ -89,7 +89,8 @@ ModelConfig gpt2_124m_config() {
 
 CheckpointBenchResult bench_checkpoint(const ModelConfig& model, const std::string& dir, int async_saves, double step_s) {
   LATTICE_CHECK(async_saves >= 2, "async_saves = {} (the first warms up; at least one more is measured)", async_saves);
-  const ScratchDir scratch(dir, /*last_step=*/1 + 2 * async_saves);  // steps 1, 2.., 2 + async_saves..
+  // Steps saved: 1 (synchronous), then 2 .. 1 + async_saves (blocking) and on (overlapped).
+  const ScratchDir scratch(dir, /*last_step=*/1 + 2 * async_saves);
   const nlohmann::json config = model_section(model);
   ParameterStore store(model_parameter_specs(model));
   store.initialize(1234);

@@ -48,10 +48,7 @@ std::string directory_of(const std::string& file) {
   return parent.empty() ? "." : parent.string();
 }
 
-}  // namespace
-
-void check_writable_directory(const std::string& field, const std::string& dir) { probe_directory(field, dir, dir); }
-
+// `file`'s directory probed; an existing `file` must open for appending (it is not changed).
 void check_writable_file(const std::string& field, const std::string& file) {
   probe_directory(field, file, directory_of(file));
   std::error_code ec;
@@ -62,14 +59,16 @@ void check_writable_file(const std::string& field, const std::string& file) {
   ::close(fd);
 }
 
+}  // namespace
+
 void check_output_paths(const Config& c, const std::string& export_dir, int rank) {
-  if (!c.checkpoint.dir.empty()) check_writable_directory("checkpoint.dir", c.checkpoint.dir);
+  if (!c.checkpoint.dir.empty()) probe_directory("checkpoint.dir", c.checkpoint.dir, c.checkpoint.dir);
   if (!c.logging.trace_file.empty()) {  // written as PATH.tmp, then renamed: its directory must be writable
     const std::string file = Tracer::trace_path_for_rank(c.logging.trace_file, rank);
     probe_directory("logging.trace_file", file, directory_of(file));
   }
   if (rank != 0) return;
-  if (!export_dir.empty()) check_writable_directory("--export", export_dir);
+  if (!export_dir.empty()) probe_directory("--export", export_dir, export_dir);
   if (!c.logging.metrics_file.empty()) check_writable_file("logging.metrics_file", c.logging.metrics_file);
 }
 

@@ -8,15 +8,11 @@
 
 namespace lattice {
 
-// Creates `dir` and its missing parents, then creates, writes and removes a probe file in it.
-// InputError naming `field`, the path and the system's reason when any of that fails.
-void check_writable_directory(const std::string& field, const std::string& dir);
-
-// The directory of `file` as above; an existing `file` must open for appending (it is not changed).
-void check_writable_file(const std::string& field, const std::string& file);
-
 // What this rank will write: checkpoint.dir (every rank writes a shard), its own logging.trace_file,
-// and on rank 0 the --export directory (`export_dir`) and logging.metrics_file.
+// and on rank 0 the --export directory (`export_dir`) and logging.metrics_file. Missing directories
+// are created; each directory gets a probe file created, written and removed; an existing metrics
+// file must open for appending (unchanged). InputError naming the field, the path and the system's
+// reason otherwise.
 void check_output_paths(const Config& config, const std::string& export_dir, int rank);
 
 }  // namespace lattice
