@@ -54,10 +54,11 @@ int run_validate(const ConfigArgs& args, int world_size) {
   return 0;
 }
 
-// Started by mpirun / srun (OpenMPI's or PMI's world size is set): MPI is initialized only then,
+// Started by mpirun / srun (OpenMPI's or PMI's world size, or the PMIx rank that mpirun and
+// `srun --mpi=pmix` give every task, is set): MPI is initialized only then,
 // so a plain `lattice train` stays a process without MPI.
 bool launched_under_mpi() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
     const char* v = std::getenv(name);
     if (v != nullptr && *v != '\0') return true;
   }

@@ -3,6 +3,8 @@
 # script runs. Each task gets OMP_NUM_THREADS = SLURM_CPUS_PER_TASK and srun is told
 # --cpus-per-task (it no longer inherits it from sbatch); a set OMP_NUM_THREADS wins; SIGUSR1 to the
 # batch shell reaches srun as SIGUSR1, and after the tasks exit 0 the job requeues itself and exits 0.
+# And `lattice train` started by `srun --mpi=pmix` (which gives each task PMIX_RANK, not
+# OMPI_COMM_WORLD_SIZE) runs as a rank of the job, not as a one-process run of its own.
 set -euo pipefail
 WORK=${TEST_TMPDIR:-$(mktemp -d)}
 fail() { echo "FAIL: $*"; exit 1; }
@@ -44,4 +46,10 @@ wait $job || rc=$?
 grep -q "got USR1" "$WORK/srun.txt" || fail "SIGUSR1 did not reach srun"
 [[ $(cat "$WORK/scontrol.txt" 2>/dev/null) == "requeue 42" ]] || fail "the job did not requeue itself"
 echo "ok: SIGUSR1 -> srun, requeue, exit 0"
+
+# A task of srun --mpi=pmix: PMIX_RANK alone makes lattice initialize MPI (a singleton here, world 1).
+out=$(PMIX_RANK=0 timeout 60 trainer/lattice train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2 2>&1) &&
+  fail "a 2-stage layout trained on 1 rank: $out"
+grep -q "the job has 1 ranks" <<<"$out" || fail "PMIX_RANK set, but lattice did not start as a rank of a job: $out"
+echo "ok: PMIX_RANK (srun --mpi=pmix) -> lattice runs as a rank of the job"
 echo PASS
