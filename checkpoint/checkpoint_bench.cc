@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "kernels/error.h"
@@ -35,6 +36,42 @@ nlohmann::json model_section(const ModelConfig& c) {
             {"seq_length", c.seq_length}}}};
 }
 
+// The benchmark's own directory: it must be new or empty when the benchmark starts (so that it never
+// deletes a checkpoint it did not write), and at the end (or on an error) loses exactly what the
+// benchmark wrote — `latest` and the iteration directories of its steps — and, when the benchmark
+// created it, the directory itself.
+class ScratchDir {
+ public:
+  ScratchDir(std::string dir, int64_t last_step) : dir_(std::move(dir)), last_step_(last_step) {
+    std::error_code ec;
+    if (fs::exists(dir_, ec)) {
+      if (!fs::is_directory(dir_, ec) || !fs::is_empty(dir_, ec))
+        throw InputError(fmt::format("the checkpoint benchmark writes and deletes its own checkpoints in '{}', which "
+                                     "is not an empty directory: give it a new or empty directory (nothing was "
+                                     "changed; to read a checkpoint use lattice export --checkpoint)",
+                                     dir_));
+    } else {
+      make_directories(dir_);
+      created_ = true;
+    }
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove(fs::path(dir_) / kLatestFile, ec);
+    for (int64_t step = 1; step <= last_step_; ++step)
+      for (const char* suffix : {"", kPartialSuffix, kDeletingSuffix})
+        fs::remove_all(fs::path(dir_) / (iter_dir_name(step) + suffix), ec);
+    if (created_) fs::remove(dir_, ec);  // only when empty: removes nothing it did not write
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+ private:
+  std::string dir_;
+  int64_t last_step_;
+  bool created_ = false;
+};
+
 }  // namespace
 
 ModelConfig gpt2_124m_config() {
@@ -52,7 +89,8 @@ ModelConfig gpt2_124m_config() {
 
 CheckpointBenchResult bench_checkpoint(const ModelConfig& model, const std::string& dir, int async_saves, double step_s) {
   LATTICE_CHECK(async_saves >= 2, "async_saves = {} (the first warms up; at least one more is measured)", async_saves);
-  fs::remove_all(dir);
+  // Steps saved: 1 (synchronous), then 2 .. 1 + async_saves (blocking) and on (overlapped).
+  const ScratchDir scratch(dir, /*last_step=*/1 + 2 * async_saves);
   const nlohmann::json config = model_section(model);
   ParameterStore store(model_parameter_specs(model));
   store.initialize(1234);

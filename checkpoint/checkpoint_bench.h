@@ -36,7 +36,8 @@ struct CheckpointBenchResult {
 // `async_saves` (>= 2) times asynchronously with the blocking and with the overlapped snapshot —
 // simulated training steps of `step_s` seconds (sleep = forward/backward, wait_snapshot(), the
 // "optimizer" changing the moments, try_commit()) until each commits — then loads the newest.
-// `dir` is emptied first and left with the newest checkpoint (keep_last 1).
+// `dir` must not exist (it is created, and removed at the end) or be empty, else InputError: the
+// benchmark never deletes what it did not write. What it wrote is deleted at the end.
 CheckpointBenchResult bench_checkpoint(const ModelConfig& model, const std::string& dir, int async_saves = 3,
                                        double step_s = 0.1);
 

@@ -1,5 +1,6 @@
 // checkpoint_bench: runs bench_checkpoint for the GPT-2 124M shape and prints its figures.
-// Usage: checkpoint_bench [DIR] [ASYNC_SAVES] [STEP_SECONDS]   (DIR is emptied first)
+// Usage: checkpoint_bench [DIR] [ASYNC_SAVES] [STEP_SECONDS]   (DIR: new or empty; what the benchmark wrote
+// there is deleted at the end)
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -2,6 +2,8 @@
 #include "parallel/trace.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -87,7 +89,7 @@ Tracer::~Tracer() {
   try {
     flush();
   } catch (const std::exception& e) {
-    spdlog::error("trace: {}", e.what());
+    spdlog::error("{}", e.what());  // flush's messages name logging.trace_file themselves
   }
 }
 
@@ -178,7 +180,8 @@ void Tracer::flush() {
   const std::string tmp = path_ + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw Error(fmt::format("trace: cannot open '{}' for writing; check the directory is writable", tmp));
+    if (!out)
+      throw Error(fmt::format("logging.trace_file: cannot open '{}' for writing: {}", tmp, std::strerror(errno)));
     out << "{\"traceEvents\": [\n";
     // Metadata: the process is the rank, the threads are the lanes.
     out << fmt::format(R"({{"ph":"M","name":"process_name","pid":{0},"tid":0,"args":{{"name":"rank {0}"}}}})",
@@ -224,11 +227,11 @@ void Tracer::flush() {
 )",
                        rank_, origin_us, events_.size(), dropped_, max_events_, dropped_ > 0 ? "true" : "false");
     out.flush();
-    if (!out) throw Error(fmt::format("trace: writing '{}' failed (disk full?)", tmp));
+    if (!out) throw Error(fmt::format("logging.trace_file: writing '{}' failed (disk full?)", tmp));
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path_, ec);
-  if (ec) throw Error(fmt::format("trace: cannot rename '{}' to '{}': {}", tmp, path_, ec.message()));
+  if (ec) throw Error(fmt::format("logging.trace_file: cannot rename '{}' to '{}': {}", tmp, path_, ec.message()));
   dirty_ = false;
 }
 

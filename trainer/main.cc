@@ -54,10 +54,11 @@ int run_validate(const ConfigArgs& args, int world_size) {
   return 0;
 }
 
-// Started by mpirun / srun (OpenMPI's or PMI's world size is set): MPI is initialized only then,
+// Started by mpirun / srun (OpenMPI's or PMI's world size, or the PMIx rank that mpirun and
+// `srun --mpi=pmix` give every task, is set): MPI is initialized only then,
 // so a plain `lattice train` stays a process without MPI.
 bool launched_under_mpi() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
     const char* v = std::getenv(name);
     if (v != nullptr && *v != '\0') return true;
   }
@@ -175,8 +176,10 @@ int run(int argc, char** argv) {
   bench_cmd->get_option("--config")->required(false);  // --checkpoint needs none
   bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
   bench_cmd->add_option("--checkpoint", bench_checkpoint_dir,
-                        "benchmark checkpoints instead, in this (emptied) directory: for the GPT-2 124M shape the "
-                        "synchronous save time, the training loop's stall per asynchronous save, and the load time");
+                        "benchmark checkpoints instead, writing scratch checkpoints into this new or empty "
+                        "directory (a non-empty one is refused; what the benchmark wrote is deleted at the end): for "
+                        "the GPT-2 124M shape the synchronous save time, the training loop's stall per asynchronous "
+                        "save, and the load time");
 
   std::string export_output, export_checkpoint, export_format = "hf";
   CLI::App* export_cmd = app.add_subcommand(

@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "checkpoint/checkpoint_lock.h"
 #include "checkpoint/hf_interop.h"
 #include "data/batch_loader.h"
 #include "model/model_chunk.h"
@@ -28,6 +29,7 @@
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/optimizer.h"
+#include "trainer/output_paths.h"
 #include "trainer/stop_request.h"
 #include "trainer/training_checkpoint.h"
 #include "trainer/whole_model_math.h"
@@ -126,6 +128,11 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   const int m = static_cast<int>(pl.micro_batches);
   const int64_t mb = c.training.micro_batch_size, T = c.model.seq_length;
   const int64_t tokens_per_micro = mb * T, tokens_per_step = c.training.global_batch_size * T;
+  // Before anything is built: every path this rank writes is checked now rather than at its first
+  // use, and checkpoint.dir is this run's alone until it ends (rank 0 holds its lock).
+  check_output_paths(c, options.export_dir, grid.rank());
+  std::unique_ptr<CheckpointLock> checkpoint_lock;
+  if (!c.checkpoint.dir.empty()) checkpoint_lock = CheckpointLock::acquire_for_job(c.checkpoint.dir, rc.world);
 
   const ModelStats stats = compute_model_stats(c);
   spdlog::info("model: {} layers, hidden {}, {} heads ({} kv), vocab {}, seq {} — {:.2f}M parameters",

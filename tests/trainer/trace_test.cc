@@ -1,12 +1,15 @@
 // The Chrome-trace Tracer: event fields, disabled = no file, per-rank file names, valid JSON with
-// nested scopes inside their parents, concurrent emission, the event cap.
+// nested scopes inside their parents, concurrent emission, the event cap, the message of a failed write.
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "parallel/trace.h"
 
@@ -208,4 +211,23 @@ TEST_CASE("flush rewrites the whole file each time") {
   const json trace = read_json(dir / "t.rank0.json");
   CHECK(events_named(trace, "a").size() == 1);
   CHECK(events_named(trace, "b").size() == 1);
+}
+
+TEST_CASE("a trace that cannot be written at the end is reported once, naming logging.trace_file") {
+  const fs::path dir = temp_dir("trace_unwritable");
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  {
+    Tracer t((dir / "sub" / "t.json").string(), 0);
+    t.instant("a", "compute");
+    fs::remove_all(dir / "sub");
+    std::ofstream(dir / "sub") << "a file where the directory was";
+  }  // the destructor's flush fails and logs
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  CHECK_THAT(text, Catch::Contains("logging.trace_file: cannot open '" + (dir / "sub" / "t.rank0.json.tmp").string() +
+                                   "' for writing: Not a directory"));
+  CHECK_THAT(text, !Catch::Contains("trace: trace:"));
 }

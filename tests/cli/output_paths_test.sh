@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every output path is checked before the first step: an unwritable checkpoint.dir, --export
+# directory, logging.trace_file (each rank's own file) or logging.metrics_file ends `lattice train`
+# with exit 2 naming the field, the path and the system's reason, without training a step (before,
+# checkpoint.dir and --export failed only after training). "Unwritable" here is a path under a
+# regular file: the tests run as root, whom permissions do not stop.
+source tests/checkpoint/resume_lib.sh
+
+base=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=5)
+touch "$WORK/afile"
+
+# refused NP NEEDLE lattice-args...: exit 2 with NEEDLE, and no step ran.
+refused() {
+  local np=$1 needle=$2 out rc=0
+  shift 2
+  local cmd=($LATTICE "${base[@]}" "$@")
+  [[ $np -gt 1 ]] && cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" "${cmd[@]}")
+  out=$(timeout 60 "${cmd[@]}" 2>&1 </dev/null) || rc=$?
+  [[ $rc -eq 2 ]] || fail "exit $rc (want 2) from: ${cmd[*]} -- $(tail -3 <<<"$out")"
+  grep -qF -- "$needle" <<<"$out" || fail "message lacks '$needle': $(tail -3 <<<"$out")"
+  grep -q "step *1/" <<<"$out" && fail "trained before refusing: ${cmd[*]}"
+  echo "ok: $needle"
+}
+
+refused 1 "checkpoint.dir '$WORK/afile/ckpt' is not writable: cannot create the directory: Not a directory" \
+  --set checkpoint.dir="$WORK/afile/ckpt"
+refused 1 "--export '$WORK/afile/hf' is not writable: cannot create the directory: Not a directory" \
+  --export "$WORK/afile/hf"
+refused 1 "logging.trace_file '$WORK/afile/t.rank0.json' is not writable: cannot create its directory '$WORK/afile': Not a directory" \
+  --set logging.trace_file="$WORK/afile/t.json"
+refused 1 "logging.metrics_file '$WORK/afile/m.jsonl' is not writable: cannot create its directory '$WORK/afile': Not a directory" \
+  --set logging.metrics_file="$WORK/afile/m.jsonl"
+refused 1 "logging.metrics_file '$WORK' is not writable: it is a directory, not a file" --set logging.metrics_file="$WORK"
+# Under mpirun: every rank checks what it writes (here only rank 1's trace file is unwritable).
+mkdir -p "$WORK/traces"
+touch "$WORK/traces/1"
+refused 2 "logging.trace_file '$WORK/traces/1/t.json' is not writable: cannot create its directory '$WORK/traces/1': Not a directory" \
+  --set parallel.data=2 --set logging.trace_file="$WORK/traces/{rank}/t.json"
+refused 2 "checkpoint.dir '$WORK/afile/ckpt' is not writable" --set parallel.data=2 --set checkpoint.dir="$WORK/afile/ckpt"
+
+# Writable paths in directories that do not exist yet: created, and no probe file is left behind.
+out=$WORK/new/a/b
+run 2 "$WORK/ok.log" "${base[@]}" --set parallel.data=2 --set checkpoint.dir="$out/ckpt" \
+  --set logging.trace_file="$out/trace/t.json" --set logging.metrics_file="$out/metrics/m.jsonl" --export "$out/hf"
+[[ -f $out/ckpt/latest && -f $out/hf/model.safetensors && -f $out/trace/t.rank1.json && -s $out/metrics/m.jsonl ]] ||
+  fail "a run with new output directories did not write its outputs"
+leftover=$(find "$out" -name '.lattice-write-probe-*')
+[[ -z $leftover ]] || fail "probe files left behind: $leftover"
+echo "ok: new output directories are created and nothing of the checks is left behind"
+echo PASS

@@ -1,0 +1,75 @@
+// Output paths probed before training (see output_paths.h).
+#include "trainer/output_paths.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+#include "parallel/trace.h"
+
+namespace lattice {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void refuse(const std::string& field, const std::string& path, const std::string& problem) {
+  throw InputError(fmt::format("{} '{}' is not writable: {}; give a path this user can write (every output path is "
+                               "checked before training starts)",
+                               field, path, problem));
+}
+
+// `dir` created and probed for `field`, whose value is `path` (the directory itself, or a file in it).
+void probe_directory(const std::string& field, const std::string& path, const std::string& dir) {
+  const std::string which = dir == path ? "the directory" : fmt::format("its directory '{}'", dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) refuse(field, path, fmt::format("cannot create {}: {}", which, ec.message()));
+  if (!fs::is_directory(dir, ec)) refuse(field, path, fmt::format("{} exists and is not a directory", which));
+  std::string probe = (fs::path(dir) / ".lattice-write-probe-XXXXXX").string();
+  const int fd = mkstemp(probe.data());
+  if (fd < 0) refuse(field, path, fmt::format("cannot create a file in {}: {}", which, std::strerror(errno)));
+  const bool written = ::write(fd, "x", 1) == 1;
+  const int write_errno = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (!written) refuse(field, path, fmt::format("cannot write a file in {}: {}", which, std::strerror(write_errno)));
+}
+
+std::string directory_of(const std::string& file) {
+  const fs::path parent = fs::path(file).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+// `file`'s directory probed; an existing `file` must open for appending (it is not changed).
+void check_writable_file(const std::string& field, const std::string& file) {
+  probe_directory(field, file, directory_of(file));
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) refuse(field, file, "it is a directory, not a file");
+  if (!fs::exists(file, ec)) return;
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND);
+  if (fd < 0) refuse(field, file, fmt::format("cannot open it for appending: {}", std::strerror(errno)));
+  ::close(fd);
+}
+
+}  // namespace
+
+void check_output_paths(const Config& c, const std::string& export_dir, int rank) {
+  if (!c.checkpoint.dir.empty()) probe_directory("checkpoint.dir", c.checkpoint.dir, c.checkpoint.dir);
+  if (!c.logging.trace_file.empty()) {  // written as PATH.tmp, then renamed: its directory must be writable
+    const std::string file = Tracer::trace_path_for_rank(c.logging.trace_file, rank);
+    probe_directory("logging.trace_file", file, directory_of(file));
+  }
+  if (rank != 0) return;
+  if (!export_dir.empty()) probe_directory("--export", export_dir, export_dir);
+  if (!c.logging.metrics_file.empty()) check_writable_file("logging.metrics_file", c.logging.metrics_file);
+}
+
+}  // namespace lattice
