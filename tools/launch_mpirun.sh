@@ -5,9 +5,10 @@
 #   tools/launch_mpirun.sh -n 8 configs/gpt2-124m.json --set checkpoint.dir=runs/gpt2/ckpt
 #
 # SIGTERM / SIGINT to this script reaches the ranks as SIGUSR1 (mpirun forwards SIGUSR1 to every rank;
-# a SIGTERM to mpirun itself would be followed by SIGKILL after a second, odls_base_sigkill_timeout,
+# a SIGTERM or SIGINT to mpirun itself would be followed by SIGKILL after a second, odls_base_sigkill_timeout,
 # cutting a large save short): they stop after the current step, save a checkpoint and exit 0, and
-# this script exits without restarting.
+# this script exits without restarting. mpirun runs in its own session (setsid), so that a Ctrl-C in
+# the terminal, which signals the whole foreground process group, reaches this script only.
 # Environment: LATTICE (the binary, default bazel-bin/trainer/lattice), MAX_RESTARTS (default 3),
 # MPIRUN_ARGS (extra mpirun options, e.g. "--hostfile hosts --map-by ppr:8:node").
 set -uo pipefail
@@ -35,7 +36,7 @@ trap on_signal TERM INT
 for ((attempt = 0; attempt <= MAX_RESTARTS; ++attempt)); do
   echo "launch_mpirun: start $attempt of $CONFIG on $RANKS rank(s)"
   # shellcheck disable=SC2086  # MPIRUN_ARGS is a list of options
-  mpirun "${ROOT_ARGS[@]}" -np "$RANKS" ${MPIRUN_ARGS:-} "$LATTICE" train --config "$CONFIG" "$@" &
+  setsid mpirun "${ROOT_ARGS[@]}" -np "$RANKS" ${MPIRUN_ARGS:-} "$LATTICE" train --config "$CONFIG" "$@" &
   mpirun_pid=$!
   status=0
   while true; do

@@ -5,6 +5,9 @@
 #     run_start lines, the second with resumed_from_step.
 #  2. A second SIGINT aborts at once (exit 130) even while a save is in flight: the test hook
 #     LATTICE_TEST_SLOW_SAVE=5:60 holds step 5's background write open, so step 10's save waits.
+#  3. Ctrl-C in a terminal signals the whole foreground process group: tools/launch_mpirun.sh must
+#     turn it into SIGUSR1 for the ranks (which save and exit 0); plain mpirun, had it got the SIGINT
+#     too, would SIGTERM the ranks, SIGKILL them a second later and exit 1.
 # The runs start in their own process group (set -m): a script's background job otherwise ignores
 # SIGINT, and lattice leaves an ignored SIGINT ignored.
 source tests/checkpoint/resume_lib.sh
@@ -73,4 +76,20 @@ wait_exit $job 10
 grep -q "second SIGINT: aborting now, without saving" "$d.log" || { tail -5 "$d.log"; fail "no abort message"; }
 [[ ! -e $d/ckpt/latest ]] || fail "a checkpoint was committed: $(cat "$d/ckpt/latest")"
 echo "second SIGINT: aborted at once with exit 130"
+
+# 3. Ctrl-C (SIGINT to the process group) on tools/launch_mpirun.sh with 2 ranks.
+d=$WORK/launcher
+set -m
+env LATTICE=$LATTICE MPIRUN_ARGS=--oversubscribe tools/launch_mpirun.sh -n 2 configs/test-tiny-gpt2.json \
+  --set data.path="$WORK/tiny" --set parallel.data=2 --set checkpoint.dir="$d/ckpt" --set logging.metrics_file="$d.jsonl" \
+  --set logging.log_interval=100 --set training.train_iters=100000 --set optimizer.decay=constant >"$d.log" 2>&1 </dev/null &
+job=$!
+set +m
+wait_for_step "$d.jsonl" 5 $job "$d.log"
+kill -INT -- -$job
+wait_exit $job 60
+[[ $rc -eq 0 ]] || { tail -5 "$d.log"; fail "launcher: exit $rc after Ctrl-C (want 0)"; }
+grep -q "stopped by SIGUSR1 after step" "$d.log" || { tail -5 "$d.log"; fail "launcher: the ranks did not stop on SIGUSR1"; }
+grep -q "exited 0 after a stop request" "$d.log" || fail "launcher: no stop report"
+echo "launcher: Ctrl-C reached the ranks as SIGUSR1, checkpoint $(cat "$d/ckpt/latest"), exit 0"
 echo PASS
