@@ -86,8 +86,10 @@ void log_step(const StepMetrics& m) {
 
 void log_run_summary(const RunSummary& s, int64_t first_step, int64_t last_step, int64_t train_iters,
                      const RunOutputs& outputs) {
-  spdlog::info("run summary: {} step(s) ({}..{} of {}), {} tokens, wall time {} ({:.1f} s)", s.steps, first_step,
-               last_step, train_iters, s.tokens, format_duration(s.wall_s), s.wall_s);
+  spdlog::info("run summary: {} step(s) ({}), {} tokens, wall time {} ({:.1f} s)", s.steps,
+               s.steps > 0 ? fmt::format("{}..{} of {}", first_step, last_step, train_iters)
+                           : fmt::format("none left of {}", train_iters),
+               s.tokens, format_duration(s.wall_s), s.wall_s);
   spdlog::info("  throughput: {:.1f} tokens/s, {:.1f} GFLOP/s achieved (means over the steps after the first); {}",
                s.tokens_per_s, s.gflops,
                s.mfu >= 0 ? fmt::format("MFU {:.1f}% of logging.peak_gflops", 100 * s.mfu)
