@@ -41,10 +41,10 @@ constexpr int kDurable = 1;
 // Elements per snapshot copy task (16 MB of fp32).
 constexpr int64_t kSnapshotChunk = int64_t{1} << 22;
 
-// TEST HOOK (tests/checkpoint/kill_during_save_test.sh): LATTICE_TEST_SLOW_SAVE="STEP:SECONDS" makes
+// TEST HOOK (tests/checkpoint/kill_during_save_test.sh, sigint_test.sh): LATTICE_TEST_SLOW_SAVE="STEP:SECONDS" makes
 // the background write of step STEP's shard pause SECONDS after its header — mid-file, before the
 // data and the fsync — so a test can kill -9 a rank while an asynchronous save is in flight,
-// deterministically. Unset (always, outside that test) it costs one getenv per save.
+// deterministically. Unset (always, outside those tests) it costs one getenv per save.
 double slow_save_seconds(int64_t step) {
   const char* v = std::getenv("LATTICE_TEST_SLOW_SAVE");
   if (v == nullptr) return 0.0;

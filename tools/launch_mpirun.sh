@@ -62,6 +62,8 @@ for ((attempt = 0; attempt <= MAX_RESTARTS; ++attempt)); do
     exit "$status"
   fi
   echo "launch_mpirun: start $attempt of $CONFIG on $RANKS rank(s)"
+  # setsid: see the header. This background child is no process-group leader, so setsid makes the new
+  # session in place and execs mpirun: $! stays mpirun's pid.
   # shellcheck disable=SC2086  # MPIRUN_ARGS is a list of options
   setsid -w mpirun "${MPI_OPTS[@]}" -np "$RANKS" ${MPIRUN_ARGS:-} "$LATTICE" train --config "$CONFIG" "$@" &
   mpirun_pid=$!

@@ -19,6 +19,7 @@
 
 #include "data/gpt_dataset.h"
 #include "kernels/error.h"
+#include "model/parameter_store.h"  // name_stream: FNV-1a 64
 #include "parallel/grid.h"
 
 namespace lattice {
@@ -46,7 +47,7 @@ const std::map<std::string, std::vector<std::string>>& known_keys() {
        {"lr", "min_lr", "warmup_iters", "decay", "decay_iters", "weight_decay", "beta1", "beta2", "eps",
         "grad_clip"}},
       {"data", {"path", "blend", "split", "shuffle", "seed"}},
-      {"logging", {"log_interval", "metrics_file", "trace_file"}},
+      {"logging", {"log_interval", "metrics_file", "trace_file", "peak_gflops"}},
       {"device", {}},
       {"parallel",
        {"tensor", "pipeline", "data", "virtual_stages", "schedule", "layers_per_stage", "sequence_parallel",
@@ -149,14 +150,19 @@ class Reader {
   void read(const std::string& key, int64_t& out) const {
     if (!has(key)) return;
     const json& j = section_.at(key);
+    // 1e20 is an integer too, just one that does not fit: say so instead of "not an integer".
+    const auto too_large = [&] {
+      fail(fmt::format("{} must be an integer {}, got {}", field(key),
+                       j.get<double>() > 0 ? "below 2^63" : "at least -2^63", j.dump()));
+    };
     if (j.is_number_unsigned()) {
-      if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        fail(fmt::format("{} is too large: {}", field(key), j.dump()));
+      if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) too_large();
       out = static_cast<int64_t>(j.get<uint64_t>());
     } else if (j.is_number_integer()) {
       out = j.get<int64_t>();
     } else if (j.is_number_float() && std::isfinite(j.get<double>()) &&
-               std::floor(j.get<double>()) == j.get<double>() && std::fabs(j.get<double>()) < 9.0e18) {
+               std::floor(j.get<double>()) == j.get<double>()) {
+      if (!(j.get<double>() >= -0x1p63 && j.get<double>() < 0x1p63)) too_large();
       out = static_cast<int64_t>(j.get<double>());  // 1e4 is fine for an integer field
     } else {
       fail(fmt::format("{} must be an integer, got {}", field(key), describe(j)));
@@ -170,8 +176,10 @@ class Reader {
       out = j.get<uint64_t>();
     } else if (j.is_number_integer() && j.get<int64_t>() >= 0) {
       out = static_cast<uint64_t>(j.get<int64_t>());
-    } else if (j.is_number_float() && j.get<double>() >= 0 && std::floor(j.get<double>()) == j.get<double>() &&
-               j.get<double>() < 1.8e19) {
+    } else if (j.is_number_float() && j.get<double>() >= 0 && std::isfinite(j.get<double>()) &&
+               std::floor(j.get<double>()) == j.get<double>()) {
+      if (!(j.get<double>() < 0x1p64))
+        fail(fmt::format("{} must be an integer below 2^64, got {}", field(key), j.dump()));
       out = static_cast<uint64_t>(j.get<double>());
     } else {
       fail(fmt::format("{} must be a non-negative integer, got {}", field(key), describe(j)));
@@ -445,7 +453,9 @@ LoggingConfig parse_logging(const std::string& source, const json& sec) {
   r.read("log_interval", l.log_interval);
   r.read("metrics_file", l.metrics_file);
   r.read("trace_file", l.trace_file);
+  r.read("peak_gflops", l.peak_gflops);
   Checker{source}.positive("logging.log_interval", l.log_interval);
+  Checker{source}.non_negative("logging.peak_gflops", l.peak_gflops);
   return l;
 }
 
@@ -633,6 +643,11 @@ void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
     } else {
       try {
         value = json::parse(raw);
+      } catch (const json::out_of_range&) {
+        // 1e400: a number, but beyond a double (nlohmann refuses it rather than give inf).
+        throw InputError(fmt::format("{}: {} is out of range: numbers must be finite doubles, below about 1.8e308 "
+                                     "in magnitude",
+                                     where, raw));
       } catch (const json::exception&) {
         value = raw;
       }
@@ -734,9 +749,20 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     if (detail.rfind("[json.exception", 0) == 0 && colon != std::string::npos) detail = detail.substr(colon + 2);
     throw InputError(fmt::format("{}:{}:{}: invalid JSON (line {}, column {}): {}", path, line, column, line, column,
                                  detail));
+  } catch (const json::out_of_range& e) {
+    // "number overflow parsing '1e400'" (no position): a number beyond a double.
+    std::string detail = e.what();
+    const auto close = detail.find("] ");
+    if (detail.rfind("[json.exception", 0) == 0 && close != std::string::npos) detail = detail.substr(close + 2);
+    throw InputError(fmt::format("{}: {}: numbers must be finite doubles, below about 1.8e308 in magnitude", path,
+                                 detail));
   }
   apply_overrides(doc, overrides);
   return parse_config(doc, path);
+}
+
+std::string config_hash(const Config& config) {
+  return fmt::format("{:016x}", name_stream(config_to_json(config).dump()));
 }
 
 json config_to_json(const Config& c) {
@@ -790,7 +816,8 @@ json config_to_json(const Config& c) {
                {"seed", c.data.seed}};
   j["logging"] = {{"log_interval", c.logging.log_interval},
                   {"metrics_file", c.logging.metrics_file},
-                  {"trace_file", c.logging.trace_file}};
+                  {"trace_file", c.logging.trace_file},
+                  {"peak_gflops", c.logging.peak_gflops}};
   j["device"] = c.device;
   const ParallelConfig& p = c.parallel;
   j["parallel"] = {

@@ -54,6 +54,9 @@ struct LoggingConfig {
   int64_t log_interval = 1;
   std::string metrics_file;  // empty = none; one JSON object per line per step
   std::string trace_file;    // empty = none; Chrome-trace JSON per rank (parallel/trace.h)
+  // The hardware's peak in GFLOP/s per process (0 = unknown): the end-of-run summary reports MFU =
+  // achieved / peak only when it is set, since the program cannot know the peak itself.
+  double peak_gflops = 0;
 };
 
 // Sharded checkpoints (checkpoint/). Saving is on when dir is set and save_interval > 0.
@@ -117,6 +120,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 Config parse_config(const nlohmann::json& doc, const std::string& source);
 // The fully resolved config (every key, defaults filled in), as `lattice validate` prints it.
 nlohmann::json config_to_json(const Config& config);
+// 16 hex digits: FNV-1a 64 of config_to_json(config).dump() (compact, keys sorted). The metrics file's
+// run_start line carries it, so that runs of different configs appended to one file can be told apart.
+std::string config_hash(const Config& config);
 
 const char* decay_style_name(DecayStyle d);
 

@@ -1,10 +1,10 @@
-// spdlog set-up: one console logger with a time stamp; with several ranks, the rank and its grid
-// coordinates on every line.
+// spdlog set-up: one stderr logger (coloured only on a terminal) with a time stamp; with several
+// ranks, the rank and its grid coordinates on every line.
 #pragma once
 
 namespace lattice {
 
-// One process: "[12:00:00] [info] message", info and above.
+// One process: "[12:00:00] [info] message", info and above, on stderr. Call first in main().
 void setup_logging();
 
 // One rank of a parallel job: "[12:00:00] [rank 5 1/1/0] [warning] message" (tp/pp/dp

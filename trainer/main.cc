@@ -1,5 +1,6 @@
-// lattice: the command-line entry point. Subcommands: train, validate, data prepare, export.
-// Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure.
+// lattice: the command-line entry point. Subcommands: train, validate, data prepare/inspect, export, bench.
+// Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure. Logs and errors go to stderr,
+// a command's report (validate, data inspect, bench) to stdout.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -30,6 +32,8 @@
 #include "trainer/model_stats.h"
 #include "trainer/preemption.h"
 #include "trainer/train_loop.h"
+#include "trainer/validate_report.h"
+#include "trainer/version.h"
 
 namespace lattice {
 namespace {
@@ -44,14 +48,48 @@ struct ConfigArgs {
   Config load() const { return load_config(path, overrides); }
 };
 
-int run_validate(const ConfigArgs& args, int world_size) {
+// The report goes to stdout: the text one, or with --json one JSON document and nothing else.
+int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   Config c = args.load();
   const ParallelLayout layout = validate_layout(c, world_size > 0 ? world_size : default_world_size(c));
+  const ModelStats stats = compute_model_stats(c);
+  if (as_json) {
+    std::printf("%s\n", validate_report_json(c, stats, layout).dump(2).c_str());
+    return 0;
+  }
   std::printf("%s\n", config_to_json(c).dump(2).c_str());
-  std::printf("%s", format_model_stats(compute_model_stats(c)).c_str());
+  std::printf("%s", format_model_stats(stats).c_str());
   std::printf("%s", format_layout(layout, c).c_str());
   std::printf("config OK: %s\n", args.path.c_str());
   return 0;
+}
+
+// CLI11 has no did-you-mean for subcommands: follows argv through the subcommand tree and, at the
+// first word that names no subcommand where one is expected, returns an error with the closest name.
+// "" when the command line's subcommands are all known.
+std::string unknown_subcommand_message(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* cmd = &app;
+  std::string path = "lattice";
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const std::vector<const CLI::App*> subs = cmd->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) break;
+    std::vector<std::string> names;
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : subs) {
+      names.push_back(sub->get_name());
+      if (sub->get_name() == argv[i]) next = sub;
+    }
+    if (next == nullptr) {
+      std::string all;
+      for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+      const std::string hint = closest_match(argv[i], names);
+      return fmt::format("{}: unknown command '{}'{} (commands: {}; see {} --help)", path, argv[i],
+                         hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint), all, path);
+    }
+    cmd = next;
+    path += " " + next->get_name();
+  }
+  return "";
 }
 
 // Started by mpirun / srun (OpenMPI's or PMI's world size, or the PMIx rank that mpirun and
@@ -67,8 +105,8 @@ bool launched_under_mpi() {
 
 int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** argv) {
   Config c = args.load();
-  // SIGTERM / SIGUSR1 only set a flag: the loop stops after the step every rank agrees on, saves and
-  // exits 0 (trainer/stop_request.h).
+  // SIGTERM / SIGUSR1 / a first SIGINT only set a flag: the loop stops after the step every rank agrees
+  // on, saves and exits 0 (trainer/stop_request.h); a second SIGINT aborts at once.
   install_preemption_handlers();
   if (!launched_under_mpi()) {
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
@@ -78,7 +116,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** a
   }
   // A parallel job: world = tensor × pipeline × data ranks.
   MpiRuntime mpi(argc, argv);
-  install_preemption_handlers();  // again: MPI_Init must not have taken SIGTERM / SIGUSR1 over
+  install_preemption_handlers();  // again: MPI_Init must not have taken SIGTERM / SIGUSR1 / SIGINT over
   const ParallelLayout layout = validate_layout(c, mpi.world_size());
   auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
   auto world = mpi.world(watchdog);
@@ -136,6 +174,7 @@ int run(int argc, char** argv) {
   char*** argv_ptr = &argv;
   CLI::App app{"lattice: LLM pre-training (GPT-2 / Llama), one binary for CPU and GPU"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] { return version_text(); }, "print the version, git commit and build (CUDA, BLAS)");
 
   ConfigArgs train_args, validate_args, export_args;
   TrainOptions train_options;
@@ -148,6 +187,10 @@ int run(int argc, char** argv) {
       "validate", "check a config and its parallel layout; print it resolved, the parameter count, FLOPs per token, "
                   "memory and the layout");
   validate_args.add_to(validate_cmd);
+  bool validate_json = false;
+  validate_cmd->add_flag("--json", validate_json,
+                         "print one JSON document (resolved config, parameters, compute, memory, layout) and nothing "
+                         "else on stdout");
   int validate_world_size = 0;  // 0 = the launcher's world size, else tensor × pipeline × max(data, 1)
   validate_cmd
       ->add_option("--world-size", validate_world_size,
@@ -196,12 +239,14 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    const std::string unknown = unknown_subcommand_message(app, argc, argv);
+    if (!unknown.empty()) throw InputError(unknown);
     int code = app.exit(e);
     return code == 0 ? 0 : static_cast<int>(ExitCode::kBadInput);
   }
 
   if (*train_cmd) return run_train(train_args, train_options, argc_ptr, argv_ptr);
-  if (*validate_cmd) return run_validate(validate_args, validate_world_size);
+  if (*validate_cmd) return run_validate(validate_args, validate_world_size, validate_json);
   if (*prepare_cmd) {
     prepare_dataset(prepare);
     return 0;
@@ -230,8 +275,8 @@ int run(int argc, char** argv) {
 }  // namespace lattice
 
 int main(int argc, char** argv) {
+  lattice::setup_logging();  // first: ensure_fast_blas logs, and stdout is for reports only
   lattice::ensure_fast_blas(argc, argv);
-  lattice::setup_logging();
   try {
     return lattice::run(argc, argv);
   } catch (const lattice::Error& e) {

@@ -1,12 +1,14 @@
 // Metrics: the per-step numbers the program prints (one spdlog line per log_interval) and
 // appends to logging.metrics_file as one JSON object per line. Key names are a contract with
 // outside tools: step, loss, grad_norm, lr, tokens_per_s, step_ms (plus gflops, data_wait_ms, val_loss,
-// bubble, dp_comm_hidden, summary).
+// bubble, dp_comm_hidden, summary, run_start, time).
 #pragma once
 
 #include <cstdint>
 #include <fstream>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace lattice {
 
@@ -24,11 +26,30 @@ struct StepMetrics {
   // the step's data-parallel gradient communication hidden behind compute (data > 1).
   double bubble = -1;
   double dp_comm_hidden = -1;
+  // Log line only: time since this run's first step began, and the remaining steps at this run's
+  // mean step time so far.
+  double elapsed_s = 0;
+  double eta_s = 0;
 };
 
-// The run's parallel efficiency, written once at the end (keys omitted when negative).
-struct ParallelSummary {
-  int64_t steps = 0;
+// The first line a run writes: which run the following lines belong to.
+struct RunStart {
+  std::string config_hash;        // config_hash() of the resolved config
+  int64_t resumed_from_step = 0;  // the checkpoint's step, 0 for a fresh start
+  int world_size = 1;
+  int64_t train_iters = 0;
+};
+
+// The run's totals, written once at the end (keys omitted when negative).
+struct RunSummary {
+  int64_t steps = 0;            // steps this run took
+  int64_t tokens = 0;           // tokens those steps trained on
+  double wall_s = 0;            // from the start of training (model built, checkpoint loaded) to the end
+  double tokens_per_s = 0;      // mean over the steps after the first
+  double gflops = 0;            // achieved GFLOP/s, the same mean
+  double mfu = -1;              // gflops / logging.peak_gflops, only when that peak is set
+  double final_loss = -1;       // the last step's loss
+  double val_loss = -1;         // the last validation loss
   double bubble_measured = -1;  // mean over the steps after the first
   double bubble_theory = -1;    // (p-1)/(m+p-1), or (p-1)/(v·m+p-1) interleaved
   double dp_comm_hidden = -1;   // 1 - blocked / outstanding, over all steps
@@ -38,20 +59,37 @@ struct ParallelSummary {
 
 class MetricsWriter {
  public:
-  // Empty path: no file. The file is appended to (a resumed run continues it).
+  // Empty path: no file. The file is appended to (a resumed run continues it); every line carries
+  // "time" (Unix seconds, UTC).
   explicit MetricsWriter(const std::string& path);
+  // {"run_start": {...}, "time": t}, written first: where a fresh run appended to an old file, or a
+  // resumed one that repeats steps, begins; readers take the last line of each step.
+  void write_run_start(const RunStart& r);
   void write_step(const StepMetrics& m);
   void write_validation(int64_t step, double val_loss);
   // {"summary": {...}} (a line without "loss": tools that read steps skip it).
-  void write_summary(const ParallelSummary& s);
+  void write_summary(const RunSummary& s);
 
  private:
-  void write_line(const std::string& json_line);
+  void write_line(nlohmann::json line);  // adds "time"
   std::string path_;
   std::ofstream file_;
 };
 
 // The spdlog line for a step.
 void log_step(const StepMetrics& m);
+
+// Where a run's outputs went ("" = not written).
+struct RunOutputs {
+  std::string metrics_file, checkpoint, export_dir, trace_file;
+};
+
+// The end-of-run summary (spdlog, a few lines): steps and tokens, wall time, mean throughput and MFU
+// (or why there is none), the final losses, and the outputs.
+void log_run_summary(const RunSummary& s, int64_t first_step, int64_t last_step, int64_t train_iters,
+                     const RunOutputs& outputs);
+
+// "1:02:03" (hours:minutes:seconds), "0:00:05".
+std::string format_duration(double seconds);
 
 }  // namespace lattice

@@ -1,5 +1,5 @@
 // StopRequest: whether training stops after the current step — a preemption signal on any rank
-// (SIGTERM / SIGUSR1), the job's wall-clock budget (training.exit_duration_mins) spent on any rank,
+// (SIGTERM / SIGUSR1 / SIGINT), the job's wall-clock budget (training.exit_duration_mins) spent on any rank,
 // or a step that is a multiple of training.exit_interval — decided identically on every rank.
 #pragma once
 
@@ -16,7 +16,7 @@ enum class StopReason { kNone, kSignal, kDuration, kExitInterval };
 
 struct StopDecision {
   StopReason reason = StopReason::kNone;
-  int signal = 0;  // kSignal: the largest signal number any rank received (SIGTERM beats SIGUSR1)
+  int signal = 0;  // kSignal: the largest signal number any rank received (SIGTERM > SIGUSR1 > SIGINT)
   explicit operator bool() const { return reason != StopReason::kNone; }
   // "SIGTERM", "training.exit_duration_mins (90 min)", "training.exit_interval (100)"
   std::string describe(const TrainingConfig& training) const;

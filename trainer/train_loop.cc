@@ -118,6 +118,7 @@ TrainResult train(const Config& c, const TrainOptions& options) {
 
 TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBatchSource& train_data,
                      const MicroBatchSource& valid_data) {
+  const auto run_begin = Clock::now();  // the summary's wall time
   RankContext rc;
   init_rank_context(rc, options);
   const RankGrid& grid = rc.grid;
@@ -184,6 +185,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
                                 job && D > 1 ? rc.dp : nullptr);
   const int64_t first_step = checkpoint.resume() + 1;
   MetricsWriter metrics(rank0 ? c.logging.metrics_file : std::string());
+  metrics.write_run_start({config_hash(c), first_step - 1, grid.world_size(), c.training.train_iters});
   Tracer tracer(c.logging.trace_file, grid.rank());
 
   GradSync grad_sync(*params, *rc.tp, c.parallel.sequence_parallel, rc.embedding, c.model.tie_embeddings,
@@ -251,6 +253,8 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
                  c.training.train_iters);
   StopDecision stopped;
   int64_t last_step = c.training.train_iters;  // the last step this run takes
+  int64_t last_saved = 0;                      // the step of this run's last checkpoint (0 = none)
+  const auto loop_begin = Clock::now();        // elapsed time and ETA on the step lines
   for (int64_t step = first_step; step <= c.training.train_iters; ++step) {
     const auto t0 = Clock::now();
     TraceScope step_scope = tracer.scope(tracer.enabled() ? fmt::format("step {}", step) : "", "compute",
@@ -307,6 +311,9 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     sm.gflops = stats.flops_per_token * tokens_per_step / seconds / 1e9;
     sm.bubble = bubble;
     sm.dp_comm_hidden = hidden;
+    sm.elapsed_s = seconds_since(loop_begin);
+    sm.eta_s = sm.elapsed_s / static_cast<double>(step - first_step + 1) *
+               static_cast<double>(c.training.train_iters - step);
     metrics.write_step(sm);
     if (step % c.logging.log_interval == 0 || step == first_step || step == c.training.train_iters) log_step(sm);
     if (step == first_step) result.first_loss = loss;
@@ -338,6 +345,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
       TraceScope s = tracer.scope("checkpoint", "optimizer", {{"step", step}});
       if (dist_optimizer) dist_optimizer->wait_all();  // the parameter gathers land before the snapshot
       checkpoint.save(step);
+      last_saved = step;
     }
     if (stopped) {
       if (!checkpoint.saving())
@@ -363,7 +371,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   if (dist_optimizer) dist_optimizer->wait_all();
 
   const int64_t steps_run = std::max<int64_t>(0, last_step - first_step + 1);
-  ParallelSummary summary;
+  RunSummary summary;
   summary.steps = steps_run;
   if (p > 1) {
     result.bubble_measured = bubble_steps > 0 ? sum_bubble / static_cast<double>(bubble_steps) : -1;
@@ -384,7 +392,6 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
                  100 * total.hidden_fraction(), result.dp_comm_s, result.dp_wait_s, steps_run,
                  c.parallel.overlap_grad_reduce ? "" : " — off: overlap_grad_reduce is false");
   }
-  if (p > 1 || buckets) metrics.write_summary(summary);
 
   if (!options.export_dir.empty() && last_step < c.training.train_iters) {
     spdlog::info("not exporting to {}: training stopped at step {} of {} (the run that completes it exports)",
@@ -396,6 +403,19 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
       spdlog::info("exported the trained model to {} (Hugging Face safetensors + config.json)", options.export_dir);
     }
   }
+
+  summary.tokens = steps_run * tokens_per_step;
+  summary.wall_s = seconds_since(run_begin);
+  summary.tokens_per_s = result.mean_tokens_per_s;
+  summary.gflops = result.mean_gflops;
+  // MFU needs the hardware's peak, which the program cannot know: only against logging.peak_gflops.
+  if (c.logging.peak_gflops > 0) summary.mfu = result.mean_gflops / (c.logging.peak_gflops * grid.world_size());
+  if (steps_run > 0) summary.final_loss = result.final_loss;
+  summary.val_loss = result.last_val_loss;
+  metrics.write_summary(summary);
+  log_run_summary(summary, first_step, last_step, c.training.train_iters,
+                  {c.logging.metrics_file, last_saved > 0 ? c.checkpoint.dir + "/" + iter_dir_name(last_saved) : "",
+                   last_step == c.training.train_iters ? options.export_dir : "", tracer.path()});
   return result;
 }
 

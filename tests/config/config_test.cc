@@ -136,6 +136,22 @@ TEST_CASE("wrong JSON types name the dotted field and the value") {
   REQUIRE(parse_config(d, "t").training.train_iters == 1000);
 }
 
+TEST_CASE("numbers out of range say so, not that they are of the wrong type") {
+  // 1e20 is an integer, one that does not fit in 64 bits.
+  CHECK_THAT(error_of(base(), {"training.train_iters=1e20"}),
+             Contains("training.train_iters must be an integer below 2^63, got 1e+20"));
+  CHECK_THAT(error_of(base(), {"model.num_layers=-1e19"}),
+             Contains("model.num_layers must be an integer at least -2^63, got -1e+19"));
+  CHECK_THAT(error_of(base(), {"training.train_iters=18446744073709551615"}),
+             Contains("training.train_iters must be an integer below 2^63, got 18446744073709551615"));
+  CHECK_THAT(error_of(base(), {"training.seed=1e20"}), Contains("training.seed must be an integer below 2^64, got 1e+20"));
+  // 1e400 is a number beyond a double: neither a string nor an unexpected failure.
+  const std::string lr = error_of(base(), {"optimizer.lr=1e400"});
+  CHECK_THAT(lr, Contains("--set optimizer.lr=1e400: 1e400 is out of range") && !Contains("string"));
+  const std::string file = write_file("huge.json", R"({"optimizer": {"lr": 1e400}})");
+  CHECK_THAT(load_error(file), Contains("huge.json: number overflow parsing '1e400'") && Contains("finite doubles"));
+}
+
 TEST_CASE("enum values list the allowed ones") {
   json d = base();
   d["model"]["norm"] = "batchnorm";
@@ -202,6 +218,7 @@ TEST_CASE("out-of-range values name the field") {
       {"training.eval_interval", -1}, {"optimizer.lr", -1.0},        {"optimizer.beta1", 1.0},
       {"optimizer.beta2", -0.1},     {"optimizer.eps", 0.0},         {"optimizer.weight_decay", -0.1},
       {"optimizer.grad_clip", -1.0}, {"optimizer.warmup_iters", -1}, {"logging.log_interval", 0},
+      {"logging.peak_gflops", -1.0},
       {"data.split", "a,b"},         {"data.split", "1,2,3,4"},      {"data.split", "0,1,0"},
   };
   for (const auto& [field, value] : cases) {
@@ -532,7 +549,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["training"].size() == 8);
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
-  CHECK(j["logging"].size() == 3);
+  CHECK(j["logging"].size() == 4);
   CHECK(j["parallel"].size() == 12);
   CHECK(j["checkpoint"].size() == 5);
   CHECK(j["parallel"]["schedule"] == "interleaved");
@@ -540,6 +557,10 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(config_to_json(parse_config(base(), "t"))["parallel"]["data"] == 0);  // inferred by default
   const Config back = parse_config(j, "round trip");
   CHECK(config_to_json(back) == j);
+  // The metrics file's run_start hash: 16 hex digits, equal for equal configs, not for others.
+  CHECK(config_hash(back) == config_hash(c));
+  CHECK(config_hash(c).size() == 16);
+  CHECK(config_hash(parse_config(base(), "t")) != config_hash(c));
   // Through text too.
   CHECK(config_to_json(parse_config(json::parse(j.dump()), "text")) == j);
   CHECK(back.training.seed == 18446744073709551615ull);

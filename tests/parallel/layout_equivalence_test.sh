@@ -82,15 +82,16 @@ path, overrides = sys.argv[1], sys.argv[2]
 summary = [json.loads(l)["summary"] for l in open(path) if '"summary"' in l]
 pp = "parallel.pipeline" in overrides
 dp = "parallel.data" in overrides or "distributed_optimizer" in overrides
-if pp or dp:
-    assert len(summary) == 1, f"{path}: one summary line expected, got {summary}"
-    s = summary[0]
-    if pp:
-        assert 0 <= s["bubble_measured"] < 1 and 0 < s["bubble_theory"] < 1, s
-    if dp:
-        assert 0 <= s["dp_comm_hidden"] <= 1 and s["dp_comm_s"] >= s["dp_wait_s"] >= 0, s
+assert len(summary) == 1, f"{path}: one summary line expected, got {summary}"
+s = summary[0]
+if pp:
+    assert 0 <= s["bubble_measured"] < 1 and 0 < s["bubble_theory"] < 1, s
 else:
-    assert not summary, f"{path}: no summary expected without pipeline/data parallelism: {summary}"
+    assert "bubble_measured" not in s, f"{path}: no bubble expected without pipeline parallelism: {s}"
+if dp:
+    assert 0 <= s["dp_comm_hidden"] <= 1 and s["dp_comm_s"] >= s["dp_wait_s"] >= 0, s
+else:
+    assert "dp_comm_hidden" not in s, f"{path}: no dp numbers expected without data parallelism: {s}"
 EOF
   if [[ ${#trace[@]} -gt 0 ]]; then
     # Every pp rank's trace: forward and backward of each (step, micro-batch, chunk), in its own pid.
