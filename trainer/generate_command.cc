@@ -21,7 +21,7 @@ void add_generate_options(CLI::App* cmd, GenerateOptions& o) {
                   "softmax temperature; 0 = greedy (always the most likely token) (default 1)")
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--top-k,-k", o.sampling.top_k, "sample among the k most likely tokens; 0 = all (default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 31));
   cmd->add_option("--seed,-s", o.sampling.seed, "seed of the sampling; a seed gives the same text (default 1234)");
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -151,9 +152,6 @@ int run_export(const ConfigArgs& args, const std::string& checkpoint, const std:
 }
 
 int run_generate(const ConfigArgs& args, const std::string& checkpoint, const GenerateOptions& options) {
-  // stdout carries the text alone: the log goes to stderr.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("lattice"));
-  setup_logging();
   LoadedModel m = load_whole_model(args, checkpoint, "generate");
   spdlog::info("generate: model from {}", m.source);
   generate_text(m.config, *m.params, options);
@@ -271,6 +269,9 @@ int run(int argc, char** argv) {
 }  // namespace lattice
 
 int main(int argc, char** argv) {
+  // `generate` prints its text on stdout: its log goes to stderr, from the first line on.
+  if (argc > 1 && std::string_view(argv[1]) == "generate")
+    spdlog::set_default_logger(spdlog::stderr_color_mt("lattice"));
   lattice::ensure_fast_blas(argc, argv);
   lattice::setup_logging();
   try {
