@@ -25,7 +25,9 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-// path.tmp, then rename: a reader never sees a half-written file.
+// path.tmp, then rename: a reader never sees a half-written file. (checkpoint/'s
+// write_file_atomically also fsyncs, but data/ does not depend on checkpoint/; the dataset's own
+// files are fsynced by IndexedDatasetWriter.)
 void write_replacing(const std::string& path, const std::string& contents) {
   const std::string tmp = path + ".tmp";
   {
