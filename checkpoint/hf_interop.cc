@@ -357,7 +357,7 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
                prefix.empty() ? std::string() : fmt::format(" (prefix '{}')", prefix));
 }
 
-std::string hf_config_json(const ModelConfig& c) {
+std::string hf_config_json(const ModelConfig& c, std::optional<int32_t> eod_id) {
   nlohmann::json j;
   if (hf_family(c) == HfFamily::kGpt2) {
     j = {{"architectures", {"GPT2LMHeadModel"}},
@@ -401,10 +401,15 @@ std::string hf_config_json(const ModelConfig& c) {
          {"use_cache", true},
          {"torch_dtype", "float32"}};
   }
+  if (eod_id) {
+    j["eos_token_id"] = *eod_id;
+    j["bos_token_id"] = *eod_id;
+  }
   return j.dump(2) + "\n";
 }
 
-void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir) {
+void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir,
+               std::optional<int32_t> eod_id) {
   const Mapping m = mapping_for(config);
   std::map<std::string, Tensor> out;
   for (const HfTensor& t : m.tensors) {
@@ -422,7 +427,7 @@ void export_hf(const ModelConfig& config, const ParameterStore& store, const std
     }
     out.emplace((t.prefixed ? m.prefixes.front() : std::string()) + t.name, std::move(hf));
   }
-  const std::string config_text = hf_config_json(config);
+  const std::string config_text = hf_config_json(config, eod_id);
 
   std::error_code ec;
   std::filesystem::create_directories(output_dir, ec);

@@ -2,6 +2,8 @@
 // a store as an HF model directory (model.safetensors + config.json) that transformers can load.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/model_config.h"
@@ -24,10 +26,12 @@ void import_hf(const ModelConfig& config, const std::string& safetensors_path, P
 
 // Writes `output_dir/model.safetensors` (F32, HF names; GPT-2 without the "transformer." prefix,
 // Conv1D weights transposed back, c_attn fused) and `output_dir/config.json` (HF style). Each file
-// is written atomically; `output_dir` is created when missing.
-void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir);
+// is written atomically; `output_dir` is created when missing. `eod_id`, when the tokenizer is
+// known: config.json's eos_token_id and bos_token_id (GPT-2's convention: one end-of-text token).
+void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir,
+               std::optional<int32_t> eod_id = std::nullopt);
 
 // The HF config.json text for `config` (pretty printed, sorted keys).
-std::string hf_config_json(const ModelConfig& config);
+std::string hf_config_json(const ModelConfig& config, std::optional<int32_t> eod_id = std::nullopt);
 
 }  // namespace lattice

@@ -24,6 +24,7 @@
 #include "data/indexed_dataset_writer.h"
 #include "data/progress.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_record.h"
 #include "data/utf8.h"
 #include "kernels/error.h"
 
@@ -304,6 +305,8 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   TokenDType dtype = token_dtype_for_vocab(tok.vocab_size());
   summary.dtype = token_dtype_name(dtype);
   IndexedDatasetWriter writer(opts.output_prefix, dtype);
+  // A record left by an earlier prepare must not describe this dataset if this one fails.
+  std::filesystem::remove(tokenizer_record_path(opts.output_prefix), ec);
 
   const size_t batch_bytes = std::max<size_t>(opts.batch_bytes, 1);
   const int window = opts.max_batches_in_flight > 0 ? opts.max_batches_in_flight : 2 * workers + 2;
@@ -381,6 +384,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
     for (std::thread& t : threads) t.join();
     threads.clear();
     writer.finish();
+    write_tokenizer_record(opts.output_prefix, opts.tokenizer, tok);
   } catch (...) {
     stop_all();
     throw;  // the writer's destructor removes its temporaries
@@ -394,7 +398,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   std::string empty = opts.skip_empty_documents ? fmt::format(" ({} empty skipped)", summary.empty_documents) : "";
   spdlog::info(
       "data prepare: {} documents{}, {} tokens, {:.2f} MB read in {:.2f} s ({:.1f} MB/s, {} workers) "
-      "-> {}.bin/.idx ({} tokenizer, vocab {}, dtype {}, {:.2f} MB)",
+      "-> {}.bin/.idx + .tokenizer.json ({} tokenizer, vocab {}, dtype {}, {:.2f} MB)",
       summary.documents, empty, summary.tokens, mb, summary.seconds,
       summary.seconds > 0 ? mb / summary.seconds : 0.0, workers, opts.output_prefix, tok.name(),
       summary.vocab_size, summary.dtype, summary.output_bytes / 1e6);

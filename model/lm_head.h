@@ -34,6 +34,8 @@ class LmHead {
   void backward(int slot, const Tensor& targets, float grad_scale, Tensor& d_hidden);
 
   const std::vector<size_t>& parameter_indices() const { return param_indices_; }
+  // The logits [B·T, Vp/tp] of `slot`'s last forward, until its backward overwrites them.
+  const Tensor& logits(int slot) const { return saved_.at(static_cast<size_t>(slot)).logits; }
 
  private:
   struct Saved {

@@ -34,6 +34,11 @@ ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int
   scratch_.allocate(config_, layout_, micro_batch_size);
 }
 
+const Tensor& ModelChunk::head_logits(int slot) const {
+  LATTICE_CHECK(head_ != nullptr, "this model chunk has no LM head");
+  return head_->logits(slot);
+}
+
 Shape ModelChunk::activation_shape() const {
   return {layout_.local_tokens(config_, micro_batch_size_), config_.hidden_size};
 }

@@ -35,6 +35,8 @@ class ModelChunk {
   LayerRange layers() const { return range_; }
   // What flows between chunks: the residual stream [local tokens, H].
   Shape activation_shape() const;
+  // Last chunk: the head's logits of `slot` (LmHead::logits).
+  const Tensor& head_logits(int slot) const;
 
   // ids, targets: i32[B, T]. First chunk: reads ids (input unused); else input is the previous
   // chunk's output (copied). Last chunk: writes token_losses f32[B·T] (output unused); else writes

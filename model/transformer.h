@@ -21,6 +21,9 @@ class Transformer {
   // other forward in between (evaluation is forward() alone).
   void backward(const Tensor& ids, const Tensor& targets, float grad_scale);
 
+  // The logits f32[B*T, V] of the last forward (backward overwrites them with their gradient).
+  const Tensor& logits() const { return chunk_.head_logits(0); }
+
   int64_t micro_batch_size() const { return batch_; }
   const ModelConfig& config() const { return config_; }
   ModelChunk& chunk() { return chunk_; }

@@ -42,7 +42,7 @@ const std::map<std::string, std::vector<std::string>>& known_keys() {
         "tie_embeddings", "bias", "init_std", "init_from"}},
       {"training",
        {"micro_batch_size", "global_batch_size", "train_iters", "seed", "eval_interval", "eval_iters",
-        "exit_duration_mins", "exit_interval"}},
+        "exit_duration_mins", "exit_interval", "sample_interval", "sample_prompt"}},
       {"optimizer",
        {"lr", "min_lr", "warmup_iters", "decay", "decay_iters", "weight_decay", "beta1", "beta2", "eps",
         "grad_clip"}},
@@ -63,7 +63,7 @@ bool is_string_field(const std::string& dotted) {
       "model.arch",         "model.norm", "model.activation", "model.position_embedding",
       "model.init_from",    "data.path",  "data.split",       "logging.metrics_file",
       "logging.trace_file", "optimizer.decay",  "device", "parallel.schedule",
-      "checkpoint.dir",     "checkpoint.load"};
+      "checkpoint.dir",     "checkpoint.load", "training.sample_prompt"};
   return std::find(fields.begin(), fields.end(), dotted) != fields.end();
 }
 
@@ -348,6 +348,8 @@ TrainingConfig parse_training(const std::string& source, const json& sec) {
   r.read("eval_iters", t.eval_iters);
   r.read("exit_duration_mins", t.exit_duration_mins);
   r.read("exit_interval", t.exit_interval);
+  r.read("sample_interval", t.sample_interval);
+  r.read("sample_prompt", t.sample_prompt);
   c.positive("training.micro_batch_size", t.micro_batch_size);
   c.positive("training.global_batch_size", t.global_batch_size);
   c.positive("training.train_iters", t.train_iters);
@@ -355,6 +357,7 @@ TrainingConfig parse_training(const std::string& source, const json& sec) {
   c.positive("training.eval_iters", t.eval_iters);
   c.non_negative("training.exit_duration_mins", t.exit_duration_mins);
   c.non_negative("training.exit_interval", t.exit_interval);
+  c.non_negative("training.sample_interval", t.sample_interval);
   return t;
 }
 
@@ -793,6 +796,7 @@ json config_to_json(const Config& c) {
       {"train_iters", t.train_iters},           {"seed", t.seed},
       {"eval_interval", t.eval_interval},       {"eval_iters", t.eval_iters},
       {"exit_duration_mins", t.exit_duration_mins}, {"exit_interval", t.exit_interval},
+      {"sample_interval", t.sample_interval},   {"sample_prompt", t.sample_prompt},
   };
   const OptimizerConfig& o = c.optimizer;
   j["optimizer"] = {
@@ -864,6 +868,12 @@ ParallelLayout validate_layout(const Config& config, int world_size) {
   // RankGrid owns the world = tensor × pipeline × data rule and its messages.
   const RankGrid grid(world_size, 0, L.tensor, L.pipeline, static_cast<int>(pc.data));
   L.data = grid.dp_size();
+  if (t.sample_interval > 0 && world_size > 1)
+    throw InputError(fmt::format(
+        "training.sample_interval = {} needs one process, but the layout has {} ranks: samples are drawn from the "
+        "whole model in one process; set training.sample_interval to 0 and sample a checkpoint of the run with "
+        "`lattice generate --checkpoint DIR` instead",
+        t.sample_interval, world_size));
 
   if (m.num_attention_heads % tp != 0)
     throw InputError(fmt::format(

@@ -34,6 +34,10 @@ struct TrainingConfig {
   // preemption does: a deterministic stop (Megatron's --exit-interval), e.g. to split a run into
   // jobs of a fixed number of steps with the same train_iters (the LR schedule depends on it).
   int64_t exit_interval = 0;
+  // Log a short sample (32 tokens continuing sample_prompt; "" = a new document) every this many
+  // steps (0 = never); one process only. Training itself is unchanged by it.
+  int64_t sample_interval = 0;
+  std::string sample_prompt;
   int64_t num_micro_batches() const { return global_batch_size / micro_batch_size; }  // single process
 };
 

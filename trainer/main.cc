@@ -1,10 +1,11 @@
-// lattice: the command-line entry point. Subcommands: train, validate, data prepare/inspect, export, bench.
-// Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure. Logs and errors go to stderr,
-// a command's report (validate, data inspect, bench) to stdout.
+// lattice: the command-line entry point. Subcommands: train, validate, data prepare/inspect, export,
+// generate, bench. Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure. Logs and
+// errors go to stderr, a command's report (validate, data inspect, bench, generate's text) to stdout.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -15,7 +16,6 @@
 #include "checkpoint/checkpoint_bench.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_reader.h"
-#include "checkpoint/hf_interop.h"
 #include "data/inspect.h"
 #include "data/prepare.h"
 #include "kernels/blas_runtime.h"
@@ -27,6 +27,8 @@
 #include "trainer/benchmark.h"
 #include "trainer/config.h"
 #include "trainer/data_command.h"
+#include "trainer/generate_command.h"
+#include "trainer/hf_export.h"
 #include "trainer/logging_setup.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
@@ -142,30 +144,54 @@ int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** a
   return 0;
 }
 
+// A whole model in one process, for export and generate.
+struct LoadedModel {
+  Config config;
+  std::unique_ptr<ParameterStore> params;
+  std::string source;  // for the log
+};
+
 // --checkpoint: the model section comes from the checkpoint (a --config, when also given, must
-// describe the same model); any layout's shards are consolidated into one store.
-int run_export(const ConfigArgs& args, const std::string& checkpoint, const std::string& output) {
+// describe the same model), and so does the data section (which names the tokenizer) unless a
+// --config gives one; any layout's shards are consolidated into one store. Else the config's
+// model: model.init_from or its seeded initialization.
+LoadedModel load_whole_model(const ConfigArgs& args, const std::string& checkpoint, const char* command) {
   if (checkpoint.empty()) {
     if (args.path.empty())
-      throw InputError("lattice export needs --config (export the model a config describes) or --checkpoint "
-                       "(export a checkpoint)");
+      throw InputError(fmt::format("lattice {} needs --config (the model a config describes) or --checkpoint (a "
+                                   "checkpoint of any layout)",
+                                   command));
     Config c = args.load();
     auto params = build_parameters(c);
-    export_hf(c.model, *params, output);
-    spdlog::info("wrote {}/model.safetensors and {}/config.json", output, output);
-    return 0;
+    return {std::move(c), std::move(params), args.path};
   }
   const std::string dir = resolve_checkpoint(checkpoint);
   const CheckpointMetadata meta = read_checkpoint_metadata(dir);
-  if (!args.path.empty()) check_model_config(meta.config, config_to_json(args.load()), dir);
-  const Config c = parse_config(nlohmann::json{{"model", meta.config.value("model", nlohmann::json::object())}},
-                                dir + "/metadata.json");
+  nlohmann::json sections{{"model", meta.config.value("model", nlohmann::json::object())},
+                          {"data", meta.config.value("data", nlohmann::json::object())}};
+  if (!args.path.empty()) {
+    const nlohmann::json given = config_to_json(args.load());
+    check_model_config(meta.config, given, dir);
+    sections["data"] = given["data"];
+  }
+  Config c = parse_config(sections, dir + "/metadata.json");
   auto params = consolidate_checkpoint(dir, c.model);
-  export_hf(c.model, *params, output);
-  spdlog::info("wrote {}/model.safetensors and {}/config.json from {} (step {}, saved by {} ranks: tensor {}, "
-               "pipeline {}, data {})",
-               output, output, dir, meta.state.step, meta.layout.world_size, meta.layout.tensor, meta.layout.pipeline,
-               meta.layout.data);
+  return {std::move(c), std::move(params),
+          fmt::format("{} (step {}, saved by {} ranks: tensor {}, pipeline {}, data {})", dir, meta.state.step,
+                      meta.layout.world_size, meta.layout.tensor, meta.layout.pipeline, meta.layout.data)};
+}
+
+int run_export(const ConfigArgs& args, const std::string& checkpoint, const std::string& output) {
+  const LoadedModel m = load_whole_model(args, checkpoint, "export");
+  export_hf_model(m.config, *m.params, output);
+  spdlog::info("wrote {}/model.safetensors and {}/config.json from {}", output, output, m.source);
+  return 0;
+}
+
+int run_generate(const ConfigArgs& args, const std::string& checkpoint, const GenerateOptions& options) {
+  LoadedModel m = load_whole_model(args, checkpoint, "generate");
+  spdlog::info("generate: model from {}", m.source);
+  generate_text(m.config, *m.params, options);
   return 0;
 }
 
@@ -236,6 +262,19 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"hf"}));
   export_cmd->add_option("--output,-o", export_output, "output directory")->required();
 
+  ConfigArgs generate_args;
+  GenerateOptions generate_options;
+  std::string generate_checkpoint;
+  CLI::App* generate_cmd = app.add_subcommand(
+      "generate", "sample text from a model (a checkpoint of any layout, or a config's model.init_from or seeded "
+                  "init) and print it; no KV cache: each new token recomputes the forward over the last "
+                  "model.seq_length tokens (a smoke test, not a server)");
+  generate_args.add_to(generate_cmd);
+  generate_cmd->get_option("--config")->required(false);  // --checkpoint carries its own model config
+  generate_cmd->add_option("--checkpoint", generate_checkpoint,
+                           "sample this checkpoint: an iter_* directory, or a checkpoint.dir holding `latest`");
+  add_generate_options(generate_cmd, generate_options);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -256,6 +295,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (*export_cmd) return run_export(export_args, export_checkpoint, export_output);
+  if (*generate_cmd) return run_generate(generate_args, generate_checkpoint, generate_options);
   if (*bench_cmd && !bench_checkpoint_dir.empty()) {
     if (!bench_args.path.empty()) throw InputError("lattice bench: give --config or --checkpoint, not both");
     const CheckpointBenchResult r = bench_checkpoint(gpt2_124m_config(), bench_checkpoint_dir);

@@ -14,4 +14,12 @@ double read_mean_loss(const Tensor& token_losses) {
   return n > 0 ? sum / static_cast<double>(n) : 0.0;
 }
 
+std::vector<float> read_logits_row(const Tensor& logits, int64_t row, int64_t columns) {
+  LATTICE_CHECK(logits.device() == Device::kCpu, "logits read-back from {} not built", logits.describe());
+  LATTICE_CHECK(logits.rank() == 2 && row >= 0 && row < logits.dim(0) && columns >= 0 && columns <= logits.dim(1),
+                "logits row {} columns [0, {}) outside {}", row, columns, logits.describe());
+  const float* p = logits.f32() + row * logits.dim(1);
+  return std::vector<float>(p, p + columns);
+}
+
 }  // namespace lattice

@@ -11,7 +11,6 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/checkpoint_lock.h"
-#include "checkpoint/hf_interop.h"
 #include "data/batch_loader.h"
 #include "model/model_chunk.h"
 #include "parallel/activation_slots.h"
@@ -24,6 +23,7 @@
 #include "trainer/chunk_stage.h"
 #include "trainer/export_gather.h"
 #include "trainer/grad_sync.h"
+#include "trainer/hf_export.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/model_builder.h"
@@ -32,6 +32,7 @@
 #include "trainer/output_paths.h"
 #include "trainer/stop_request.h"
 #include "trainer/training_checkpoint.h"
+#include "trainer/training_sampler.h"
 #include "trainer/whole_model_math.h"
 
 namespace lattice {
@@ -186,6 +187,9 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   const int64_t first_step = checkpoint.resume() + 1;
   MetricsWriter metrics(rank0 ? c.logging.metrics_file : std::string());
   metrics.write_run_start({config_hash(c), first_step - 1, grid.world_size(), c.training.train_iters});
+  // training.sample_interval: one process only (validate_layout), so `params` is the whole model.
+  std::unique_ptr<TrainingSampler> sampler;
+  if (c.training.sample_interval > 0) sampler = std::make_unique<TrainingSampler>(c, *params);
   Tracer tracer(c.logging.trace_file, grid.rank());
 
   GradSync grad_sync(*params, *rc.tp, c.parallel.sequence_parallel, rc.embedding, c.model.tie_embeddings,
@@ -316,6 +320,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
                static_cast<double>(c.training.train_iters - step);
     metrics.write_step(sm);
     if (step % c.logging.log_interval == 0 || step == first_step || step == c.training.train_iters) log_step(sm);
+    if (sampler && step % c.training.sample_interval == 0) sampler->log_sample(step);
     if (step == first_step) result.first_loss = loss;
     result.final_loss = loss;
 
@@ -399,7 +404,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   } else if (!options.export_dir.empty()) {
     const auto full = gather_full_model(c, grid, *params, *rc.world);
     if (full) {
-      export_hf(c.model, *full, options.export_dir);
+      export_hf_model(c, *full, options.export_dir);
       spdlog::info("exported the trained model to {} (Hugging Face safetensors + config.json)", options.export_dir);
     }
   }

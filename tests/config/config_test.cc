@@ -498,7 +498,8 @@ TEST_CASE("presets: gpt2 and llama defaults, explicit keys override") {
 TEST_CASE("--set overrides") {
   json d = base();
   apply_overrides(d, {"model.num_layers=3", "model.arch=llama", "data.path=some/where", "optimizer.lr=0.01",
-                      "data.shuffle=false", "device=cpu", "data.split=100", "model.init_from=\"x.safetensors\""});
+                      "data.shuffle=false", "device=cpu", "data.split=100", "model.init_from=\"x.safetensors\"",
+                      "training.sample_interval=5", "training.sample_prompt=42"});
   const Config c = parse_config(d, "t");
   CHECK(c.model.num_layers == 3);
   CHECK(c.model.arch == Arch::kLlama);
@@ -508,6 +509,8 @@ TEST_CASE("--set overrides") {
   CHECK(!c.data.shuffle);
   CHECK(c.data.split == "100");
   CHECK(c.model.init_from == "x.safetensors");
+  CHECK(c.training.sample_interval == 5);
+  CHECK(c.training.sample_prompt == "42");  // a string key: the text itself, not the number
 
   // A new section is created by an override.
   d = base();
@@ -546,7 +549,9 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["optimizer"]["decay"] == "linear");
   CHECK(j["device"] == "cpu");
   CHECK(j["model"].size() == 17);
-  CHECK(j["training"].size() == 8);
+  CHECK(j["training"].size() == 10);
+  CHECK(j["training"]["sample_interval"] == 0);
+  CHECK(j["training"]["sample_prompt"] == "");
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
   CHECK(j["logging"].size() == 4);

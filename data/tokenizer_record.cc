@@ -1,0 +1,106 @@
+// Writing and reading PREFIX.tokenizer.json and the tokenizer files copied beside a dataset.
+#include "data/tokenizer_record.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+
+namespace lattice {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(fmt::format("cannot read '{}'", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// path.tmp, then rename: a reader never sees a half-written file. (checkpoint/'s
+// write_file_atomically also fsyncs, but data/ does not depend on checkpoint/; the dataset's own
+// files are fsynced by IndexedDatasetWriter.)
+void write_replacing(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    if (!f.flush()) throw Error(fmt::format("cannot write '{}'", tmp));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+}
+
+// The record keys of the file flags, and the suffix of each copy: PREFIX + suffix.
+struct RecordedFile {
+  const char* key;
+  const char* suffix;
+  std::string TokenizerOptions::*field;
+};
+constexpr RecordedFile kFiles[] = {
+    {"vocab_file", ".vocab.json", &TokenizerOptions::vocab_file},
+    {"merges_file", ".merges.txt", &TokenizerOptions::merges_file},
+    {"tokenizer_file", ".hf_tokenizer.json", &TokenizerOptions::tokenizer_file},
+};
+
+}  // namespace
+
+std::string tokenizer_record_path(const std::string& prefix) { return prefix + ".tokenizer.json"; }
+
+void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& options, const Tokenizer& tokenizer) {
+  json j = {{"type", options.type},
+            {"eod_token", options.eod_token},
+            {"eod_id", tokenizer.eod_id()},
+            {"vocab_size", tokenizer.vocab_size()}};
+  for (const RecordedFile& f : kFiles) {
+    const std::string& source = options.*f.field;
+    if (source.empty()) continue;
+    const std::string copy = prefix + f.suffix;
+    write_replacing(copy, read_all(source));
+    j[f.key] = fs::path(copy).filename().string();  // relative: the dataset directory may move
+  }
+  write_replacing(tokenizer_record_path(prefix), j.dump(2) + "\n");
+}
+
+std::optional<TokenizerRecord> read_tokenizer_record(const std::string& prefix) {
+  const std::string path = tokenizer_record_path(prefix);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return std::nullopt;
+  TokenizerRecord r;
+  r.path = path;
+  try {
+    const json j = json::parse(read_all(path));
+    r.options.type = j.at("type").get<std::string>();
+    r.options.eod_token = j.at("eod_token").get<std::string>();
+    r.eod_id = j.at("eod_id").get<int32_t>();
+    r.vocab_size = j.at("vocab_size").get<int64_t>();
+    const fs::path dir = fs::path(path).parent_path();
+    for (const RecordedFile& f : kFiles)
+      if (j.contains(f.key)) r.options.*f.field = (dir / j.at(f.key).get<std::string>()).string();
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("tokenizer record '{}' is malformed ({}); prepare the dataset again with "
+                                 "`lattice data prepare` or delete the file",
+                                 path, e.what()));
+  }
+  return r;
+}
+
+std::unique_ptr<Tokenizer> make_recorded_tokenizer(const TokenizerRecord& r) {
+  std::unique_ptr<Tokenizer> t = make_tokenizer(r.options);
+  if (t->eod_id() != r.eod_id || t->vocab_size() != r.vocab_size)
+    throw InputError(fmt::format("tokenizer record '{}': its files now give end-of-document id {} and vocabulary {}, "
+                                 "but the dataset was prepared with {} and {}; prepare the dataset again",
+                                 r.path, t->eod_id(), t->vocab_size(), r.eod_id, r.vocab_size));
+  return t;
+}
+
+}  // namespace lattice

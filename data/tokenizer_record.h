@@ -1,0 +1,38 @@
+// The tokenizer a dataset was prepared with, recorded beside it (PREFIX.tokenizer.json plus copies
+// of its files) so that `lattice generate`, samples during training and the HF export use it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/tokenizer.h"
+
+namespace lattice {
+
+struct TokenizerRecord {
+  std::string path;          // the PREFIX.tokenizer.json it was read from
+  TokenizerOptions options;  // file flags name the copies beside the dataset
+  int32_t eod_id = 0;
+  int64_t vocab_size = 0;
+};
+
+// PREFIX.tokenizer.json.
+std::string tokenizer_record_path(const std::string& prefix);
+
+// Writes PREFIX.tokenizer.json describing `tokenizer` (made from `options`) and copies its files
+// beside the dataset, so the dataset directory is self-contained: gpt2-bpe PREFIX.vocab.json +
+// PREFIX.merges.txt, hf PREFIX.hf_tokenizer.json; byte has no files. Each file is written under a
+// temporary name and renamed into place.
+void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& options, const Tokenizer& tokenizer);
+
+// The record of PREFIX, or nullopt when the dataset has none (prepared by an older lattice or by
+// Megatron-LM). A malformed record is an InputError naming the file.
+std::optional<TokenizerRecord> read_tokenizer_record(const std::string& prefix);
+
+// The recorded tokenizer; InputError naming the record if its files no longer give the recorded
+// end-of-document id and vocabulary size.
+std::unique_ptr<Tokenizer> make_recorded_tokenizer(const TokenizerRecord& record);
+
+}  // namespace lattice

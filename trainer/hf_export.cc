@@ -1,0 +1,97 @@
+// HF export of weights, config.json with eos/bos ids, and the tokenizer files.
+#include "trainer/hf_export.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/hf_interop.h"
+#include "checkpoint/safetensors.h"
+#include "data/bpe_model.h"
+#include "kernels/error.h"
+#include "trainer/data_tokenizer.h"
+
+namespace lattice {
+
+namespace {
+
+using nlohmann::json;
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(fmt::format("cannot read the tokenizer file '{}'", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The byte tokenizer as a Hugging Face tokenizer.json: ByteLevel without the regex split, so no
+// text is ever merged and byte b is the vocabulary entry of its byte-level character, id b.
+std::string byte_tokenizer_json() {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_to_unicode()[static_cast<size_t>(b)]] = b;
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+                           {"use_regex", false}};
+  const json j = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens",
+       {{{"id", ByteTokenizer::kEod}, {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false},
+         {"rstrip", false}, {"normalized", false}, {"special", true}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", byte_level},
+      {"post_processor", nullptr},
+      {"decoder", byte_level},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+        {"vocab", vocab}, {"merges", json::array()}}},
+  };
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+void export_hf_tokenizer(const TokenizerRecord& record, const ModelConfig& model, const std::string& output_dir) {
+  const auto out = [&](const char* name) { return (std::filesystem::path(output_dir) / name).string(); };
+  const TokenizerOptions& o = record.options;
+  if (o.type == "byte") {
+    write_file_atomically(out("tokenizer.json"), byte_tokenizer_json());
+  } else if (o.type == "gpt2-bpe") {
+    write_file_atomically(out("vocab.json"), read_all(o.vocab_file));
+    write_file_atomically(out("merges.txt"), read_all(o.merges_file));
+  } else {
+    write_file_atomically(out("tokenizer.json"), read_all(o.tokenizer_file));
+  }
+  const std::string eod = make_recorded_tokenizer(record)->decode(std::vector<int32_t>{record.eod_id});
+  const json config = {{"tokenizer_class", o.type == "gpt2-bpe" ? "GPT2Tokenizer" : "PreTrainedTokenizerFast"},
+                       {"eos_token", eod},
+                       {"bos_token", eod},
+                       {"model_max_length", model.seq_length},
+                       {"clean_up_tokenization_spaces", false}};
+  write_file_atomically(out("tokenizer_config.json"), config.dump(2) + "\n");
+}
+
+void export_hf_model(const Config& config, const ParameterStore& store, const std::string& output_dir) {
+  std::optional<TokenizerRecord> record = data_tokenizer_record(config.data);
+  if (record && record->vocab_size > config.model.vocab_size) {
+    spdlog::warn("not exporting the tokenizer of {}: its {} ids do not fit model.vocab_size {}", record->path,
+                 record->vocab_size, config.model.vocab_size);
+    record.reset();
+  }
+  export_hf(config.model, store, output_dir, record ? std::optional<int32_t>(record->eod_id) : std::nullopt);
+  if (!record) {
+    spdlog::info("no tokenizer recorded with the data (data.path): {} holds the model only", output_dir);
+    return;
+  }
+  export_hf_tokenizer(*record, config.model, output_dir);
+  spdlog::info("exported the {} tokenizer of {} to {} (eos/bos token id {})", record->options.type, record->path,
+               output_dir, record->eod_id);
+}
+
+}  // namespace lattice
