@@ -159,7 +159,10 @@ int run_export(const ConfigArgs& args, const std::string& checkpoint, const std:
   }
   const std::string dir = resolve_checkpoint(checkpoint);
   const CheckpointMetadata meta = read_checkpoint_metadata(dir);
-  if (!args.path.empty()) check_model_config(meta.config, config_to_json(args.load()), dir);
+  if (!args.path.empty())
+    check_model_config(meta.config, config_to_json(args.load()), dir,
+                       "drop --config (the checkpoint carries its own model config), or pass the config it was "
+                       "trained with (or --set these fields to the checkpoint's values)");
   const Config c = parse_config(nlohmann::json{{"model", meta.config.value("model", nlohmann::json::object())}},
                                 dir + "/metadata.json");
   auto params = consolidate_checkpoint(dir, c.model);
