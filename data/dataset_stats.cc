@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -48,6 +49,8 @@ json files_key(const std::string& prefix) {
 }
 
 std::optional<int64_t> read_cached_max(const std::string& path, const json& key) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -64,20 +67,19 @@ void write_cache(const std::string& prefix, const json& key, int64_t max_token_i
   const std::string path = dataset_stats_path(prefix);
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   const json j = {{"version", kStatsVersion}, {"files", key}, {"max_token_id", max_token_id}};
-  bool ok = false;
+  std::string why;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (out) {
       out << j.dump(1) << '\n';
       out.close();
-      ok = static_cast<bool>(out);
     }
+    if (!out) why = std::strerror(errno);
   }
-  const int err = errno;
-  if (ok && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
+  if (why.empty()) return;
   std::remove(tmp.c_str());
-  spdlog::info("cannot cache the dataset stats in {} ({}): the token ids are read again next time", path,
-               std::strerror(err));
+  spdlog::info("cannot cache the dataset stats in {} ({}): the token ids are read again next time", path, why);
 }
 
 // Byte ranges of .bin that hold sequences (adjacent sequences merged), cut into reads of at most
@@ -132,9 +134,10 @@ void fold_tokens(TokenDType dtype, const unsigned char* p, size_t bytes, int64_t
 std::pair<int64_t, int64_t> scan_token_range(const IndexedDataset& ds) {
   const auto chunks = token_chunks(ds);
   const int fd = ::open(ds.bin_path().c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(fmt::format("{}: cannot open the dataset file: {}", ds.bin_path(), std::strerror(errno)));
-  const unsigned threads =
-      static_cast<unsigned>(std::clamp<size_t>(chunks.size(), 1, std::min(kMaxThreads, std::max(1u, std::thread::hardware_concurrency()))));
+  if (fd < 0)
+    throw InputError(fmt::format("{}: cannot open the dataset file: {}", ds.bin_path(), std::strerror(errno)));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = static_cast<unsigned>(std::clamp<size_t>(chunks.size(), 1, std::min(kMaxThreads, cores)));
   std::atomic<size_t> next{0};
   std::vector<int64_t> lo(threads, std::numeric_limits<int64_t>::max()), hi(threads, -1);
   std::vector<std::exception_ptr> errors(threads);

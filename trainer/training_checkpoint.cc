@@ -38,7 +38,8 @@ void warn_on_schedule_change(const CheckpointMetadata& meta, const Config& confi
   for (const auto& [section, key] : kScheduleKeys) {
     if (!saved.contains(section) || !saved[section].contains(key)) continue;
     if (saved[section][key] != now[section][key])
-      changes.push_back(fmt::format("{}.{} {} -> {}", section, key, saved[section][key].dump(), now[section][key].dump()));
+      changes.push_back(
+          fmt::format("{}.{} {} -> {}", section, key, saved[section][key].dump(), now[section][key].dump()));
   }
   if (changes.empty()) return;
   const Config old = parse_config(nlohmann::json{{"training", saved["training"]}, {"optimizer", saved["optimizer"]}},

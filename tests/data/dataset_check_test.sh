@@ -52,6 +52,14 @@ python3 tests/data/write_indexed_dataset.py --prefix "$WORK/bad" --tokens "$WORK
 expect 2 "$too_big" $LATTICE validate "${cfg[@]}"
 grep -qF "read 2563 token ids" <<<"$out" || fail "a changed dataset was not read again: $out"
 
+# A place where the cache cannot be written (here its name is taken by a directory): the ids are read
+# and checked all the same, and the run goes on.
+mkdir -p "$WORK/nocache/bad.stats.json/taken"
+cp "$WORK/bad.bin" "$WORK/bad.idx" "$WORK/nocache/"
+expect 0 "cannot cache the dataset stats in $WORK/nocache/bad.stats.json" $LATTICE validate "${cfg[@]}" \
+  --set data.path="$WORK/nocache/bad" --set model.vocab_size=301
+expect 2 "holds token id 300" $LATTICE validate "${cfg[@]}" --set data.path="$WORK/nocache/bad"
+
 # Missing files: validate names them; an empty data.path is still fine for validate.
 expect 2 "dataset file '$WORK/nowhere.bin' not found" $LATTICE validate "${cfg[@]}" --set data.path="$WORK/nowhere"
 expect 0 "config OK" $LATTICE validate "${cfg[@]}" --set data.path=
