@@ -65,6 +65,8 @@ expect 2 "memory: a process needs about 2305.72 GiB (the whole model: 576.05 GiB
 expect 2 "or start anyway with --ignore-memory-check" -- $LATTICE train "${huge[@]}"
 expect 2 "runs/test/data/tiny.bin' not found" -- $LATTICE train "${huge[@]}" --ignore-memory-check
 expect 2 "starting anyway: --ignore-memory-check" -- $LATTICE train "${huge[@]}" --ignore-memory-check
+# Under mpirun the ranks of one node share its memory (OMPI_COMM_WORLD_LOCAL_SIZE).
+expect 2 "× 2 ranks on this node = 4611.45 GiB" -- "${MPIRUN[@]}" -np 2 $LATTICE train "${huge[@]}" --set parallel.data=2
 expect 2 "model.activation" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.activation=relu
 expect 2 "no-such-file.json" -- $LATTICE validate --config "$WORK/no-such-file.json"
 printf '{"model": {"num_layers": 2,}}' >"$WORK/bad.json"
