@@ -64,7 +64,8 @@ CheckpointMetadata read_checkpoint_metadata(const std::string& checkpoint_dir) {
   return metadata_from_json(doc, path);
 }
 
-void check_model_config(const json& checkpoint_config, const json& config, const std::string& checkpoint_dir) {
+void check_model_config(const json& checkpoint_config, const json& config, const std::string& checkpoint_dir,
+                        const std::string& what_to_do) {
   const json empty = json::object();
   const json& a = checkpoint_config.contains("model") ? checkpoint_config["model"] : empty;
   const json& b = config.contains("model") ? config["model"] : empty;
@@ -82,10 +83,8 @@ void check_model_config(const json& checkpoint_config, const json& config, const
   if (diffs.empty()) return;
   std::string list;
   for (const auto& d : diffs) list += "\n  " + d;
-  throw InputError(fmt::format("checkpoint '{}' holds a different model than the config:{}\nset these fields to the "
-                               "checkpoint's values, or set checkpoint.load to \"none\" (or another checkpoint) to "
-                               "start without it",
-                               checkpoint_dir, list));
+  throw InputError(
+      fmt::format("checkpoint '{}' holds a different model than the config:{}\n{}", checkpoint_dir, list, what_to_do));
 }
 
 CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json& config, const LoadTargets& targets) {
@@ -93,7 +92,7 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
   LATTICE_CHECK((targets.exp_avg == nullptr) == (targets.exp_avg_sq == nullptr), "load both moments or neither");
   ParameterStore& store = *targets.store;
   CheckpointMetadata m = read_checkpoint_metadata(checkpoint_dir);
-  if (!config.is_null()) check_model_config(m.config, config, checkpoint_dir);
+  if (!config.is_null()) check_model_config(m.config, config, checkpoint_dir, "set these fields to the checkpoint's values");
   const bool moments = targets.exp_avg != nullptr;
   if (moments) {
     LATTICE_CHECK(targets.exp_avg->numel() == store.numel() && targets.exp_avg_sq->numel() == store.numel(),

@@ -22,9 +22,10 @@ CheckpointMetadata read_checkpoint_metadata(const std::string& checkpoint_dir);
 
 // Compares the `model` sections of two resolved configs (model.init_from is ignored: it only
 // matters for a fresh start). Throws one InputError listing every differing field, e.g.
-// "model.hidden_size: checkpoint 64, config 32".
+// "model.hidden_size: checkpoint 64, config 32", then `what_to_do` (which depends on the command:
+// training can start without the checkpoint, an export can drop the config).
 void check_model_config(const nlohmann::json& checkpoint_config, const nlohmann::json& config,
-                        const std::string& checkpoint_dir);
+                        const std::string& checkpoint_dir, const std::string& what_to_do);
 
 // What a load fills: this rank's store values (replicas too) and, when given, the AdamW moments in
 // the store's flat layout (numel == store->numel()).

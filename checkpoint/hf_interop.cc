@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "checkpoint/hf_weights.h"
 #include "checkpoint/safetensors.h"
 #include "kernels/error.h"
 
@@ -156,7 +157,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // What the file looks like, for the hint of a missing-tensor error.
-std::string describe_file(const SafetensorsFile& f) {
+std::string describe_file(const HfWeights& f) {
   if (f.contains("model.embed_tokens.weight"))
     return "the file looks like a Llama-family checkpoint (it has 'model.embed_tokens.weight'): set model.arch "
            "to \"llama\" (rmsnorm, swiglu, rope)";
@@ -178,7 +179,7 @@ std::string describe_file(const SafetensorsFile& f) {
 }
 
 // Number of layers in the file: 1 + the largest index in "<prefix><layer_prefix>{i}.".
-int64_t file_layers(const SafetensorsFile& f, const std::string& start) {
+int64_t file_layers(const HfWeights& f, const std::string& start) {
   int64_t count = 0;
   for (const std::string& name : f.names()) {
     if (!starts_with(name, start)) continue;
@@ -268,7 +269,7 @@ HfFamily hf_family(const ModelConfig& c) {
 
 void import_hf(const ModelConfig& config, const std::string& path, ParameterStore& store) {
   const Mapping m = mapping_for(config);
-  SafetensorsFile file(path);
+  const HfWeights file(path);
 
   // The family prefix: the one under which the token embedding exists.
   std::string prefix = m.prefixes.front();

@@ -17,12 +17,13 @@ enum class HfFamily { kGpt2, kLlama };
 // Llama: rmsnorm + swiglu + rope). A mix no family represents is an InputError naming the field.
 HfFamily hf_family(const ModelConfig& config);
 
-// Fills every parameter of `store` from an HF-layout safetensors file (F32/F16/BF16). GPT-2 names
+// Fills every parameter of `store` from HF-layout safetensors (F32/F16/BF16): a file, or a model
+// directory with model.safetensors or sharded model-0000x-of-0000y.safetensors and their index (HfWeights). GPT-2 names
 // may carry the "transformer." prefix; attention-mask / rotary buffers are ignored, and so is a tied
 // lm_head.weight that equals the embedding. Missing tensors, shape mismatches, a different layer
 // count and unexpected extra tensors (e.g. a file of the other family) are InputErrors (exit 2)
 // naming the HF tensor, the file and the model field that likely differs.
-void import_hf(const ModelConfig& config, const std::string& safetensors_path, ParameterStore& store);
+void import_hf(const ModelConfig& config, const std::string& path, ParameterStore& store);
 
 // Writes `output_dir/model.safetensors` (F32, HF names; GPT-2 without the "transformer." prefix,
 // Conv1D weights transposed back, c_attn fused) and `output_dir/config.json` (HF style). Each file

@@ -8,10 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -278,21 +276,6 @@ void IndexedDataset::read(int64_t i, int64_t offset, int64_t count, int32_t* out
         bin_path_, offset + bad_pos, i, sequence_pointer(i) + (offset + bad_pos) * int64_t(item_size_),
         bad_value, std::numeric_limits<int32_t>::max(), kRebuildHint));
   }
-}
-
-int64_t IndexedDataset::scan_max_token() const {
-  int64_t best = -1;
-  std::vector<int32_t> buf;
-  for (int64_t i = 0; i < num_sequences_; ++i) {
-    int64_t len = sequence_length(i);
-    for (int64_t off = 0; off < len; off += 1 << 16) {
-      int64_t c = std::min<int64_t>(len - off, 1 << 16);
-      buf.resize(c);
-      read(i, off, c, buf.data());
-      for (int32_t t : buf) best = std::max<int64_t>(best, t);
-    }
-  }
-  return best;
 }
 
 }  // namespace lattice

@@ -70,9 +70,6 @@ class IndexedDataset {
   // range is outside the sequence.
   void read(int64_t i, int64_t offset, int64_t count, int32_t* out) const;
 
-  // Largest token id in the whole dataset (a full scan; -1 when empty).
-  int64_t scan_max_token() const;
-
  private:
   void open_and_validate();
 

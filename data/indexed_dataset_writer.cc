@@ -141,6 +141,7 @@ void IndexedDatasetWriter::add_tokens(std::span<const int32_t> tokens) {
         throw Error(fmt::format("{}: token id {} in document {} does not fit the dataset dtype {}",
                                 prefix_, t, num_documents_, token_dtype_name(dtype_)));
       }
+      largest_token_ = std::max<int64_t>(largest_token_, t);
       T v = static_cast<T>(t);
       std::memcpy(dst + k * sizeof(T), &v, sizeof(T));
     }

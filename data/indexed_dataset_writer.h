@@ -40,6 +40,7 @@ class IndexedDatasetWriter {
   int64_t num_documents() const { return num_documents_; }
   int64_t num_tokens() const { return num_tokens_; }
   int64_t bytes_written() const { return bin_pos_; }
+  int64_t largest_token() const { return largest_token_; }  // -1 before the first token
   TokenDType dtype() const { return dtype_; }
 
  private:
@@ -48,7 +49,8 @@ class IndexedDatasetWriter {
   std::string prefix_, bin_tmp_, idx_tmp_;
   TokenDType dtype_;
   size_t item_size_;
-  int64_t max_token_;
+  int64_t max_token_;          // the largest id the dtype holds
+  int64_t largest_token_ = -1;  // the largest id written
   int bin_fd_ = -1, idx_fd_ = -1;
   std::vector<unsigned char> bin_buffer_;
   std::vector<int32_t> length_buffer_;

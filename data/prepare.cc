@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/bounded_queue.h"
+#include "data/dataset_stats.h"
 #include "data/document_reader.h"
 #include "data/indexed_dataset_writer.h"
 #include "data/progress.h"
@@ -385,6 +386,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
     threads.clear();
     writer.finish();
     write_tokenizer_record(opts.output_prefix, opts.tokenizer, tok);
+    write_dataset_stats(opts.output_prefix, writer.largest_token());  // train and validate need not read the ids again
   } catch (...) {
     stop_all();
     throw;  // the writer's destructor removes its temporaries

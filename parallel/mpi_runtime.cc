@@ -33,6 +33,8 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv, int required_thread_level) {
   }
 }
 
+void MpiRuntime::barrier() const { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+
 void MpiRuntime::abort_job(int exit_code) {
   std::fflush(nullptr);
   MPI_Abort(MPI_COMM_WORLD, exit_code);

@@ -48,6 +48,10 @@ class MpiRuntime {
   // A communicator over all ranks (a duplicate of MPI_COMM_WORLD), named "world".
   std::unique_ptr<MpiCommunicator> world(std::shared_ptr<Watchdog> watchdog) const;
 
+  // Waits for every rank, without the watchdog's timeout: for setup work of unbounded length on one
+  // rank (rank 0 reading a new dataset's token ids) before the watched communicators exist.
+  void barrier() const;
+
   // Ends every rank of the job now with `exit_code` (MPI_Abort): for an error on one rank, which
   // would otherwise leave the others blocked in their next collective until the watchdog fires.
   [[noreturn]] static void abort_job(int exit_code);

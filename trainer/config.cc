@@ -1023,6 +1023,28 @@ void check_one_process_layout(const Config& config) {
         p.tensor, p.pipeline, std::max<int64_t>(p.data, 1), ranks, ranks, ranks));
 }
 
+std::vector<std::pair<std::string, std::string>> dataset_prefixes(const DataConfig& data) {
+  std::vector<std::pair<std::string, std::string>> prefixes;
+  if (!data.path.empty()) prefixes.emplace_back("data.path", data.path);
+  for (size_t i = 0; i < data.blend.size(); ++i)
+    prefixes.emplace_back(fmt::format("data.blend[{}][1]", i), data.blend[i].prefix);
+  return prefixes;
+}
+
+void check_dataset_files_exist(const DataConfig& data) {
+  namespace fs = std::filesystem;
+  for (const auto& [field, prefix] : dataset_prefixes(data)) {
+    for (const char* ext : {".bin", ".idx"}) {
+      const std::string file = prefix + ext;
+      std::error_code ec;
+      if (!fs::is_regular_file(file, ec))
+        throw InputError(fmt::format("{} \"{}\": dataset file '{}' not found; {} is a prefix "
+                                     "(PREFIX.bin + PREFIX.idx); create the dataset with `lattice data prepare`",
+                                     field, prefix, file, field));
+    }
+  }
+}
+
 void validate_for_training(const Config& config, int world_size) {
   namespace fs = std::filesystem;
   validate_layout(config, world_size);
@@ -1034,24 +1056,14 @@ void validate_for_training(const Config& config, int world_size) {
         "with `lattice data prepare`");
   if (!path.empty() && !config.data.blend.empty())
     throw InputError("data.path and data.blend are both set: set exactly one of them");
-  std::vector<std::pair<std::string, std::string>> prefixes;  // (field, prefix)
-  if (!path.empty()) prefixes.emplace_back("data.path", path);
-  for (size_t i = 0; i < config.data.blend.size(); ++i)
-    prefixes.emplace_back(fmt::format("data.blend[{}][1]", i), config.data.blend[i].prefix);
-  for (const auto& [field, prefix] : prefixes) {
-    for (const char* ext : {".bin", ".idx"}) {
-      const std::string file = prefix + ext;
-      std::error_code ec;
-      if (!fs::is_regular_file(file, ec))
-        throw InputError(fmt::format("{} \"{}\": dataset file '{}' not found; {} is a prefix "
-                                     "(PREFIX.bin + PREFIX.idx); create the dataset with `lattice data prepare`",
-                                     field, prefix, file, field));
-    }
-  }
+  check_dataset_files_exist(config.data);
   if (!config.model.init_from.empty()) {
     std::error_code ec;
-    if (!fs::is_regular_file(config.model.init_from, ec))
-      throw InputError(fmt::format("model.init_from: file '{}' not found", config.model.init_from));
+    // A directory's contents (model.safetensors, or an index and its shards) are checked when loading.
+    if (!fs::is_regular_file(config.model.init_from, ec) && !fs::is_directory(config.model.init_from, ec))
+      throw InputError(fmt::format("model.init_from: '{}' not found; give a Hugging Face safetensors file or a model "
+                                   "directory (model.safetensors, or model.safetensors.index.json and its shards)",
+                                   config.model.init_from));
   }
 }
 

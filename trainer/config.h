@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -136,9 +137,16 @@ const char* decay_style_name(DecayStyle d);
 // the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
 
+// The datasets a config names as (field, prefix): ("data.path", P), or ("data.blend[i][1]", P) for
+// every blend entry.
+std::vector<std::pair<std::string, std::string>> dataset_prefixes(const DataConfig& data);
+// Every PREFIX.bin and PREFIX.idx of dataset_prefixes(data) exists, else an InputError naming the
+// field and the file.
+void check_dataset_files_exist(const DataConfig& data);
+
 // The checks that only matter when training starts: the layout fits the job
 // (validate_layout(config, world_size) with the job's real world size); exactly one of data.path / data.blend is set and every PREFIX.bin/PREFIX.idx it names
-// exists; model.init_from (when set) exists. parse_config/load_config do everything else.
+// exists; model.init_from (when set) is a file or a directory. parse_config/load_config do everything else.
 void validate_for_training(const Config& config, int world_size = 1);
 
 // Checks the parallel layout of `config` on `world_size` ranks; every problem is an InputError

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,9 +28,11 @@
 #include "trainer/benchmark.h"
 #include "trainer/config.h"
 #include "trainer/data_command.h"
+#include "trainer/dataset_check.h"
 #include "trainer/generate_command.h"
 #include "trainer/hf_export.h"
 #include "trainer/logging_setup.h"
+#include "trainer/memory_check.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/preemption.h"
@@ -50,11 +53,35 @@ struct ConfigArgs {
   Config load() const { return load_config(path, overrides); }
 };
 
-// The report goes to stdout: the text one, or with --json one JSON document and nothing else.
+// The memory check's message when this node's ranks need more than the host has (nullopt: fits).
+std::optional<std::string> host_memory_shortfall(const Config& c, const ParallelLayout& layout) {
+  const ModelStats stats = compute_model_stats(c);
+  return memory_shortfall(stats, rank_memory_bytes(stats, layout, c.parallel.distributed_optimizer), ranks_per_node(),
+                          host_memory());
+}
+
+// `lattice train` does not start a run that cannot fit (exit 2), unless told to.
+void check_host_memory(const Config& c, const ParallelLayout& layout, bool ignore) {
+  const std::optional<std::string> shortfall = host_memory_shortfall(c, layout);
+  if (!shortfall) return;
+  if (ignore) {
+    spdlog::warn("{} (starting anyway: --ignore-memory-check)", *shortfall);
+    return;
+  }
+  throw InputError(*shortfall + "; or start anyway with --ignore-memory-check");
+}
+
+// The report goes to stdout: the text one, or with --json one JSON document and nothing else. The
+// memory warning goes to stderr; a dataset that fails its check is an error (exit 2).
 int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   Config c = args.load();
   const ParallelLayout layout = validate_layout(c, world_size > 0 ? world_size : default_world_size(c));
   const ModelStats stats = compute_model_stats(c);
+  if (const auto shortfall = host_memory_shortfall(c, layout))
+    spdlog::warn("{} (`lattice train` refuses to start it unless --ignore-memory-check)", *shortfall);
+  // data.path / data.blend may be empty here (a config without its data yet); what is named is checked.
+  const bool has_data = !c.data.path.empty() || !c.data.blend.empty();
+  if (has_data) check_datasets(c);
   if (as_json) {
     std::printf("%s\n", validate_report_json(c, stats, layout).dump(2).c_str());
     return 0;
@@ -62,6 +89,8 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   std::printf("%s\n", config_to_json(c).dump(2).c_str());
   std::printf("%s", format_model_stats(stats).c_str());
   std::printf("%s", format_layout(layout, c).c_str());
+  if (has_data)
+    std::printf("datasets: every token id < model.vocab_size %lld\n", static_cast<long long>(c.model.vocab_size));
   std::printf("config OK: %s\n", args.path.c_str());
   return 0;
 }
@@ -105,13 +134,15 @@ bool launched_under_mpi() {
   return false;
 }
 
-int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** argv) {
+int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_check, int* argc, char*** argv) {
   Config c = args.load();
   // SIGTERM / SIGUSR1 / a first SIGINT only set a flag: the loop stops after the step every rank agrees
   // on, saves and exits 0 (trainer/stop_request.h); a second SIGINT aborts at once.
   install_preemption_handlers();
   if (!launched_under_mpi()) {
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
+    check_host_memory(c, validate_layout(c, 1), ignore_memory_check);
+    check_datasets(c);  // before anything is allocated: a bad token id fails now, not at its sample
     spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
     train(c, options);
     return 0;
@@ -120,6 +151,17 @@ int run_train(const ConfigArgs& args, TrainOptions options, int* argc, char*** a
   MpiRuntime mpi(argc, argv);
   install_preemption_handlers();  // again: MPI_Init must not have taken SIGTERM / SIGUSR1 / SIGINT over
   const ParallelLayout layout = validate_layout(c, mpi.world_size());
+  check_host_memory(c, layout, ignore_memory_check);  // every rank: the same figures, the same verdict
+  // Rank 0 checks the datasets (a first read of a large one may take long) while the others wait.
+  if (mpi.rank() == 0) {
+    try {
+      check_datasets(c);
+    } catch (const Error& e) {
+      spdlog::error("{} (ending all {} ranks)", e.what(), mpi.world_size());
+      MpiRuntime::abort_job(static_cast<int>(e.code()));
+    }
+  }
+  mpi.barrier();
   auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
   auto world = mpi.world(watchdog);
   const RankGrid grid(mpi.world_size(), mpi.rank(), layout.tensor, layout.pipeline, layout.data);
@@ -171,7 +213,9 @@ LoadedModel load_whole_model(const ConfigArgs& args, const std::string& checkpoi
                           {"data", meta.config.value("data", nlohmann::json::object())}};
   if (!args.path.empty()) {
     const nlohmann::json given = config_to_json(args.load());
-    check_model_config(meta.config, given, dir);
+    check_model_config(meta.config, given, dir,
+                       "drop --config (the checkpoint carries its own model config), or pass the config it was "
+                       "trained with (or --set these fields to the checkpoint's values)");
     sections["data"] = given["data"];
   }
   Config c = parse_config(sections, dir + "/metadata.json");
@@ -208,6 +252,9 @@ int run(int argc, char** argv) {
   train_args.add_to(train_cmd);
   train_cmd->add_option("--export", train_options.export_dir,
                         "after training, write the model to this directory in Hugging Face format");
+  bool ignore_memory_check = false;
+  train_cmd->add_flag("--ignore-memory-check", ignore_memory_check,
+                      "start even when the memory estimate (lattice validate) exceeds this node's memory");
 
   CLI::App* validate_cmd = app.add_subcommand(
       "validate", "check a config and its parallel layout; print it resolved, the parameter count, FLOPs per token, "
@@ -284,7 +331,7 @@ int run(int argc, char** argv) {
     return code == 0 ? 0 : static_cast<int>(ExitCode::kBadInput);
   }
 
-  if (*train_cmd) return run_train(train_args, train_options, argc_ptr, argv_ptr);
+  if (*train_cmd) return run_train(train_args, train_options, ignore_memory_check, argc_ptr, argv_ptr);
   if (*validate_cmd) return run_validate(validate_args, validate_world_size, validate_json);
   if (*prepare_cmd) {
     prepare_dataset(prepare);

@@ -42,14 +42,6 @@ std::string count_str(int64_t n) {
   return fmt::format("{}", n);
 }
 
-std::string bytes_str(int64_t b) {
-  const double kib = 1024.0, mib = kib * 1024, gib = mib * 1024;
-  if (b >= gib) return fmt::format("{:.2f} GiB", b / gib);
-  if (b >= mib) return fmt::format("{:.1f} MiB", b / mib);
-  if (b >= kib) return fmt::format("{:.1f} KiB", b / kib);
-  return fmt::format("{} B", b);
-}
-
 // FLOPs with a unit that keeps three significant figures readable: GFLOP (the unit of record),
 // MFLOP for tiny models; TFLOP/PFLOP per iteration for big ones.
 std::string flops_str(double f) {
@@ -70,6 +62,14 @@ std::string with_commas(int64_t n) {
 }
 
 }  // namespace
+
+std::string format_bytes(int64_t b) {
+  const double kib = 1024.0, mib = kib * 1024, gib = mib * 1024;
+  if (b >= gib) return fmt::format("{:.2f} GiB", b / gib);
+  if (b >= mib) return fmt::format("{:.1f} MiB", b / mib);
+  if (b >= kib) return fmt::format("{:.1f} KiB", b / kib);
+  return fmt::format("{} B", b);
+}
 
 ModelStats compute_model_stats(const Config& config) {
   const ModelConfig& m = config.model;
@@ -124,11 +124,11 @@ std::string format_model_stats(const ModelStats& s) {
   line("tokens/iteration", with_commas(s.tokens_per_iter));
   line("FLOPs/iteration", flops_str(s.flops_per_iter));
   out += "memory per process (fp32)\n";
-  line("weights", bytes_str(s.weight_bytes));
-  line("gradients", bytes_str(s.grad_bytes));
-  line("AdamW moments", bytes_str(s.optimizer_bytes));
-  line("activations (1 micro-batch)", bytes_str(s.activation_bytes));
-  line("total", bytes_str(s.total_bytes));
+  line("weights", format_bytes(s.weight_bytes));
+  line("gradients", format_bytes(s.grad_bytes));
+  line("AdamW moments", format_bytes(s.optimizer_bytes));
+  line("activations (1 micro-batch)", format_bytes(s.activation_bytes));
+  line("total", format_bytes(s.total_bytes));
   return out;
 }
 

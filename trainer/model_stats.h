@@ -36,6 +36,9 @@ struct ModelStats {
 
 ModelStats compute_model_stats(const Config& config);
 
+// "78.23 GiB", "12.0 MiB", "512 B".
+std::string format_bytes(int64_t bytes);
+
 // A readable multi-line table (M/B params, GFLOP/token, MiB/GiB), one item per line.
 std::string format_model_stats(const ModelStats& stats);
 

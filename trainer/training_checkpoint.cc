@@ -1,12 +1,16 @@
 // Resume and save for the training loop (see training_checkpoint.h).
 #include "trainer/training_checkpoint.h"
 
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "kernels/error.h"
+#include "trainer/lr_schedule.h"
 
 namespace lattice {
 
@@ -18,6 +22,37 @@ std::optional<std::string> checkpoint_to_load(const CheckpointConfig& config) {
   }
   return resolve_checkpoint(config.load);
 }
+
+namespace {
+
+// The LR schedule is a function of training.train_iters and these optimizer keys: a resume under
+// other values continues on another curve than the one the checkpoint was trained on. Warns naming
+// every changed field and the learning rate at the next step under both.
+void warn_on_schedule_change(const CheckpointMetadata& meta, const Config& config, const std::string& dir) {
+  const nlohmann::json& saved = meta.config;
+  const nlohmann::json now = config_to_json(config);
+  static constexpr std::pair<const char*, const char*> kScheduleKeys[] = {
+      {"training", "train_iters"}, {"optimizer", "lr"},     {"optimizer", "min_lr"},
+      {"optimizer", "warmup_iters"}, {"optimizer", "decay"}, {"optimizer", "decay_iters"}};
+  std::vector<std::string> changes;
+  for (const auto& [section, key] : kScheduleKeys) {
+    if (!saved.contains(section) || !saved[section].contains(key)) continue;
+    if (saved[section][key] != now[section][key])
+      changes.push_back(
+          fmt::format("{}.{} {} -> {}", section, key, saved[section][key].dump(), now[section][key].dump()));
+  }
+  if (changes.empty()) return;
+  const Config old = parse_config(nlohmann::json{{"training", saved["training"]}, {"optimizer", saved["optimizer"]}},
+                                  dir + "/metadata.json");
+  const int64_t next = meta.state.step + 1;
+  spdlog::warn("resuming with another learning-rate schedule than the checkpoint's ({}): step {} trains at lr {:.4e} "
+               "instead of {:.4e}. To continue the checkpoint's schedule, set these back (to split a run into jobs use "
+               "training.exit_interval, not a different training.train_iters)",
+               fmt::join(changes, ", "), next, learning_rate(config.optimizer, config.training.train_iters, next),
+               learning_rate(old.optimizer, old.training.train_iters, next));
+}
+
+}  // namespace
 
 std::string describe_checkpoint_layout(const CheckpointLayout& l) {
   return fmt::format("{} rank(s): tensor {} × pipeline {} × data {}, {} virtual stage(s), distributed optimizer {}",
@@ -79,7 +114,9 @@ int64_t TrainingCheckpoint::resume() {
     targets.exp_avg_sq = &flat_exp_avg_sq_;
   }
   const CheckpointMetadata meta = read_checkpoint_metadata(*dir);
-  check_model_config(meta.config, config_to_json(config_), *dir);
+  check_model_config(meta.config, config_to_json(config_), *dir,
+                     "set these fields to the checkpoint's values, or set checkpoint.load to \"none\" (or another "
+                     "checkpoint) to start without it");
   // The LR schedule continues at the checkpoint's step; a schedule position that says otherwise
   // means the metadata does not describe this training state.
   if (meta.state.lr_schedule_step != meta.state.step)
@@ -111,10 +148,14 @@ int64_t TrainingCheckpoint::resume() {
     dist_->reload_master_from_values();
     dist_->set_step_count(meta.state.optimizer_step_count);
   }
-  spdlog::info("resumed from {}: step {}, {} samples consumed, optimizer step {}; written by {}; training continues "
-               "at step {} of {}",
-               *dir, meta.state.step, meta.state.consumed_samples, meta.state.optimizer_step_count,
-               describe_checkpoint_layout(meta.layout), meta.state.step + 1, config_.training.train_iters);
+  // Nothing left to train (the loop says so): no "continues at step N+1 of N".
+  const int64_t iters = config_.training.train_iters;
+  const bool continues = meta.state.step < iters;
+  spdlog::info("resumed from {}: step {}, {} samples consumed, optimizer step {}; written by {}{}", *dir,
+               meta.state.step, meta.state.consumed_samples, meta.state.optimizer_step_count,
+               describe_checkpoint_layout(meta.layout),
+               continues ? fmt::format("; training continues at step {} of {}", meta.state.step + 1, iters) : "");
+  if (continues) warn_on_schedule_change(meta, config_, *dir);
   last_saved_step_ = meta.state.step;
   return meta.state.step;
 }

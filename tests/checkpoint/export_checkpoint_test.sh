@@ -34,6 +34,11 @@ done
 d=$TEST_TMPDIR/test-tiny-gpt2
 expect_exit2 "model.hidden_size: checkpoint 32, config 64" \
   $L export --checkpoint "$d/ckpt" --config configs/test-tiny-gpt2.json --set model.hidden_size=64 --output "$d/x"
+# The advice is one that export takes (not checkpoint.load, a training key).
+expect_exit2 "drop --config (the checkpoint carries its own model config)" \
+  $L export --checkpoint "$d/ckpt" --config configs/test-tiny-gpt2.json --set model.hidden_size=64 --output "$d/x"
+out=$($L export --checkpoint "$d/ckpt" --config configs/test-tiny-gpt2.json --set model.hidden_size=64 --output "$d/x" 2>&1)
+grep -q "checkpoint.load" <<<"$out" && fail "export advises checkpoint.load, a training key: $out"
 expect_exit2 "does not exist" $L export --checkpoint "$TEST_TMPDIR/nowhere" --output "$d/x"
 expect_exit2 "needs --config" $L export --output "$d/x"
 shard=$d/ckpt/iter_0000010/rank_00000.safetensors

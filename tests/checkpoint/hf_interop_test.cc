@@ -269,6 +269,43 @@ TEST_CASE("Llama F16 file from the Python library: names map 1:1, GQA shapes, ex
   run_script_ok("compare '" + dir + "' '" + py + "' llama");
 }
 
+TEST_CASE("HF model directories from the Python library: model.safetensors, or shards and their index") {
+  const ModelConfig c = tiny_llama();
+  const std::string file = test_tmpdir() + "/py_llama_ref.safetensors";
+  run_script_ok("llama '" + file + "'");
+  ParameterStore want(model_parameter_specs(c));
+  import_hf(c, file, want);
+  for (const int shards : {1, 3}) {
+    INFO(shards << " shard(s)");
+    const std::string dir = fresh_dir(fmt::format("py_llama_dir{}", shards));
+    run_script_ok(fmt::format("llama-dir '{}' {}", dir, shards));
+    ParameterStore got(model_parameter_specs(c));
+    import_hf(c, dir, got);
+    REQUIRE(same_values(got, want));
+  }
+
+  const std::string sharded = test_tmpdir() + "/py_llama_dir3";
+  SECTION("a missing shard is named") {
+    std::filesystem::remove(sharded + "/model-00002-of-00003.safetensors");
+    REQUIRE_THAT(import_error(c, sharded), Catch::Contains(sharded + "/model-00002-of-00003.safetensors") &&
+                                               Catch::Contains("missing"));
+  }
+  SECTION("an index that puts a tensor in the wrong shard") {
+    const std::string index = sharded + "/model.safetensors.index.json";
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(index));
+    const std::string name = j["weight_map"].begin().key(), shard = j["weight_map"].begin().value();
+    j["weight_map"][name] = shard == "model-00001-of-00003.safetensors" ? "model-00002-of-00003.safetensors"
+                                                                      : "model-00001-of-00003.safetensors";
+    std::ofstream(index) << j.dump();
+    REQUIRE_THAT(import_error(c, sharded), Catch::Contains("'" + name + "'") && Catch::Contains("does not hold it"));
+  }
+  SECTION("a directory without weights") {
+    const std::string empty = fresh_dir("no_weights");
+    std::filesystem::create_directories(empty);
+    REQUIRE_THAT(import_error(c, empty), Catch::Contains(empty) && Catch::Contains("model.safetensors.index.json"));
+  }
+}
+
 TEST_CASE("HF import errors name the tensor, the file and the field to fix") {
   // A valid GPT-2 export to mutate.
   const ModelConfig c = tiny_gpt2();

@@ -8,6 +8,9 @@ files that the C++ tests import, and to read back files that Lattice wrote. Exit
   make_hf_files.py basic OUT_F32 OUT_F16        small files for the reader tests
   make_hf_files.py gpt2 OUT                     tiny GPT-2 (HF GPT2LMHeadModel layout, F32)
   make_hf_files.py llama OUT                    tiny Llama (HF LlamaForCausalLM layout, F16)
+  make_hf_files.py llama-dir DIR SHARDS         the same tensors as an HF model directory: config.json and
+                                                model.safetensors (SHARDS 1), or model-0000x-of-0000y.safetensors
+                                                shards and model.safetensors.index.json
   make_hf_files.py check-ours PATH              verify the file the C++ round-trip test wrote
   make_hf_files.py compare EXPORT_DIR REFERENCE FAMILY
                                                 Lattice's export == the reference file's weights
@@ -120,6 +123,33 @@ def write_llama(out):
         name = f"model.layers.{i}.self_attn.rotary_emb.inv_freq"
         tensors[name] = tensors[name].astype(np.float32)
     save_file(tensors, out, metadata={"format": "pt"})
+
+
+def write_llama_dir(out, shards):
+    # As transformers' save_pretrained lays a model out: whole tensors spread over the shards in name
+    # order, each shard a safetensors file, the index mapping every tensor to its shard.
+    os.makedirs(out, exist_ok=True)
+    single = os.path.join(out, "model.safetensors")
+    write_llama(single)
+    tensors = load_file(single)
+    c = LLAMA
+    with open(os.path.join(out, "config.json"), "w") as fh:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": c["vocab"],
+                   "hidden_size": c["hidden"], "intermediate_size": c["ffn"], "num_hidden_layers": c["layers"],
+                   "num_attention_heads": c["heads"], "num_key_value_heads": c["kv_heads"]}, fh)
+    if shards == 1:
+        return
+    os.remove(single)
+    names = sorted(tensors)
+    weight_map = {}
+    for k in range(shards):
+        part = names[k::shards]
+        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        save_file({n: tensors[n] for n in part}, os.path.join(out, file), metadata={"format": "pt"})
+        weight_map.update({n: file for n in part})
+    total = sum(t.nbytes for t in tensors.values())
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as fh:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, fh, indent=2)
 
 
 def write_basic(out_f32, out_f16):
@@ -235,6 +265,8 @@ def main(argv):
         write_gpt2(argv[2])
     elif cmd == "llama":
         write_llama(argv[2])
+    elif cmd == "llama-dir":
+        write_llama_dir(argv[2], int(argv[3]))
     elif cmd == "check-ours":
         check_ours(argv[2])
     elif cmd == "compare":

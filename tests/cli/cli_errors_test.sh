@@ -23,8 +23,9 @@ expect() {
   fi
 }
 
+# (Their datasets are not made here: validate checks the config alone when data.path is empty.)
 for config in configs/*.json; do
-  expect 0 "config OK" -- $LATTICE validate --config "$config"
+  expect 0 "config OK" -- $LATTICE validate --config "$config" --set data.path=
 done
 
 expect 2 "hiden_size" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.hiden_size=3
@@ -33,15 +34,15 @@ expect 2 "model.num_attention_heads" -- $LATTICE validate --config configs/test-
 expect 2 "training.global_batch_size" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.global_batch_size=5
 expect 2 "model.num_kv_heads" -- $LATTICE validate --config configs/test-tiny-llama.json --set model.num_kv_heads=3
 # Parallel layouts: validate checks them against a world size.
-expect 0 "layout: 8 ranks = tensor 2 × pipeline 2 × data 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
-expect 0 "theoretical pipeline bubble" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
-expect 0 "micro-batches per step per data-parallel rank: 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 2 --set parallel.pipeline=2
+expect 0 "layout: 8 ranks = tensor 2 × pipeline 2 × data 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set data.path= --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
+expect 0 "theoretical pipeline bubble" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set data.path= --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
+expect 0 "micro-batches per step per data-parallel rank: 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set data.path= --world-size 2 --set parallel.pipeline=2
 expect 2 "model.num_attention_heads" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 3 --set parallel.tensor=3
 expect 2 "parallel.data" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=1
 expect 2 "parallel.virtual_stages" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.virtual_stages=2
 expect 2 "parallel.overlap_param_gather" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.overlap_param_gather=true
 expect 2 "did you mean 'schedule'" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.schedul=gpipe
-expect 0 "layout: 4 ranks = tensor 1 × pipeline 1 × data 4" -- env OMPI_COMM_WORLD_SIZE=4 $LATTICE validate --config configs/test-tiny-gpt2.json --set training.micro_batch_size=1
+expect 0 "layout: 4 ranks = tensor 1 × pipeline 1 × data 4" -- env OMPI_COMM_WORLD_SIZE=4 $LATTICE validate --config configs/test-tiny-gpt2.json --set data.path= --set training.micro_batch_size=1
 # train: a parallel layout started as one process says how to launch it; under mpirun a layout that
 # does not fit the job or the model ends every rank with exit 2 and names the field.
 expect 2 "needs 2 ranks, but \`lattice train\` was started as one process: launch it with \`mpirun -np 2 lattice train" -- $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2
@@ -55,6 +56,17 @@ expect 2 "the job has 3 ranks (mpirun -np), which is not divisible by parallel.t
 expect 2 "model.num_kv_heads (2) must be divisible by parallel.tensor (4)" -- "${MPIRUN[@]}" -np 4 $LATTICE train --config configs/test-tiny-llama.json --set parallel.tensor=4
 expect 2 "parallel.sequence_parallel = true needs parallel.tensor > 1" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.sequence_parallel=true
 expect 2 "parallel.virtual_stages = 2 needs parallel.schedule = \"interleaved\"" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set model.num_layers=4
+# Memory: a model far larger than any machine's memory. validate warns (exit 0); train refuses before
+# allocating anything (exit 2, naming needed and available), and --ignore-memory-check lets it go
+# on to the next check (here the missing dataset).
+huge=(--config configs/test-tiny-gpt2.json --set model.num_layers=48 --set model.hidden_size=16384 --set model.num_attention_heads=128)
+expect 0 "but this machine has" -- $LATTICE validate "${huge[@]}" --set data.path=
+expect 2 "memory: a process needs about 2305.72 GiB (the whole model: 576.05 GiB weights" -- $LATTICE train "${huge[@]}"
+expect 2 "or start anyway with --ignore-memory-check" -- $LATTICE train "${huge[@]}"
+expect 2 "runs/test/data/tiny.bin' not found" -- $LATTICE train "${huge[@]}" --ignore-memory-check
+expect 2 "starting anyway: --ignore-memory-check" -- $LATTICE train "${huge[@]}" --ignore-memory-check
+# Under mpirun the ranks of one node share its memory (OMPI_COMM_WORLD_LOCAL_SIZE).
+expect 2 "× 2 ranks on this node = 4611.45 GiB" -- "${MPIRUN[@]}" -np 2 $LATTICE train "${huge[@]}" --set parallel.data=2
 expect 2 "model.activation" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.activation=relu
 expect 2 "no-such-file.json" -- $LATTICE validate --config "$WORK/no-such-file.json"
 printf '{"model": {"num_layers": 2,}}' >"$WORK/bad.json"

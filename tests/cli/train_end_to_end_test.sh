@@ -3,7 +3,7 @@
 # GPT-2 and Llama configs, check the metrics file (run_start, keys, every step, time stamps, summary,
 # loss falling from ln(257)), the step lines' elapsed time and ETA and the end-of-run summary,
 # check the trace timeline (forward/backward per micro-batch, optimizer per step), and check that
-# the exported model re-imports and re-exports to identical bytes.
+# the exported model re-imports (the file, and its directory for training) and re-exports to identical bytes.
 set -euo pipefail
 LATTICE=trainer/lattice
 WORK=${TEST_TMPDIR:-$(mktemp -d)}
@@ -32,5 +32,9 @@ for config in test-tiny-gpt2 test-tiny-llama; do
     --set data.path="$WORK/tiny" --output "$WORK/$config-hf2"
   cmp "$WORK/$config-hf/model.safetensors" "$WORK/$config-hf2/model.safetensors"
   cmp "$WORK/$config-hf/config.json" "$WORK/$config-hf2/config.json"
+  # model.init_from may name the HF model directory itself (model.safetensors + config.json).
+  $LATTICE train --config configs/$config.json --set data.path="$WORK/tiny" --set training.train_iters=2 \
+    --set model.init_from="$WORK/$config-hf" 2>&1 | tee "$WORK/$config-init-dir.log"
+  grep -q "imported .* tensors from '$WORK/$config-hf'" "$WORK/$config-init-dir.log"
   echo "ok: $config"
 done

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# What a resume says through `lattice train`: a checkpoint already at training.train_iters says
+# "nothing left to train" (not "continues at step 21 of 20"); a resume under another learning-rate
+# schedule (training.train_iters, optimizer.lr) warns naming the changed fields and the learning
+# rate of the next step under both schedules; an unchanged resume does not warn.
+source tests/checkpoint/resume_lib.sh
+
+common=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=20
+  --set checkpoint.dir="$WORK/ckpt")
+run 1 "$WORK/first.log" "${common[@]}" --set training.exit_interval=10  # saves and stops after step 10
+run 1 "$WORK/rest.log" "${common[@]}"
+grep -qF "training continues at step 11 of 20" "$WORK/rest.log" || fail "no resume line: $(cat "$WORK/rest.log")"
+grep -q "learning-rate schedule" "$WORK/rest.log" && fail "a schedule warning without a change"
+
+run 1 "$WORK/done.log" "${common[@]}"
+grep -qF "the checkpoint is at step 20, training.train_iters is 20: nothing left to train" "$WORK/done.log" ||
+  fail "no 'nothing left' line: $(cat "$WORK/done.log")"
+grep -qF "continues at step 21" "$WORK/done.log" && fail "says it continues past the end: $(cat "$WORK/done.log")"
+echo "ok: nothing left to train"
+
+# Stop after step 21 (exit_interval 21): one step under the new schedule.
+run 1 "$WORK/longer.log" "${common[@]}" --set training.train_iters=40 --set optimizer.lr=2e-3 \
+  --set training.exit_interval=21
+for needle in "resuming with another learning-rate schedule than the checkpoint's (training.train_iters 20 -> 40, \
+optimizer.lr 0.001 -> 0.002): step 21 trains at lr 1.0500e-03 instead of 1.0000e-04" "training.exit_interval"; do
+  grep -qF -- "$needle" "$WORK/longer.log" || fail "lacks '$needle': $(cat "$WORK/longer.log")"
+done
+echo "ok: schedule change named"
+echo PASS

@@ -1,0 +1,75 @@
+// Host memory (physical / cgroup limit), ranks per node, and the needed-vs-available comparison.
+#include "trainer/memory_check.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace lattice {
+
+namespace {
+
+// A cgroup limit file's value in bytes; nullopt when absent or unlimited ("max").
+std::optional<int64_t> cgroup_limit(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return std::nullopt;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (*end != '\0' || v <= 0) return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+
+int positive_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return end != v && *end == '\0' && n > 0 && n < (1 << 24) ? static_cast<int>(n) : 0;
+}
+
+}  // namespace
+
+MachineMemory host_memory() {
+  MachineMemory m{static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE), "physical memory"};
+  // Containers: the cgroup's limit is what the kernel lets this job use (v1 "unlimited" is a huge number).
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    const std::optional<int64_t> limit = cgroup_limit(path);
+    if (limit && *limit < m.bytes) m = {*limit, fmt::format("the cgroup limit {}", path)};
+  }
+  return m;
+}
+
+int ranks_per_node() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
+    if (const int n = positive_env(name); n > 0) return n;
+  return 1;
+}
+
+int64_t rank_memory_bytes(const ModelStats& s, const ParallelLayout& l, bool distributed_optimizer) {
+  const int64_t model_split = int64_t{l.tensor} * l.pipeline;
+  const int64_t moments_split = model_split * (distributed_optimizer ? l.data : 1);
+  return (s.weight_bytes + s.grad_bytes + s.activation_bytes) / model_split + s.optimizer_bytes / moments_split;
+}
+
+std::optional<std::string> memory_shortfall(const ModelStats& s, int64_t per_rank_bytes, int ranks,
+                                            const MachineMemory& available) {
+  const int64_t needed = per_rank_bytes * ranks;
+  if (needed <= available.bytes) return std::nullopt;
+  return fmt::format(
+      "memory: a process needs about {} (the whole model: {} weights + {} gradients + {} AdamW moments + {} "
+      "activations of one micro-batch{}){}, but this machine has {} ({}). To fit: a smaller model "
+      "(model.num_layers, model.hidden_size, model.vocab_size), a smaller training.micro_batch_size or "
+      "model.seq_length (activations), or more nodes with parallel.tensor / parallel.pipeline / "
+      "parallel.distributed_optimizer",
+      format_bytes(per_rank_bytes), format_bytes(s.weight_bytes), format_bytes(s.grad_bytes),
+      format_bytes(s.optimizer_bytes), format_bytes(s.activation_bytes),
+      per_rank_bytes < s.total_bytes ? ", split over the parallel layout" : "",
+      ranks > 1 ? fmt::format(" × {} ranks on this node = {}", ranks, format_bytes(needed)) : std::string(),
+      format_bytes(available.bytes), available.source);
+}
+
+}  // namespace lattice

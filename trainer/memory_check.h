@@ -1,0 +1,39 @@
+// The memory a run needs (model_stats.h's per-process estimate) against what the machine has:
+// physical memory, or a container's cgroup limit, shared by the ranks of one node. `lattice validate`
+// warns, `lattice train` refuses to start (exit 2) unless --ignore-memory-check.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "trainer/config.h"
+#include "trainer/model_stats.h"
+
+namespace lattice {
+
+// Memory available to this process and where the figure comes from.
+struct MachineMemory {
+  int64_t bytes = 0;
+  std::string source;  // "physical memory" or the cgroup file that limits it
+};
+
+// Physical memory (sysconf), lowered to the cgroup limit when one is set (cgroup v2 memory.max,
+// cgroup v1 memory.limit_in_bytes).
+MachineMemory host_memory();
+
+// Ranks of this job sharing one node: OMPI_COMM_WORLD_LOCAL_SIZE, else SLURM_NTASKS_PER_NODE, else 1.
+int ranks_per_node();
+
+// Bytes one rank needs at least: the one-process estimate with every item divided by tensor ×
+// pipeline, and the AdamW moments also by data under the distributed optimizer (exact for one process,
+// a lower bound for parallel layouts, whose ranks hold uneven shares).
+int64_t rank_memory_bytes(const ModelStats& stats, const ParallelLayout& layout, bool distributed_optimizer);
+
+// nullopt when `ranks` ranks of `per_rank_bytes` fit in `available`, else a message with the figures
+// (needed per rank and in all, available and its source) and what to change. Device memory (CUDA)
+// goes through the same function with the device's free bytes.
+std::optional<std::string> memory_shortfall(const ModelStats& stats, int64_t per_rank_bytes, int ranks,
+                                            const MachineMemory& available);
+
+}  // namespace lattice
