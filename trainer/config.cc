@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "data/gpt_dataset.h"
+#include "data/utf8.h"
 #include "kernels/error.h"
 #include "parallel/grid.h"
 
@@ -619,6 +620,9 @@ void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
     const std::string section = path.substr(0, dot);
     if (std::find(kSections.begin(), kSections.end(), section) == kSections.end())
       throw InputError(fmt::format("{}: {}", where, unknown_key_message("", section)));
+    // A config is JSON, which is UTF-8: other bytes could not be printed or saved with it later.
+    if (const size_t bad = find_invalid_utf8(raw); bad != std::string::npos)
+      throw InputError(fmt::format("{}: the value is not valid UTF-8 (byte {} of it)", where, bad));
     json value;
     if (is_string_field(path)) {
       // Only a quoted JSON string is parsed; anything else is the string itself.

@@ -11,6 +11,7 @@
 
 #include "data/bpe_loaders.h"
 #include "kernels/error.h"
+#include "trainer/config.h"
 
 namespace fs = std::filesystem;
 using namespace lattice;
@@ -47,4 +48,19 @@ TEST_CASE("a merges.txt line that is not UTF-8 is an InputError, not an abort") 
   const std::string spaced = write("merges_latin1_spaced.txt", "a b\na\xcd b\xcd\n");
   require_input_error([&] { load_gpt2_bpe(vocab, spaced, ""); },
                       {"merges_latin1_spaced.txt", "merges[1]", "\"a\\xcd\" \"b\\xcd\""});
+}
+
+// config crash-5accbe8c: a --set value that is not UTF-8 (and so not JSON) is kept as a string;
+// naming it in a message (json::dump) threw nlohmann's type_error 316, and a string field such as
+// data.path kept it until `lattice validate` printed the config or a checkpoint saved it.
+TEST_CASE("a --set value that is not UTF-8 is an InputError naming the override") {
+  const std::string config = write("config.json", R"({"model": {"arch": "gpt2"}})");
+  SECTION("a number field") {
+    require_input_error([&] { load_config(config, {"parallel.tensor=2\x9c"}); },
+                        {"--set parallel.tensor=", "not valid UTF-8"});
+  }
+  SECTION("a string field") {
+    require_input_error([&] { load_config(config, {"data.path=runs/\xff/data"}); },
+                        {"--set data.path=", "not valid UTF-8"});
+  }
 }
