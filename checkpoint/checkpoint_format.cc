@@ -158,6 +158,10 @@ CheckpointMetadata metadata_from_json(const json& doc, const std::string& source
     t.dtype = need_string(it.value(), "dtype", source, where);
     if (t.dtype != "F32") bad(source, where + ".dtype", fmt::format("is \"{}\"; only F32 is written", t.dtype));
     t.global_shape = need_shape(it.value(), "global_shape", source, where);
+    // Its element count must fit int64 (boxes inside it then do too).
+    int64_t numel = 1;
+    for (int64_t d : t.global_shape)
+      if (__builtin_mul_overflow(numel, d, &numel)) bad(source, where + ".global_shape", "has more than 2^63 - 1 elements");
     const json& boxes = need(it.value(), "boxes", source, where);
     if (!boxes.is_array()) bad(source, where + ".boxes", "is not a list");
     for (size_t i = 0; i < boxes.size(); ++i) {

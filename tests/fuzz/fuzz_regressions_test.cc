@@ -9,12 +9,16 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint_format.h"
 #include "data/bpe_loaders.h"
 #include "kernels/error.h"
 #include "trainer/config.h"
 
 namespace fs = std::filesystem;
 using namespace lattice;
+using nlohmann::json;
 
 namespace {
 
@@ -62,5 +66,60 @@ TEST_CASE("a --set value that is not UTF-8 is an InputError naming the override"
   SECTION("a string field") {
     require_input_error([&] { load_config(config, {"data.path=runs/\xff/data"}); },
                         {"--set data.path=", "not valid UTF-8"});
+  }
+}
+
+namespace {
+
+// A metadata.json with one tensor, `model/w` of `global_shape`, stored as `boxes` in one file.
+json metadata_with(const json& global_shape, const json& boxes) {
+  return json{{"format", "lattice-sharded-checkpoint"}, {"version", 1}, {"step", 1}, {"consumed_samples", 8},
+              {"optimizer_step_count", 1}, {"lr_schedule", {{"step", 1}}}, {"rng", {{"seed", 1u}}},
+              {"layout", {{"world_size", 1}, {"tensor", 1}, {"pipeline", 1}, {"data", 1}, {"virtual_stages", 1},
+                          {"distributed_optimizer", false}}},
+              {"optimizer_state", false}, {"config", json::object()},
+              {"files", {{"rank_00000.safetensors", {{"bytes", 8u}, {"crc32", 0u}, {"rank", 0}}}}},
+              {"tensors", {{"model/w", {{"dtype", "F32"}, {"global_shape", global_shape}, {"boxes", boxes}}}}}};
+}
+
+json box(const json& offset, const json& shape) {
+  return json{{"offset", offset}, {"shape", shape}, {"file", "rank_00000.safetensors"}, {"key", "model/w"}};
+}
+
+}  // namespace
+
+// Found by running the checkpoint_metadata target on huge integers: offset + shape of a box and
+// the element count of a global shape overflowed int64 (undefined behaviour; UBSan aborts), so a
+// damaged file could pass the coverage check or fail with a wrong count.
+TEST_CASE("checkpoint metadata with dimensions near 2^63 is an InputError, not an overflow") {
+  const std::string source = "iter_0000001/metadata.json";
+  SECTION("a box whose end overflows") {
+    // offset + shape wraps to a negative end, which "fits" the global shape.
+    const json end = json::array({9223372036854775807LL});
+    const json doc = metadata_with(end, json::array({box(end, json::array({1}))}));
+    require_input_error([&] { metadata_from_json(doc, source); }, {source, "model/w", "does not fit"});
+  }
+  SECTION("a global shape whose element count overflows") {
+    // 2^32 x 2^32 elements wrap to 0, which the empty list of boxes "covers".
+    const json doc = metadata_with(json::array({4294967296LL, 4294967296LL}), json::array());
+    require_input_error([&] { metadata_from_json(doc, source); }, {source, "tensors.model/w.global_shape"});
+  }
+}
+
+// Found by running the hf_tokenizer target on huge ids: the id -> bytes table has max id + 1
+// entries, so a vocabulary id of 2^31 - 1 overflowed int (undefined behaviour) and an id of 10^8
+// allocated 3.2 GB before anything was checked.
+TEST_CASE("a token id far above the number of tokens is an InputError naming the file") {
+  const std::string merges = write("merges_ok.txt", "a b\n");
+  for (const char* id : {"2147483647", "100000000"}) {
+    const std::string vocab =
+        write("vocab_big_id.json", std::string(R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3, "big": )") + id + "}");
+    require_input_error([&] { load_gpt2_bpe(vocab, merges, ""); }, {"vocab_big_id.json", id, "number of tokens"});
+    const std::string tokenizer = write(
+        "tokenizer_big_id.json",
+        std::string(R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "merges": [], "vocab": )"
+                    R"({"a": 0, "<|endoftext|>": 1}}, "added_tokens": [{"id": )") +
+            id + R"(, "content": "<big>"}]})");
+    require_input_error([&] { load_hf_tokenizer(tokenizer, ""); }, {"tokenizer_big_id.json", id, "number of tokens"});
   }
 }
