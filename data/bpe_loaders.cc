@@ -27,7 +27,7 @@ json parse_json(const std::string& path, const std::string& what) {
   std::string text = read_file(path, what);
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
     throw InputError(fmt::format("{} {}: invalid JSON: {}", what, path, e.what()));
   }
 }

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 # Each target's sources besides tests/fuzz/<target>_fuzz.cc: only what its parser needs.
 declare -A SOURCES=(
-  [config]="trainer/config.cc data/gpt_dataset.cc data/epoch_permutation.cc data/indexed_dataset.cc parallel/grid.cc parallel/schedule.cc model/model_config.cc"
+  [config]="trainer/config.cc data/gpt_dataset.cc data/epoch_permutation.cc data/indexed_dataset.cc data/utf8.cc parallel/grid.cc parallel/schedule.cc model/model_config.cc"
   [idx]="data/indexed_dataset.cc"
   [safetensors]="checkpoint/safetensors.cc kernels/tensor.cc"
   [hf_tokenizer]="data/bpe_loaders.cc data/bpe_model.cc data/bpe_tokenizer.cc data/pretokenizer.cc data/utf8.cc"
@@ -22,6 +22,8 @@ declare -A SOURCES=(
   [document_reader]="data/document_reader.cc"
 )
 ALL_TARGETS=(config idx safetensors hf_tokenizer gpt2_bpe checkpoint_metadata document_reader)
+# Targets whose input is mostly JSON get the dictionary of edge-case numbers and strings.
+JSON_TARGETS=" config safetensors hf_tokenizer gpt2_bpe checkpoint_metadata "
 
 seconds=60
 targets=()
@@ -82,8 +84,10 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
   echo "== $t: fuzzing for ${seconds} s (log: $log)" >&2
   # New inputs go to the first corpus directory; the checked-in seeds are only read.
+  dict=()
+  [[ "$JSON_TARGETS" == *" $t "* ]] && dict=(-dict=tests/fuzz/json.dict)
   set +e
-  "$out/bin/${t}_fuzz" "$corpus" "tests/fuzz/seeds/$t" -max_total_time="$seconds" -print_final_stats=1 \
+  "$out/bin/${t}_fuzz" "$corpus" "tests/fuzz/seeds/$t" "${dict[@]}" -max_total_time="$seconds" -print_final_stats=1 \
     -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -artifact_prefix="$artifacts/" >"$log" 2>&1
   rc=$?
   set -e

@@ -738,6 +738,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     if (detail.rfind("[json.exception", 0) == 0 && colon != std::string::npos) detail = detail.substr(colon + 2);
     throw InputError(fmt::format("{}:{}:{}: invalid JSON (line {}, column {}): {}", path, line, column, line, column,
                                  detail));
+  } catch (const json::out_of_range& e) {
+    // A number beyond double's range (1e999) is not a parse_error and comes without a position.
+    const std::string detail = e.what();  // "[json.exception.out_of_range.406] number overflow parsing '1e999'"
+    throw InputError(fmt::format("{}: invalid JSON: {}", path, detail.substr(detail.find("] ") + 2)));
   }
   apply_overrides(doc, overrides);
   return parse_config(doc, path);

@@ -123,3 +123,22 @@ TEST_CASE("a token id far above the number of tokens is an InputError naming the
     require_input_error([&] { load_hf_tokenizer(tokenizer, ""); }, {"tokenizer_big_id.json", id, "number of tokens"});
   }
 }
+
+// config crash (json.dict run): a number beyond double's range, such as 1e999, is nlohmann's
+// out_of_range 406, not a parse_error: load_config and the tokenizer loaders let it escape as an
+// "unexpected failure" (exit 1).
+TEST_CASE("a JSON number beyond double's range is an InputError naming the file") {
+  SECTION("a config file") {
+    const std::string config = write("config_1e999.json", R"({"optimizer": {"lr": 1e999}})");
+    require_input_error([&] { load_config(config); }, {"config_1e999.json", "invalid JSON", "1e999"});
+  }
+  SECTION("a tokenizer.json") {
+    const std::string tokenizer = write("tokenizer_1e999.json", R"({"model": {"dropout": 1e999}})");
+    require_input_error([&] { load_hf_tokenizer(tokenizer, ""); }, {"tokenizer_1e999.json", "invalid JSON", "1e999"});
+  }
+  SECTION("a GPT-2 vocab.json") {
+    const std::string vocab = write("vocab_1e999.json", R"({"a": 1e999})");
+    const std::string merges = write("merges_empty.txt", "");
+    require_input_error([&] { load_gpt2_bpe(vocab, merges, ""); }, {"vocab_1e999.json", "invalid JSON", "1e999"});
+  }
+}

@@ -1,6 +1,7 @@
 // Fuzz target: a Megatron indexed dataset (PREFIX.idx + PREFIX.bin) as the trainer and
 // `lattice data inspect` open it, then every token read. Input: a u16 little-endian length L, L
 // bytes of .bin, the rest is the .idx. Only InputError may come out.
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
