@@ -170,6 +170,9 @@ CheckpointMetadata metadata_from_json(const json& doc, const std::string& source
       StoredBox b;
       b.box.offset = need_shape(boxes[i], "offset", source, bw);
       b.box.shape = need_shape(boxes[i], "shape", source, bw);
+      if (b.box.offset.size() != t.global_shape.size() || b.box.shape.size() != t.global_shape.size())
+        bad(source, bw, fmt::format("needs an offset and a shape with one entry per dimension of global_shape ({})",
+                                    t.global_shape.size()));
       b.file = need_string(boxes[i], "file", source, bw);
       b.key = need_string(boxes[i], "key", source, bw);
       t.boxes.push_back(std::move(b));

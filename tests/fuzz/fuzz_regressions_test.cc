@@ -90,14 +90,20 @@ json box(const json& offset, const json& shape) {
 
 // Found by running the checkpoint_metadata target on huge integers: offset + shape of a box and
 // the element count of a global shape overflowed int64 (undefined behaviour; UBSan aborts), so a
-// damaged file could pass the coverage check or fail with a wrong count.
-TEST_CASE("checkpoint metadata with dimensions near 2^63 is an InputError, not an overflow") {
+// damaged file could pass the coverage check or fail with a wrong count. And by the fuzzer itself:
+// a box whose offset and shape differ in length.
+TEST_CASE("damaged checkpoint metadata boxes and shapes are InputErrors, not overflows or crashes") {
   const std::string source = "iter_0000001/metadata.json";
   SECTION("a box whose end overflows") {
     // offset + shape wraps to a negative end, which "fits" the global shape.
     const json end = json::array({9223372036854775807LL});
     const json doc = metadata_with(end, json::array({box(end, json::array({1}))}));
     require_input_error([&] { metadata_from_json(doc, source); }, {source, "model/w", "does not fit"});
+  }
+  SECTION("a box whose offset has fewer dimensions than its shape") {
+    // checkpoint_metadata crash-3bc1c170: the coverage check's message read offset[0] of [].
+    const json doc = metadata_with(json::array({2, 6}), json::array({box(json::array(), json::array({2, 6}))}));
+    require_input_error([&] { metadata_from_json(doc, source); }, {source, "tensors.model/w.boxes[0]", "dimension"});
   }
   SECTION("a global shape whose element count overflows") {
     // 2^32 x 2^32 elements wrap to 0, which the empty list of boxes "covers".
