@@ -30,7 +30,7 @@ targets=()
 while (($#)); do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) [[ -n "${SOURCES[$1]+x}" ]] || { echo "unknown target '$1' (targets: ${ALL_TARGETS[*]})" >&2; exit 2; }
        targets+=("$1"); shift ;;
   esac
