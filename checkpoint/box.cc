@@ -36,7 +36,10 @@ Box intersect(const Box& a, const Box& b) {
 bool box_fits(const Box& box, const Shape& global_shape) {
   if (box.offset.size() != global_shape.size() || box.shape.size() != global_shape.size()) return false;
   for (size_t d = 0; d < global_shape.size(); ++d)
-    if (box.offset[d] < 0 || box.shape[d] < 0 || box.offset[d] + box.shape[d] > global_shape[d]) return false;
+    // Compared without adding offset + shape, which could overflow for a damaged checkpoint.
+    if (box.offset[d] < 0 || box.shape[d] < 0 || box.offset[d] > global_shape[d] ||
+        box.shape[d] > global_shape[d] - box.offset[d])
+      return false;
   return true;
 }
 

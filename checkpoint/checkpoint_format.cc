@@ -158,6 +158,10 @@ CheckpointMetadata metadata_from_json(const json& doc, const std::string& source
     t.dtype = need_string(it.value(), "dtype", source, where);
     if (t.dtype != "F32") bad(source, where + ".dtype", fmt::format("is \"{}\"; only F32 is written", t.dtype));
     t.global_shape = need_shape(it.value(), "global_shape", source, where);
+    // Its element count must fit int64 (boxes inside it then do too).
+    int64_t numel = 1;
+    for (int64_t d : t.global_shape)
+      if (__builtin_mul_overflow(numel, d, &numel)) bad(source, where + ".global_shape", "has more than 2^63 - 1 elements");
     const json& boxes = need(it.value(), "boxes", source, where);
     if (!boxes.is_array()) bad(source, where + ".boxes", "is not a list");
     for (size_t i = 0; i < boxes.size(); ++i) {
@@ -166,6 +170,9 @@ CheckpointMetadata metadata_from_json(const json& doc, const std::string& source
       StoredBox b;
       b.box.offset = need_shape(boxes[i], "offset", source, bw);
       b.box.shape = need_shape(boxes[i], "shape", source, bw);
+      if (b.box.offset.size() != t.global_shape.size() || b.box.shape.size() != t.global_shape.size())
+        bad(source, bw, fmt::format("needs an offset and a shape with one entry per dimension of global_shape ({})",
+                                    t.global_shape.size()));
       b.file = need_string(boxes[i], "file", source, bw);
       b.key = need_string(boxes[i], "key", source, bw);
       t.boxes.push_back(std::move(b));

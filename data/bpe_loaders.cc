@@ -27,7 +27,7 @@ json parse_json(const std::string& path, const std::string& what) {
   std::string text = read_file(path, what);
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
     throw InputError(fmt::format("{} {}: invalid JSON: {}", what, path, e.what()));
   }
 }
@@ -168,8 +168,12 @@ std::unique_ptr<BpeTokenizer> load_gpt2_bpe(const std::string& vocab_file,
                                           fmt::format("--merges-file {}: merges", merges_file));
   PreTokenizer pre;
   pre.add_byte_level(false, true);
-  return std::make_unique<BpeTokenizer>("gpt2-bpe", std::move(model), std::move(pre),
-                                        std::move(added), eod);
+  try {
+    return std::make_unique<BpeTokenizer>("gpt2-bpe", std::move(model), std::move(pre),
+                                          std::move(added), eod);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--vocab-file {}: {}", vocab_file, e.what()));
+  }
 }
 
 std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_file,

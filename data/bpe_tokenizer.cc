@@ -116,6 +116,14 @@ BpeTokenizer::BpeTokenizer(std::string name, std::unique_ptr<BpeModel> model,
   int32_t max_id = -1;
   for (const auto& [tok, id] : model_->vocab()) max_id = std::max(max_id, id);
   for (const auto& a : added_) max_id = std::max(max_id, a.id);
+  // The id tables below have max_id + 1 entries: an id far above the token count (a damaged
+  // file) would make them huge. Added tokens may repeat vocabulary entries, hence the sum.
+  const size_t tokens = model_->vocab().size() + added_.size();
+  if (static_cast<size_t>(max_id) >= tokens) {
+    throw InputError(fmt::format("{} tokenizer: token id {} is not below the number of tokens ({}); the ids "
+                                 "must number the tokens 0, 1, 2, ...",
+                                 name_, max_id, tokens));
+  }
   id_bytes_.assign(max_id + 1, std::string());
   id_valid_.assign(max_id + 1, 0);
   for (const auto& [tok, id] : model_->vocab()) {

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "data/gpt_dataset.h"
+#include "data/utf8.h"
 #include "kernels/error.h"
 #include "model/parameter_store.h"  // name_stream: FNV-1a 64
 #include "parallel/grid.h"
@@ -632,6 +633,9 @@ void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
     const std::string section = path.substr(0, dot);
     if (std::find(kSections.begin(), kSections.end(), section) == kSections.end())
       throw InputError(fmt::format("{}: {}", where, unknown_key_message("", section)));
+    // A config is JSON, which is UTF-8: other bytes could not be printed or saved with it later.
+    if (const size_t bad = find_invalid_utf8(raw); bad != std::string::npos)
+      throw InputError(fmt::format("{}: the value is not valid UTF-8 (byte {} of it)", where, bad));
     json value;
     if (is_string_field(path)) {
       // Only a quoted JSON string is parsed; anything else is the string itself.
@@ -753,12 +757,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     throw InputError(fmt::format("{}:{}:{}: invalid JSON (line {}, column {}): {}", path, line, column, line, column,
                                  detail));
   } catch (const json::out_of_range& e) {
-    // "number overflow parsing '1e400'" (no position): a number beyond a double.
+    // A number beyond a double (1e400) is nlohmann's out_of_range 406, not a parse_error, and comes
+    // without a position: "[json.exception.out_of_range.406] number overflow parsing '1e400'".
     std::string detail = e.what();
     const auto close = detail.find("] ");
     if (detail.rfind("[json.exception", 0) == 0 && close != std::string::npos) detail = detail.substr(close + 2);
-    throw InputError(fmt::format("{}: {}: numbers must be finite doubles, below about 1.8e308 in magnitude", path,
-                                 detail));
+    throw InputError(fmt::format("{}: invalid JSON: {}: numbers must be finite doubles, below about 1.8e308 in "
+                                 "magnitude",
+                                 path, detail));
   }
   apply_overrides(doc, overrides);
   return parse_config(doc, path);

@@ -134,7 +134,8 @@ const char* decay_style_name(DecayStyle d);
 // Applies "a.b=v" overrides to a parsed document in place (what load_config does with --set).
 // v is parsed as JSON when it parses (numbers, true/false, null, quoted strings, arrays), else
 // taken as a string; for string-valued fields (model.arch, data.path, ...) an unquoted v is always
-// the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint.
+// the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint; a
+// value that is not valid UTF-8 is an InputError too.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
 
 // The datasets a config names as (field, prefix): ("data.path", P), or ("data.blend[i][1]", P) for

@@ -149,7 +149,7 @@ TEST_CASE("numbers out of range say so, not that they are of the wrong type") {
   const std::string lr = error_of(base(), {"optimizer.lr=1e400"});
   CHECK_THAT(lr, Contains("--set optimizer.lr=1e400: 1e400 is out of range") && !Contains("string"));
   const std::string file = write_file("huge.json", R"({"optimizer": {"lr": 1e400}})");
-  CHECK_THAT(load_error(file), Contains("huge.json: number overflow parsing '1e400'") && Contains("finite doubles"));
+  CHECK_THAT(load_error(file), Contains("huge.json: invalid JSON: number overflow parsing '1e400'") && Contains("finite doubles"));
 }
 
 TEST_CASE("enum values list the allowed ones") {
