@@ -4,18 +4,12 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "kernels/fnv1a.h"
 #include "kernels/ops.h"
 
 namespace lattice {
 
-uint64_t name_stream(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+uint64_t name_stream(const std::string& name) { return fnv1a_64(name); }
 
 void ParamSpec::fill_defaults() {
   if (global_shape.empty()) global_shape = shape;

@@ -20,7 +20,7 @@
 #include "data/gpt_dataset.h"
 #include "data/utf8.h"
 #include "kernels/error.h"
-#include "model/parameter_store.h"  // name_stream: FNV-1a 64
+#include "kernels/fnv1a.h"
 #include "parallel/grid.h"
 
 namespace lattice {
@@ -771,7 +771,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 }
 
 std::string config_hash(const Config& config) {
-  return fmt::format("{:016x}", name_stream(config_to_json(config).dump()));
+  return fmt::format("{:016x}", fnv1a_64(config_to_json(config).dump()));
 }
 
 json config_to_json(const Config& c) {
