@@ -1,12 +1,12 @@
 // Loading GPT-2 vocab.json + merges.txt and Hugging Face tokenizer.json into a BpeTokenizer.
 #include "data/bpe_loaders.h"
 
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "data/file_io.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -15,16 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(fmt::format("{} {}: cannot open the file", what, path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 json parse_json(const std::string& path, const std::string& what) {
-  std::string text = read_file(path, what);
+  std::string text = read_whole_file(path, what);
   try {
     return json::parse(text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
@@ -140,7 +132,7 @@ std::unique_ptr<BpeTokenizer> load_gpt2_bpe(const std::string& vocab_file,
                                             const std::string& eod_token) {
   Reader rv(vocab_file);
   auto vocab = read_vocab(rv, parse_json(vocab_file, "--vocab-file"), "(root)");
-  std::string text = read_file(merges_file, "--merges-file");
+  std::string text = read_whole_file(merges_file, "--merges-file");
   std::vector<std::pair<std::string, std::string>> merges;
   std::istringstream lines(text);
   std::string line;

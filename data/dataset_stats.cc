@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -23,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "data/file_io.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -62,24 +62,15 @@ std::optional<int64_t> read_cached_max(const std::string& path, const json& key)
   return j["max_token_id"].get<int64_t>();
 }
 
-// Temp file + rename, so a reader never sees half a file; a directory we may not write is fine.
+// A directory we may not write is fine: the ids are read again next time.
 void write_cache(const std::string& prefix, const json& key, int64_t max_token_id) {
   const std::string path = dataset_stats_path(prefix);
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   const json j = {{"version", kStatsVersion}, {"files", key}, {"max_token_id", max_token_id}};
-  std::string why;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (out) {
-      out << j.dump(1) << '\n';
-      out.close();
-    }
-    if (!out) why = std::strerror(errno);
+  try {
+    replace_file(path, j.dump(1) + "\n");
+  } catch (const Error& e) {
+    spdlog::info("cannot cache the dataset stats in {} ({}): the token ids are read again next time", path, e.what());
   }
-  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
-  if (why.empty()) return;
-  std::remove(tmp.c_str());
-  spdlog::info("cannot cache the dataset stats in {} ({}): the token ids are read again next time", path, why);
 }
 
 // Byte ranges of .bin that hold sequences (adjacent sequences merged), cut into reads of at most

@@ -2,12 +2,11 @@
 #include "data/tokenizer_record.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "data/file_io.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -16,29 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(fmt::format("cannot read '{}'", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// path.tmp, then rename: a reader never sees a half-written file. (checkpoint/'s
-// write_file_atomically also fsyncs, but data/ does not depend on checkpoint/; the dataset's own
-// files are fsynced by IndexedDatasetWriter.)
-void write_replacing(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    if (!f.flush()) throw Error(fmt::format("cannot write '{}'", tmp));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
-}
 
 // The record keys of the file flags, and the suffix of each copy: PREFIX + suffix.
 struct RecordedFile {
@@ -65,10 +41,10 @@ void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& o
     const std::string& source = options.*f.field;
     if (source.empty()) continue;
     const std::string copy = prefix + f.suffix;
-    write_replacing(copy, read_all(source));
+    replace_file(copy, read_whole_file(source, "tokenizer file"));
     j[f.key] = fs::path(copy).filename().string();  // relative: the dataset directory may move
   }
-  write_replacing(tokenizer_record_path(prefix), j.dump(2) + "\n");
+  replace_file(tokenizer_record_path(prefix), j.dump(2) + "\n");
 }
 
 std::optional<TokenizerRecord> read_tokenizer_record(const std::string& prefix) {
@@ -78,7 +54,7 @@ std::optional<TokenizerRecord> read_tokenizer_record(const std::string& prefix) 
   TokenizerRecord r;
   r.path = path;
   try {
-    const json j = json::parse(read_all(path));
+    const json j = json::parse(read_whole_file(path, "tokenizer record"));
     r.options.type = j.at("type").get<std::string>();
     r.options.eod_token = j.at("eod_token").get<std::string>();
     r.eod_id = j.at("eod_id").get<int32_t>();

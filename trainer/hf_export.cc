@@ -2,8 +2,6 @@
 #include "trainer/hf_export.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +10,7 @@
 #include "checkpoint/hf_interop.h"
 #include "checkpoint/safetensors.h"
 #include "data/bpe_model.h"
+#include "data/file_io.h"
 #include "kernels/error.h"
 #include "trainer/data_tokenizer.h"
 
@@ -20,14 +19,6 @@ namespace lattice {
 namespace {
 
 using nlohmann::json;
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(fmt::format("cannot read the tokenizer file '{}'", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // The byte tokenizer as a Hugging Face tokenizer.json: ByteLevel without the regex split, so no
 // text is ever merged and byte b is the vocabulary entry of its byte-level character, id b.
@@ -63,10 +54,10 @@ void export_hf_tokenizer(const TokenizerRecord& record, const ModelConfig& model
   if (o.type == "byte") {
     write_file_atomically(out("tokenizer.json"), byte_tokenizer_json());
   } else if (o.type == "gpt2-bpe") {
-    write_file_atomically(out("vocab.json"), read_all(o.vocab_file));
-    write_file_atomically(out("merges.txt"), read_all(o.merges_file));
+    write_file_atomically(out("vocab.json"), read_whole_file(o.vocab_file, "tokenizer file"));
+    write_file_atomically(out("merges.txt"), read_whole_file(o.merges_file, "tokenizer file"));
   } else {
-    write_file_atomically(out("tokenizer.json"), read_all(o.tokenizer_file));
+    write_file_atomically(out("tokenizer.json"), read_whole_file(o.tokenizer_file, "tokenizer file"));
   }
   const std::string eod = make_recorded_tokenizer(record)->decode(std::vector<int32_t>{record.eod_id});
   const json config = {{"tokenizer_class", o.type == "gpt2-bpe" ? "GPT2Tokenizer" : "PreTrainedTokenizerFast"},
