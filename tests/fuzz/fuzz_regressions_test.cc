@@ -2,41 +2,22 @@
 // without bound: each must now end in an InputError that names the file.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_format.h"
 #include "data/bpe_loaders.h"
 #include "kernels/error.h"
+#include "tests/input_error_testing.h"
 #include "trainer/config.h"
 
-namespace fs = std::filesystem;
 using namespace lattice;
+using testing::require_input_error;
+using testing::write_temp_file;
 using nlohmann::json;
 
 namespace {
-
-std::string write(const std::string& name, const std::string& bytes) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = (fs::path(tmp ? tmp : fs::temp_directory_path().string()) / name).string();
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
-
-void require_input_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL("no InputError");
-  } catch (const InputError& e) {
-    for (const auto& p : parts) CHECK_THAT(e.what(), Catch::Contains(p));
-  }
-}
 
 const std::string kVocab = R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3})";
 
@@ -46,10 +27,10 @@ const std::string kVocab = R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3})";
 // error message with fmt's {:?}, aborted the statically linked binary ("assertion failed: negative
 // value") in libspdlog.so's stale copy of fmt's string writer.
 TEST_CASE("a merges.txt line that is not UTF-8 is an InputError, not an abort") {
-  const std::string vocab = write("vocab.json", kVocab);
-  const std::string merges = write("merges_latin1.txt", "a b\nab\xcd\n");
+  const std::string vocab = write_temp_file("vocab.json", kVocab);
+  const std::string merges = write_temp_file("merges_latin1.txt", "a b\nab\xcd\n");
   require_input_error([&] { load_gpt2_bpe(vocab, merges, ""); }, {"merges_latin1.txt", "line 2", "\"ab\\xcd\""});
-  const std::string spaced = write("merges_latin1_spaced.txt", "a b\na\xcd b\xcd\n");
+  const std::string spaced = write_temp_file("merges_latin1_spaced.txt", "a b\na\xcd b\xcd\n");
   require_input_error([&] { load_gpt2_bpe(vocab, spaced, ""); },
                       {"merges_latin1_spaced.txt", "merges[1]", "\"a\\xcd\" \"b\\xcd\""});
 }
@@ -58,7 +39,7 @@ TEST_CASE("a merges.txt line that is not UTF-8 is an InputError, not an abort") 
 // naming it in a message (json::dump) threw nlohmann's type_error 316, and a string field such as
 // data.path kept it until `lattice validate` printed the config or a checkpoint saved it.
 TEST_CASE("a --set value that is not UTF-8 is an InputError naming the override") {
-  const std::string config = write("config.json", R"({"model": {"arch": "gpt2"}})");
+  const std::string config = write_temp_file("config.json", R"({"model": {"arch": "gpt2"}})");
   SECTION("a number field") {
     require_input_error([&] { load_config(config, {"parallel.tensor=2\x9c"}); },
                         {"--set parallel.tensor=", "not valid UTF-8"});
@@ -116,12 +97,12 @@ TEST_CASE("damaged checkpoint metadata boxes and shapes are InputErrors, not ove
 // entries, so a vocabulary id of 2^31 - 1 overflowed int (undefined behaviour) and an id of 10^8
 // allocated 3.2 GB before anything was checked.
 TEST_CASE("a token id far above the number of tokens is an InputError naming the file") {
-  const std::string merges = write("merges_ok.txt", "a b\n");
+  const std::string merges = write_temp_file("merges_ok.txt", "a b\n");
   for (const char* id : {"2147483647", "100000000"}) {
     const std::string vocab =
-        write("vocab_big_id.json", std::string(R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3, "big": )") + id + "}");
+        write_temp_file("vocab_big_id.json", std::string(R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3, "big": )") + id + "}");
     require_input_error([&] { load_gpt2_bpe(vocab, merges, ""); }, {"vocab_big_id.json", id, "number of tokens"});
-    const std::string tokenizer = write(
+    const std::string tokenizer = write_temp_file(
         "tokenizer_big_id.json",
         std::string(R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "merges": [], "vocab": )"
                     R"({"a": 0, "<|endoftext|>": 1}}, "added_tokens": [{"id": )") +
@@ -135,16 +116,16 @@ TEST_CASE("a token id far above the number of tokens is an InputError naming the
 // "unexpected failure" (exit 1).
 TEST_CASE("a JSON number beyond double's range is an InputError naming the file") {
   SECTION("a config file") {
-    const std::string config = write("config_1e999.json", R"({"optimizer": {"lr": 1e999}})");
+    const std::string config = write_temp_file("config_1e999.json", R"({"optimizer": {"lr": 1e999}})");
     require_input_error([&] { load_config(config); }, {"config_1e999.json", "invalid JSON", "1e999"});
   }
   SECTION("a tokenizer.json") {
-    const std::string tokenizer = write("tokenizer_1e999.json", R"({"model": {"dropout": 1e999}})");
+    const std::string tokenizer = write_temp_file("tokenizer_1e999.json", R"({"model": {"dropout": 1e999}})");
     require_input_error([&] { load_hf_tokenizer(tokenizer, ""); }, {"tokenizer_1e999.json", "invalid JSON", "1e999"});
   }
   SECTION("a GPT-2 vocab.json") {
-    const std::string vocab = write("vocab_1e999.json", R"({"a": 1e999})");
-    const std::string merges = write("merges_empty.txt", "");
+    const std::string vocab = write_temp_file("vocab_1e999.json", R"({"a": 1e999})");
+    const std::string merges = write_temp_file("merges_empty.txt", "");
     require_input_error([&] { load_gpt2_bpe(vocab, merges, ""); }, {"vocab_1e999.json", "invalid JSON", "1e999"});
   }
 }

@@ -2,32 +2,22 @@
 // flag or the file and, inside a tokenizer.json, the JSON path.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer.h"
 #include "kernels/error.h"
+#include "tests/input_error_testing.h"
 
-namespace fs = std::filesystem;
 using namespace lattice;
+using testing::require_input_error;
+using testing::temp_path;
+using testing::write_temp_file;
 using nlohmann::json;
 
 namespace {
-
-std::string tmp_path(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return (fs::path(tmp ? tmp : fs::temp_directory_path().string()) / name).string();
-}
-
-std::string write(const std::string& name, const std::string& text) {
-  std::string p = tmp_path(name);
-  std::ofstream(p, std::ios::binary) << text;
-  return p;
-}
 
 // A small valid byte-level tokenizer.json: the 256 byte characters, a few merges, <|endoftext|>.
 json valid_spec() {
@@ -59,16 +49,7 @@ json valid_spec() {
 }
 
 std::unique_ptr<Tokenizer> load(const json& spec, const std::string& name) {
-  return make_tokenizer(TokenizerOptions{"hf", "", "", write(name, spec.dump()), ""});
-}
-
-void require_input_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL("no InputError");
-  } catch (const InputError& e) {
-    for (const auto& p : parts) CHECK_THAT(e.what(), Catch::Contains(p));
-  }
+  return make_tokenizer(TokenizerOptions{"hf", "", "", write_temp_file(name, spec.dump()), ""});
 }
 
 }  // namespace
@@ -84,11 +65,11 @@ TEST_CASE("the small valid tokenizer.json works") {
 
 TEST_CASE("malformed or unsupported tokenizer.json is an InputError naming the file and JSON path") {
   SECTION("invalid JSON") {
-    std::string p = write("bad.json", "{\"model\": {\"type\": \"BPE\",");
+    std::string p = write_temp_file("bad.json", "{\"model\": {\"type\": \"BPE\",");
     require_input_error([&] { make_tokenizer(TokenizerOptions{"hf", "", "", p, ""}); }, {p, "invalid JSON"});
   }
   SECTION("missing file") {
-    require_input_error([&] { make_tokenizer(TokenizerOptions{"hf", "", "", tmp_path("nope.json"), ""}); },
+    require_input_error([&] { make_tokenizer(TokenizerOptions{"hf", "", "", temp_path("nope.json"), ""}); },
                         {"nope.json", "cannot open"});
   }
   SECTION("unsupported model type") {
@@ -152,7 +133,7 @@ TEST_CASE("malformed or unsupported tokenizer.json is an InputError naming the f
     s["model"]["vocab"].erase("<|endoftext|>");
     require_input_error([&] { load(s, "noeod.json"); }, {"noeod.json", "--eod-token"});
     require_input_error(
-        [&] { make_tokenizer(TokenizerOptions{"hf", "", "", write("eod.json", valid_spec().dump()), "</s>"}); },
+        [&] { make_tokenizer(TokenizerOptions{"hf", "", "", write_temp_file("eod.json", valid_spec().dump()), "</s>"}); },
         {"eod.json", "</s>"});
   }
 }
@@ -168,18 +149,18 @@ TEST_CASE("bad tokenizer options name the flag") {
 }
 
 TEST_CASE("bad GPT-2 files name the file") {
-  std::string vocab = write("vocab.json", R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3})");
-  std::string merges = write("merges.txt", "#version: 0.2\na b\n");
+  std::string vocab = write_temp_file("vocab.json", R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3})");
+  std::string merges = write_temp_file("merges.txt", "#version: 0.2\na b\n");
   auto tok = make_tokenizer(TokenizerOptions{"gpt2-bpe", vocab, merges, "", ""});
   CHECK(tok->encode("abab") == std::vector<int32_t>{2, 2});
   CHECK(tok->eod_id() == 3);
-  std::string bad_merges = write("bad_merges.txt", "#version: 0.2\na b\nab\n");
+  std::string bad_merges = write_temp_file("bad_merges.txt", "#version: 0.2\na b\nab\n");
   require_input_error([&] { make_tokenizer(TokenizerOptions{"gpt2-bpe", vocab, bad_merges, "", ""}); },
                       {"bad_merges.txt", "line 3"});
-  std::string unknown = write("unknown_merges.txt", "a q\n");
+  std::string unknown = write_temp_file("unknown_merges.txt", "a q\n");
   require_input_error([&] { make_tokenizer(TokenizerOptions{"gpt2-bpe", vocab, unknown, "", ""}); },
                       {"unknown_merges.txt", "[0]", "\"q\""});
-  std::string bad_vocab = write("bad_vocab.json", "[1, 2");
+  std::string bad_vocab = write_temp_file("bad_vocab.json", "[1, 2");
   require_input_error([&] { make_tokenizer(TokenizerOptions{"gpt2-bpe", bad_vocab, merges, "", ""}); },
                       {"bad_vocab.json", "invalid JSON"});
 }

@@ -19,17 +19,13 @@ using namespace lattice;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Matrices: the word/position embedding tables, the LM head and every *_proj.weight. Biases and
 // the gains of input_norm, post_attention_norm and final_norm are not decayed (Megatron, GPT-2).
 bool should_decay(const std::string& name) {
-  if (ends_with(name, ".bias")) return false;
-  if (ends_with(name, "norm.weight")) return false;
+  if (name.ends_with(".bias")) return false;
+  if (name.ends_with("norm.weight")) return false;
   return name == "embedding.word_embeddings.weight" || name == "embedding.position_embeddings.weight" ||
-         name == "lm_head.weight" || ends_with(name, "_proj.weight");
+         name == "lm_head.weight" || name.ends_with("_proj.weight");
 }
 
 struct Case {
