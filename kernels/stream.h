@@ -1,0 +1,56 @@
+// Stream and Event: the order of device work. Ops are enqueued on a stream; an event marks a point
+// in a stream that another stream (device-side) or the host can wait for. On the CPU every op runs
+// inline when it is called, so a CPU stream is always drained and a CPU event complete once recorded.
+#pragma once
+
+#include <chrono>
+
+#include "kernels/tensor.h"
+
+namespace lattice {
+
+class Stream;
+
+// A point in a stream. Copyable (copies name the same point). A default-constructed event was never
+// recorded: it is complete and has no time.
+class Event {
+ public:
+  Event() = default;
+
+  // Marks the point `stream` has reached: all work enqueued on it so far.
+  void record(const Stream& stream);
+  bool recorded() const { return recorded_; }
+  Device device() const { return device_; }
+  // Whether the work before the point has completed (CPU: always).
+  bool query() const;
+  // The host blocks until the work before the point has completed (CPU: returns at once).
+  void synchronize() const;
+  // Seconds from `start` to this event, both recorded on one device: on a GPU the time the device
+  // took to execute the work between them, not the time the host took to launch it.
+  double seconds_since(const Event& start) const;
+
+ private:
+  Device device_ = Device::kCpu;
+  bool recorded_ = false;
+  std::chrono::steady_clock::time_point host_time_;  // CPU: when recorded = when the work finished
+};
+
+// An ordered queue of device work. The CPU stream runs everything inline.
+class Stream {
+ public:
+  explicit Stream(Device device = Device::kCpu) : device_(device) {}
+
+  Device device() const { return device_; }
+  // Work enqueued on this stream from now on starts after `event` completed: a device-side wait,
+  // the host does not block (CPU: the event is complete already).
+  void wait(const Event& event) const;
+  // The host blocks until all work enqueued on this stream has completed (CPU: at once).
+  void synchronize() const;
+  // An event recorded at this stream's current point.
+  Event record() const;
+
+ private:
+  Device device_;
+};
+
+}  // namespace lattice
