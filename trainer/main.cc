@@ -37,6 +37,7 @@
 #include "trainer/model_stats.h"
 #include "trainer/preemption.h"
 #include "trainer/train_loop.h"
+#include "trainer/schedule_report.h"
 #include "trainer/validate_report.h"
 #include "trainer/version.h"
 
@@ -89,6 +90,7 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   std::printf("%s\n", config_to_json(c).dump(2).c_str());
   std::printf("%s", format_model_stats(stats).c_str());
   std::printf("%s", format_layout(layout, c).c_str());
+  std::printf("%s", format_schedule_report(simulate_layout_schedule(layout)).c_str());
   if (has_data)
     std::printf("datasets: every token id < model.vocab_size %lld\n", static_cast<long long>(c.model.vocab_size));
   std::printf("config OK: %s\n", args.path.c_str());

@@ -2,10 +2,12 @@
 #include "trainer/validate_report.h"
 
 #include "parallel/schedule.h"
+#include "trainer/schedule_report.h"
 
 namespace lattice {
 
 nlohmann::json validate_report_json(const Config& c, const ModelStats& s, const ParallelLayout& l) {
+  const ScheduleReport schedule = simulate_layout_schedule(l);
   return {
       {"config", config_to_json(c)},
       {"parameters",
@@ -36,7 +38,9 @@ nlohmann::json validate_report_json(const Config& c, const ModelStats& s, const 
         {"micro_batches", l.micro_batches},
         {"layers_per_stage", l.layers_per_stage},
         {"padded_vocab_size", l.padded_vocab_size},
-        {"bubble_theory", l.bubble}}},
+        {"bubble_theory", l.bubble},
+        {"bubble_simulated", schedule.bubble},
+        {"peak_inflight_per_pp_rank", schedule.peak_inflight}}},
   };
 }
 

@@ -1,5 +1,6 @@
 // `lattice validate --json`: everything validate checks and prints, as one JSON document (the
-// resolved config, parameter counts, FLOPs per token, memory of one process, the resolved layout).
+// resolved config, parameter counts, FLOPs per token, memory of one process, the resolved layout
+// and its simulated schedule).
 #pragma once
 
 #include <nlohmann/json.hpp>

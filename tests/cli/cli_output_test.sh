@@ -30,6 +30,10 @@ assert sorted(d) == ["compute", "config", "layout", "memory_bytes", "parameters"
 assert d["config"]["model"]["num_layers"] == 2 and d["parameters"]["total"] == 34208, d["parameters"]
 assert d["memory_bytes"]["total"] > 0 and d["compute"]["flops_per_token"] > 0
 assert d["layout"]["pipeline"] == 2 and d["layout"]["world_size"] == 2 and d["layout"]["micro_batches"] == 2
+# The simulated 1F1B (p 2, m 2, backward = 2 forward) idles (p-1)/(m+p-1) = 1/3, the textbook figure; the
+# first rank holds min(p, m) = 2 micro-batches' activations at once, the last one 1.
+assert abs(d["layout"]["bubble_simulated"] - 1 / 3) < 1e-12, d["layout"]["bubble_simulated"]
+assert d["layout"]["peak_inflight_per_pp_rank"] == [2, 1], d["layout"]["peak_inflight_per_pp_rank"]
 print("ok: validate --json is one JSON document with config, parameters, compute, memory and layout")
 PY
 
