@@ -1,0 +1,368 @@
+// The training session: built once, then stepped. Each step runs this rank's action list (the
+// configured pipeline schedule; one process is p = v = 1) through the PipelineExecutor, then the
+// whole-model math (loss, gradient norm), the optimizer, the metrics and the step boundary.
+#include "trainer/training_session.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/checkpoint_lock.h"
+#include "parallel/schedule.h"
+#include "trainer/export_gather.h"
+#include "trainer/hf_export.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/model_builder.h"
+#include "trainer/output_paths.h"
+
+namespace lattice {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, MicroBatchSource train_data,
+                                 MicroBatchSource valid_data)
+    : c_(c),
+      options_(options),
+      train_data_(std::move(train_data)),
+      valid_data_(std::move(valid_data)),
+      run_begin_(Clock::now()),
+      rc_(make_rank_context(options)) {
+  const RankGrid& grid = rc_.grid;
+  stop_request_ = std::make_unique<StopRequest>(c.training, rc_.world);
+  pl_ = validate_layout(c, grid.world_size());
+  p_ = grid.pp_size();
+  v_ = pl_.virtual_stages;
+  D_ = grid.dp_size();
+  m_ = static_cast<int>(pl_.micro_batches);
+  const int64_t mb = c.training.micro_batch_size, T = c.model.seq_length;
+  tokens_per_step_ = c.training.global_batch_size * T;
+  // Before anything is built: every path this rank writes is checked now rather than at its first
+  // use, and checkpoint.dir is this run's alone until it ends (rank 0 holds its lock).
+  check_output_paths(c, options.export_dir, grid.rank());
+  if (!c.checkpoint.dir.empty()) checkpoint_lock_ = CheckpointLock::acquire_for_job(c.checkpoint.dir, rc_.world);
+
+  stats_ = compute_model_stats(c);
+  spdlog::info("model: {} layers, hidden {}, {} heads ({} kv), vocab {}, seq {} — {:.2f}M parameters",
+               c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, c.model.num_kv_heads,
+               c.model.vocab_size, T, stats_.num_params / 1e6);
+
+  build_model();
+  build_optimizer();
+  // Checkpoints: resume (values, moments, optimizer step; the data source seeks to the step's
+  // samples by itself) and, with checkpoint.dir, saves. One process communicates nothing.
+  const bool job = grid.world_size() > 1;
+  checkpoint_ = std::make_unique<TrainingCheckpoint>(c, pl_, *params_, optimizer_.get(), dist_optimizer_.get(),
+                                                     job ? rc_.world : nullptr, job && D_ > 1 ? rc_.dp : nullptr);
+  first_step_ = checkpoint_->resume() + 1;
+  metrics_ = std::make_unique<MetricsWriter>(grid.rank() == 0 ? c.logging.metrics_file : std::string());
+  metrics_->write_run_start({config_hash(c), first_step_ - 1, grid.world_size(), c.training.train_iters});
+  // training.sample_interval: one process only (validate_layout), so `params` is the whole model.
+  if (c.training.sample_interval > 0) sampler_ = std::make_unique<TrainingSampler>(c, *params_);
+  tracer_ = std::make_unique<Tracer>(c.logging.trace_file, grid.rank());
+
+  build_pipeline();
+  if (grid.world_size() > 1) log_layout();
+
+  bool has_head = false;
+  for (const auto& ch : chunks_) has_head = has_head || ch->has_head();
+  step_losses_ = has_head ? Tensor::empty({m_ * mb * T}) : Tensor();
+  // Gradients are of the global-batch mean loss: every token weighs 1/(tokens in the global batch).
+  // GradBuckets reduces to the MEAN over dp (each rank scales by 1/D before the sum), so each rank
+  // scales its backward by D/(global tokens): mean over ranks of D × (rank's sum)/(global tokens)
+  // = (sum over all tokens)/(global tokens). For D a power of two both scalings are exact in fp32.
+  grad_scale_ = static_cast<float>(D_) / static_cast<float>(tokens_per_step_);
+}
+
+TrainingSession::~TrainingSession() = default;
+
+// This rank's parameters and model chunks, and the action lists with the activation slots each
+// chunk needs for them (its peak micro-batches between forward and backward in the list).
+void TrainingSession::build_model() {
+  const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
+  params_ = build_parameters(c_, layout);
+  actions_ = make_schedule(pl_.schedule, p_, v_, m_, rc_.grid.pp_rank());
+  eval_actions_ = make_forward_only_schedule(p_, v_, m_, rc_.grid.pp_rank());
+  slots_ = plan_activation_slots(actions_, v_, m_);
+  eval_slots_ = plan_activation_slots(eval_actions_, v_, m_);
+  const TensorParallel tp{rc_.grid.tp_size() > 1 ? rc_.tp : nullptr, c_.parallel.sequence_parallel};
+  for (int ch = 0; ch < v_; ++ch)
+    chunks_.push_back(std::make_unique<ModelChunk>(c_.model, layout, ch, *params_, tp, c_.training.micro_batch_size,
+                                                   slots_.needed[ch]));
+}
+
+void TrainingSession::build_optimizer() {
+  // Data parallelism: gradient buckets over the dp group; with parallel.distributed_optimizer they
+  // reduce_scatter and the ZeRO-1 optimizer steps this rank's shard, else they all_reduce and
+  // every rank steps the same AdamW on the same gradients.
+  if (D_ > 1) {
+    GradBucketOptions bo;
+    bo.bucket_size_mb = c_.parallel.bucket_size_mb;
+    bo.overlap_grad_reduce = c_.parallel.overlap_grad_reduce;
+    bo.reduce_scatter = c_.parallel.distributed_optimizer;
+    buckets_ = std::make_unique<GradBuckets>(*params_, *rc_.dp, bo);
+    if (c_.parallel.distributed_optimizer) {
+      DistAdamWConfig dc;
+      dc.beta1 = c_.optimizer.beta1;
+      dc.beta2 = c_.optimizer.beta2;
+      dc.eps = c_.optimizer.eps;
+      dc.weight_decay = c_.optimizer.weight_decay;
+      dc.overlap_param_gather = c_.parallel.overlap_param_gather;
+      dist_optimizer_ = std::make_unique<DistributedOptimizer>(*buckets_, dc);
+    }
+  }
+  if (!dist_optimizer_) optimizer_ = std::make_unique<AdamW>(*params_, c_.optimizer);
+}
+
+// Gradient sync, the micro-batches, each chunk as a pipeline stage, the executor and the norm.
+void TrainingSession::build_pipeline() {
+  grad_sync_ = std::make_unique<GradSync>(*params_, *rc_.tp, c_.parallel.sequence_parallel, rc_.embedding,
+                                          c_.model.tie_embeddings, buckets_.get(), *tracer_);
+  batches_ = std::make_unique<StepBatches>(m_, c_.training.micro_batch_size, c_.model.seq_length, *tracer_);
+  for (auto& ch : chunks_) {
+    // overlap_param_gather: the previous step's parameter all-gathers are waited for bucket by
+    // bucket, right before the forward reads them (launched in forward order), not all at once.
+    ChunkStage::ParamsNeeded params_needed;
+    if (dist_optimizer_ && c_.parallel.overlap_param_gather)
+      params_needed = [opt = dist_optimizer_.get()](const std::vector<size_t>& indices) {
+        for (const size_t i : indices) opt->wait_param(i);
+      };
+    stages_.push_back(std::make_unique<ChunkStage>(
+        *ch, *batches_, [this](const std::vector<size_t>& indices) { grad_sync_->grads_done(indices); },
+        std::move(params_needed)));
+    stage_ptrs_.push_back(stages_.back().get());
+  }
+  executor_ = std::make_unique<PipelineExecutor>(*rc_.pp, *tracer_);
+  groups_ = StepGroups{rc_.tp, rc_.dp, rc_.pp};
+  grad_norm_ = std::make_unique<GradNorm>(*params_, dist_optimizer_.get(), groups_);
+}
+
+void TrainingSession::log_layout() const {
+  std::string chunk_slots;
+  for (int ch = 0; ch < v_; ++ch) chunk_slots += fmt::format("{}{}", ch ? ", " : "", slots_.needed[ch]);
+  spdlog::info("layout: tensor {} × pipeline {} × data {}; schedule {}, {} virtual stage(s) per rank, {} "
+               "micro-batch(es) of {} per step per dp rank, activation slots per chunk [{}]; theoretical "
+               "bubble {:.1f}%; {} gradient bucket(s), overlap_grad_reduce {}, distributed optimizer {}",
+               rc_.grid.tp_size(), p_, D_, schedule_kind_name(pl_.schedule), v_, m_, c_.training.micro_batch_size,
+               chunk_slots, 100 * pl_.bubble, buckets_ ? buckets_->buckets().size() : 0,
+               c_.parallel.overlap_grad_reduce ? "on" : "off", dist_optimizer_ ? "on" : "off");
+}
+
+TrainResult TrainingSession::run() {
+  result_.bubble_theory = p_ > 1 ? pl_.bubble : 0.0;
+  if (first_step_ > c_.training.train_iters)
+    spdlog::info("the checkpoint is at step {}, training.train_iters is {}: nothing left to train", first_step_ - 1,
+                 c_.training.train_iters);
+  last_step_ = c_.training.train_iters;
+  loop_begin_ = Clock::now();  // elapsed time and ETA on the step lines
+  for (int64_t step = first_step_; step <= c_.training.train_iters; ++step) {
+    const auto t0 = Clock::now();
+    const StepOutcome outcome = train_step(step);
+    record(step, outcome, seconds_since(t0));
+    if (valid_data_ && c_.training.eval_interval > 0 &&
+        (step % c_.training.eval_interval == 0 || step == c_.training.train_iters)) {
+      TraceScope s = tracer_->scope("evaluation", "compute", {{"step", step}});
+      if (dist_optimizer_) dist_optimizer_->wait_all();
+      result_.last_val_loss = evaluate(step);
+      s.end();
+      spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result_.last_val_loss,
+                   std::exp(result_.last_val_loss));
+      metrics_->write_validation(step, result_.last_val_loss);
+    }
+    if (end_step(step)) {
+      last_step_ = step;
+      break;
+    }
+  }
+  checkpoint_->finish();  // the pending save is committed before anything else ends
+  if (stopped_ && checkpoint_->saving())
+    spdlog::info("stopped by {} after step {}; checkpoint {} saved", stopped_.describe(c_.training), last_step_,
+                 iter_dir_name(last_step_));
+  if (tracer_->enabled()) {
+    tracer_->flush();
+    spdlog::info("wrote the trace ({} events) to {}; open it in https://ui.perfetto.dev", tracer_->num_events(),
+                 tracer_->path());
+  }
+  if (dist_optimizer_) dist_optimizer_->wait_all();
+  summarize();
+  return result_;
+}
+
+// One step: the pipeline (forward, backward, gradient sync overlapped), the whole-model loss and
+// gradient norm, the optimizer.
+TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
+  TraceScope step_scope = tracer_->scope(tracer_->enabled() ? fmt::format("step {}", step) : "", "compute",
+                                         {{"step", step}});
+  // The distributed optimizer's parameter all-gathers may still be in flight
+  // (overlap_param_gather): the forward waits for each bucket right before reading it.
+  params_->zero_grads();
+  batches_->begin(train_data_, step - 1, step);
+  for (int ch = 0; ch < v_; ++ch)
+    stages_[ch]->begin_run(slots_.slot[ch], slots_.last_backward[ch], step_losses_, grad_scale_);
+  executor_->set_trace_step(step);
+  const PipelineStepStats pipe = executor_->run(actions_, stage_ptrs_);
+  grad_sync_->finish();  // tp / embedding sums, then the dp buckets (launched during backward)
+
+  StepOutcome out;
+  if (buckets_) {
+    result_.dp_comm_s += buckets_->last_stats().comm_s;
+    result_.dp_wait_s += buckets_->last_stats().wait_s;
+    out.hidden = buckets_->last_stats().hidden_fraction();
+  }
+  if (p_ > 1) out.bubble = measured_bubble(pipe, *rc_.pp);
+  out.loss = global_mean_loss(step_losses_, tokens_per_step_, groups_);
+  TraceScope norm_scope = tracer_->scope("grad norm", "optimizer", {{"step", step}});
+  out.grad_norm = grad_norm_->compute();
+  norm_scope.end();
+  if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
+    throw Error(fmt::format("step {}: loss {} / grad norm {} is not finite; lower optimizer.lr or set "
+                            "optimizer.grad_clip",
+                            step, out.loss, out.grad_norm));
+  }
+  out.lr = learning_rate(c_.optimizer, c_.training.train_iters, step);
+  checkpoint_->before_optimizer_step();  // an overlapped checkpoint snapshot is taken before values change
+  {
+    TraceScope s = tracer_->scope("optimizer", "optimizer", {{"step", step}});
+    const float clip = clip_scale(out.grad_norm, c_.optimizer.grad_clip);
+    if (dist_optimizer_)
+      dist_optimizer_->step(out.lr, clip);
+    else
+      optimizer_->step(*params_, out.lr, clip);
+  }
+  step_scope.end();
+  tracer_->counter("loss", {{"loss", out.loss}});
+  tracer_->counter("grad_norm", {{"grad_norm", out.grad_norm}});
+  return out;
+}
+
+// Mean token loss over `eval_iters` global batches of the validation split: forward-only passes
+// through the pipeline (each dp rank reads its share of each batch).
+double TrainingSession::evaluate(int64_t step) {
+  double sum = 0;
+  executor_->set_trace_step(-1);  // evaluation forwards: no training step
+  for (int64_t it = 0; it < c_.training.eval_iters; ++it) {
+    batches_->begin(valid_data_, it, step);
+    for (int ch = 0; ch < v_; ++ch) stages_[ch]->begin_run(eval_slots_.slot[ch], -1, step_losses_, 0.0f);
+    executor_->run(eval_actions_, stage_ptrs_);
+    sum += global_mean_loss(step_losses_, tokens_per_step_, groups_);
+  }
+  return sum / static_cast<double>(c_.training.eval_iters);
+}
+
+// The step's metrics line, log line and sample, and the running throughput means.
+void TrainingSession::record(int64_t step, const StepOutcome& o, double seconds) {
+  const int64_t train_iters = c_.training.train_iters;
+  StepMetrics sm;
+  sm.step = step;
+  sm.train_iters = train_iters;
+  sm.loss = o.loss;
+  sm.grad_norm = o.grad_norm;
+  sm.lr = o.lr;
+  sm.step_ms = seconds * 1e3;
+  sm.data_wait_ms = batches_->wait_s() * 1e3;
+  sm.tokens_per_s = tokens_per_step_ / seconds;
+  sm.gflops = stats_.flops_per_token * tokens_per_step_ / seconds / 1e9;
+  sm.bubble = o.bubble;
+  sm.dp_comm_hidden = o.hidden;
+  sm.elapsed_s = seconds_since(loop_begin_);
+  sm.eta_s = sm.elapsed_s / static_cast<double>(step - first_step_ + 1) * static_cast<double>(train_iters - step);
+  metrics_->write_step(sm);
+  if (step % c_.logging.log_interval == 0 || step == first_step_ || step == train_iters) log_step(sm);
+  if (sampler_ && step % c_.training.sample_interval == 0) sampler_->log_sample(step);
+  if (step == first_step_) result_.first_loss = o.loss;
+  result_.final_loss = o.loss;
+
+  if (step > first_step_ || train_iters == first_step_) {
+    throughput_.steps += 1;
+    throughput_.tokens_per_s += sm.tokens_per_s;
+    throughput_.gflops += sm.gflops;
+    if (o.bubble >= 0) {
+      throughput_.bubble_steps += 1;
+      throughput_.bubble += o.bubble;
+    }
+  }
+}
+
+bool TrainingSession::end_step(int64_t step) {
+  checkpoint_->poll();
+  stopped_ = stop_request_->poll(step);
+  if (checkpoint_->saving() && (checkpoint_->save_due(step) || step == c_.training.train_iters || stopped_)) {
+    TraceScope s = tracer_->scope("checkpoint", "optimizer", {{"step", step}});
+    if (dist_optimizer_) dist_optimizer_->wait_all();  // the parameter gathers land before the snapshot
+    checkpoint_->save(step);
+    last_saved_ = step;
+  }
+  if (stopped_ && !checkpoint_->saving())
+    spdlog::warn("stopping after step {} on {}: checkpoint.dir is not set, so nothing is saved", step,
+                 stopped_.describe(c_.training));
+  return static_cast<bool>(stopped_);
+}
+
+// The run's figures: log lines, the metrics file's summary, the export.
+void TrainingSession::summarize() {
+  if (throughput_.steps > 0) {
+    result_.mean_tokens_per_s = throughput_.tokens_per_s / static_cast<double>(throughput_.steps);
+    result_.mean_gflops = throughput_.gflops / static_cast<double>(throughput_.steps);
+  }
+  const int64_t steps_run = std::max<int64_t>(0, last_step_ - first_step_ + 1);
+  RunSummary summary;
+  summary.steps = steps_run;
+  if (p_ > 1) {
+    result_.bubble_measured =
+        throughput_.bubble_steps > 0 ? throughput_.bubble / static_cast<double>(throughput_.bubble_steps) : -1;
+    summary.bubble_measured = result_.bubble_measured;
+    summary.bubble_theory = pl_.bubble;
+    spdlog::info("pipeline: measured bubble {:.1f}% (mean over steps {}..{}), theoretical {:.1f}% ({} with p={}{}, "
+                 "m={})",
+                 100 * result_.bubble_measured, first_step_ + 1, last_step_, 100 * pl_.bubble,
+                 schedule_kind_name(pl_.schedule), p_, v_ > 1 ? fmt::format(", v={}", v_) : "", m_);
+  }
+  if (buckets_) {
+    const GradReduceStats total{result_.dp_comm_s, result_.dp_wait_s};
+    summary.dp_comm_hidden = total.hidden_fraction();
+    summary.dp_comm_s = result_.dp_comm_s;
+    summary.dp_wait_s = result_.dp_wait_s;
+    spdlog::info("data parallel: {:.1f}% of the gradient communication hidden behind compute ({:.3f} s outstanding, "
+                 "{:.3f} s blocked, over {} steps; buckets launch as backward finishes their gradients{})",
+                 100 * total.hidden_fraction(), result_.dp_comm_s, result_.dp_wait_s, steps_run,
+                 c_.parallel.overlap_grad_reduce ? "" : " — off: overlap_grad_reduce is false");
+  }
+  export_model();
+
+  summary.tokens = steps_run * tokens_per_step_;
+  summary.wall_s = seconds_since(run_begin_);
+  summary.tokens_per_s = result_.mean_tokens_per_s;
+  summary.gflops = result_.mean_gflops;
+  // MFU needs the hardware's peak, which the program cannot know: only against logging.peak_gflops.
+  if (c_.logging.peak_gflops > 0)
+    summary.mfu = result_.mean_gflops / (c_.logging.peak_gflops * rc_.grid.world_size());
+  if (steps_run > 0) summary.final_loss = result_.final_loss;
+  summary.val_loss = result_.last_val_loss;
+  metrics_->write_summary(summary);
+  const int64_t train_iters = c_.training.train_iters;
+  log_run_summary(summary, first_step_, last_step_, train_iters,
+                  {c_.logging.metrics_file, last_saved_ > 0 ? c_.checkpoint.dir + "/" + iter_dir_name(last_saved_) : "",
+                   last_step_ == train_iters ? options_.export_dir : "", tracer_->path()});
+}
+
+void TrainingSession::export_model() {
+  if (options_.export_dir.empty()) return;
+  if (last_step_ < c_.training.train_iters) {
+    spdlog::info("not exporting to {}: training stopped at step {} of {} (the run that completes it exports)",
+                 options_.export_dir, last_step_, c_.training.train_iters);
+    return;
+  }
+  const auto full = gather_full_model(c_, rc_.grid, *params_, *rc_.world);
+  if (full) {
+    export_hf_model(c_, *full, options_.export_dir);
+    spdlog::info("exported the trained model to {} (Hugging Face safetensors + config.json)", options_.export_dir);
+  }
+}
+
+}  // namespace lattice
