@@ -14,15 +14,15 @@
 #include "data/batch_loader.h"
 #include "model/model_chunk.h"
 #include "parallel/activation_slots.h"
-#include "parallel/distributed_optimizer.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/grad_sync.h"
 #include "parallel/local_communicator.h"
+#include "parallel/optimizer.h"
 #include "parallel/pipeline_executor.h"
 #include "parallel/schedule.h"
 #include "parallel/trace.h"
 #include "trainer/chunk_stage.h"
 #include "trainer/export_gather.h"
-#include "trainer/grad_sync.h"
 #include "trainer/hf_export.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
@@ -157,33 +157,25 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   for (const auto& ch : chunks) has_head = has_head || ch->has_head();
 
   // Data parallelism: gradient buckets over the dp group; with parallel.distributed_optimizer they
-  // reduce_scatter and the ZeRO-1 optimizer steps this rank's shard, else they all_reduce and
-  // every rank steps the same AdamW on the same gradients.
+  // reduce_scatter and the optimizer steps this rank's shard (ZeRO-1), else they all_reduce and
+  // every rank steps the whole model on the same gradients.
   std::unique_ptr<GradBuckets> buckets;
-  std::unique_ptr<DistributedOptimizer> dist_optimizer;
+  const bool sharded = D > 1 && c.parallel.distributed_optimizer;
   if (D > 1) {
     GradBucketOptions bo;
     bo.bucket_size_mb = c.parallel.bucket_size_mb;
     bo.overlap_grad_reduce = c.parallel.overlap_grad_reduce;
-    bo.reduce_scatter = c.parallel.distributed_optimizer;
+    bo.reduce_scatter = sharded;
     buckets = std::make_unique<GradBuckets>(*params, *rc.dp, bo);
-    if (c.parallel.distributed_optimizer) {
-      DistAdamWConfig dc;
-      dc.beta1 = c.optimizer.beta1;
-      dc.beta2 = c.optimizer.beta2;
-      dc.eps = c.optimizer.eps;
-      dc.weight_decay = c.optimizer.weight_decay;
-      dc.overlap_param_gather = c.parallel.overlap_param_gather;
-      dist_optimizer = std::make_unique<DistributedOptimizer>(*buckets, dc);
-    }
   }
-  std::unique_ptr<AdamW> optimizer;
-  if (!dist_optimizer) optimizer = std::make_unique<AdamW>(*params, c.optimizer);
-  // Checkpoints: resume (values, moments, optimizer step; the data source seeks to the step's
-  // samples by itself) and, with checkpoint.dir, saves. One process communicates nothing.
+  OptimizerOptions oo = optimizer_options(c.optimizer);
+  oo.overlap_param_gather = c.parallel.overlap_param_gather;
+  const auto optimizer =
+      sharded ? std::make_unique<Optimizer>(*buckets, oo) : std::make_unique<Optimizer>(*params, oo);
+  // Checkpoints: resume (main parameters, moments, optimizer step; the data source seeks to the
+  // step's samples by itself) and, with checkpoint.dir, saves. One process communicates nothing.
   const bool job = grid.world_size() > 1;
-  TrainingCheckpoint checkpoint(c, pl, *params, optimizer.get(), dist_optimizer.get(), job ? rc.world : nullptr,
-                                job && D > 1 ? rc.dp : nullptr);
+  TrainingCheckpoint checkpoint(c, pl, *optimizer, job ? rc.world : nullptr, job && D > 1 ? rc.dp : nullptr);
   const int64_t first_step = checkpoint.resume() + 1;
   MetricsWriter metrics(rank0 ? c.logging.metrics_file : std::string());
   metrics.write_run_start({config_hash(c), first_step - 1, grid.world_size(), c.training.train_iters});
@@ -201,8 +193,8 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     // overlap_param_gather: the previous step's parameter all-gathers are waited for bucket by
     // bucket, right before the forward reads them (launched in forward order), not all at once.
     ChunkStage::ParamsNeeded params_needed;
-    if (dist_optimizer && c.parallel.overlap_param_gather)
-      params_needed = [opt = dist_optimizer.get()](const std::vector<size_t>& indices) {
+    if (sharded && c.parallel.overlap_param_gather)
+      params_needed = [opt = optimizer.get()](const std::vector<size_t>& indices) {
         for (const size_t i : indices) opt->wait_param(i);
       };
     stages.push_back(std::make_unique<ChunkStage>(
@@ -212,7 +204,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
   }
   PipelineExecutor executor(*rc.pp, tracer);
   const StepGroups groups{rc.tp, rc.dp, rc.pp};
-  const GradNorm grad_norm_of(*params, dist_optimizer.get(), groups);
+  const GradNorm grad_norm_of(*optimizer, groups);
 
   if (grid.world_size() > 1) {
     std::string chunk_slots;
@@ -223,7 +215,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
                  "bubble {:.1f}%; {} gradient bucket(s), overlap_grad_reduce {}, distributed optimizer {}",
                  grid.tp_size(), p, D, schedule_kind_name(pl.schedule), v, m, mb, chunk_slots, 100 * pl.bubble,
                  buckets ? buckets->buckets().size() : 0, c.parallel.overlap_grad_reduce ? "on" : "off",
-                 dist_optimizer ? "on" : "off");
+                 sharded ? "on" : "off");
   }
 
   // This rank's token losses of the step (last pipeline stage only).
@@ -292,11 +284,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     checkpoint.before_optimizer_step();  // an overlapped checkpoint snapshot is taken before values change
     {
       TraceScope s = tracer.scope("optimizer", "optimizer", {{"step", step}});
-      const float clip = clip_scale(grad_norm, c.optimizer.grad_clip);
-      if (dist_optimizer)
-        dist_optimizer->step(lr, clip);
-      else
-        optimizer->step(*params, lr, clip);
+      optimizer->step(lr, clip_scale(grad_norm, c.optimizer.grad_clip));
     }
     step_scope.end();
     tracer.counter("loss", {{"loss", loss}});
@@ -335,7 +323,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     }
     if (valid_data && c.training.eval_interval > 0 && (step % c.training.eval_interval == 0 || step == c.training.train_iters)) {
       TraceScope s = tracer.scope("evaluation", "compute", {{"step", step}});
-      if (dist_optimizer) dist_optimizer->wait_all();
+      optimizer->wait_all();
       result.last_val_loss = evaluate(step);
       s.end();
       spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result.last_val_loss,
@@ -348,7 +336,6 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     stopped = stop_request.poll(step);
     if (checkpoint.saving() && (checkpoint.save_due(step) || step == c.training.train_iters || stopped)) {
       TraceScope s = tracer.scope("checkpoint", "optimizer", {{"step", step}});
-      if (dist_optimizer) dist_optimizer->wait_all();  // the parameter gathers land before the snapshot
       checkpoint.save(step);
       last_saved = step;
     }
@@ -373,7 +360,7 @@ TrainResult train_on(const Config& c, const TrainOptions& options, const MicroBa
     result.mean_tokens_per_s = sum_tokens_per_s / static_cast<double>(timed_steps);
     result.mean_gflops = sum_gflops / static_cast<double>(timed_steps);
   }
-  if (dist_optimizer) dist_optimizer->wait_all();
+  optimizer->wait_all();
 
   const int64_t steps_run = std::max<int64_t>(0, last_step - first_step + 1);
   RunSummary summary;
