@@ -109,7 +109,7 @@ CheckpointBenchResult bench_checkpoint(const ModelConfig& model, const std::stri
     CheckpointWriter sync({dir, /*async=*/false, /*keep_last=*/1, 1}, {}, config, CheckpointLayout{});
     state.step = 1;
     const auto t0 = std::chrono::steady_clock::now();
-    sync.save(store, &exp_avg, &exp_avg_sq, state);
+    sync.save(store, {&store.flat_values(), &exp_avg, &exp_avg_sq}, state);
     r.sync_save_s = seconds_since(t0);
     r.bytes = sync.last_timings().bytes;
   }
@@ -121,7 +121,7 @@ CheckpointBenchResult bench_checkpoint(const ModelConfig& model, const std::stri
     writer.reserve(store, /*optimizer_state=*/true);  // as the trainer does at start-up
     for (int i = 0; i < async_saves; ++i) {
       state.step = first_step + i;
-      writer.save(store, &exp_avg, &exp_avg_sq, state);
+      writer.save(store, {&store.flat_values(), &exp_avg, &exp_avg_sq}, state);
       while (true) {  // training steps until the save is committed
         std::this_thread::sleep_for(std::chrono::duration<double>(step_s));  // forward + backward
         writer.wait_snapshot();
@@ -155,7 +155,7 @@ CheckpointBenchResult bench_checkpoint(const ModelConfig& model, const std::stri
     Tensor m = Tensor::empty({back.numel()});
     Tensor v = Tensor::empty({back.numel()});
     const auto t0 = std::chrono::steady_clock::now();
-    load_checkpoint(resolve_checkpoint(dir), config, {&back, &m, &v});
+    load_checkpoint(resolve_checkpoint(dir), config, {&back, &back.flat_values(), &m, &v});
     r.load_s = seconds_since(t0);
   }
   return r;

@@ -88,16 +88,18 @@ void check_model_config(const json& checkpoint_config, const json& config, const
 }
 
 CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json& config, const LoadTargets& targets) {
-  LATTICE_CHECK(targets.store != nullptr, "load_checkpoint needs a store");
+  LATTICE_CHECK(targets.layout != nullptr && targets.values != nullptr &&
+                    targets.values->numel() == targets.layout->numel(),
+                "load_checkpoint needs a layout and its values");
   LATTICE_CHECK((targets.exp_avg == nullptr) == (targets.exp_avg_sq == nullptr), "load both moments or neither");
-  ParameterStore& store = *targets.store;
+  const ParamLayout& layout = *targets.layout;
   CheckpointMetadata m = read_checkpoint_metadata(checkpoint_dir);
   if (!config.is_null()) check_model_config(m.config, config, checkpoint_dir, "set these fields to the checkpoint's values");
   const bool moments = targets.exp_avg != nullptr;
   if (moments) {
-    LATTICE_CHECK(targets.exp_avg->numel() == store.numel() && targets.exp_avg_sq->numel() == store.numel(),
-                  "moments have {} and {} elements, the store {}", targets.exp_avg->numel(),
-                  targets.exp_avg_sq->numel(), store.numel());
+    LATTICE_CHECK(targets.exp_avg->numel() == layout.numel() && targets.exp_avg_sq->numel() == layout.numel(),
+                  "moments have {} and {} elements, the layout {}", targets.exp_avg->numel(),
+                  targets.exp_avg_sq->numel(), layout.numel());
     if (!m.optimizer_state)
       throw InputError(fmt::format("checkpoint '{}' holds no optimizer state (it was saved without AdamW moments); "
                                    "load it as weights only, or load another checkpoint",
@@ -105,7 +107,7 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
   }
 
   // 1. Plan: which part of which stored box lands where.
-  Tensor values = host_view(store.flat_values());
+  Tensor values = host_view(*targets.values);
   Tensor exp_avg = moments ? host_view(*targets.exp_avg) : Tensor();
   Tensor exp_avg_sq = moments ? host_view(*targets.exp_avg_sq) : Tensor();
   std::vector<std::pair<const char*, Tensor*>> kinds = {{kModelKind, &values}};
@@ -115,8 +117,9 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
   }
   std::vector<Piece> pieces;
   std::set<std::string> needed_files;
-  int64_t flat = 0;
-  for (const ParamSpec& spec : store.specs()) {
+  for (size_t i = 0; i < layout.count(); ++i) {
+    const ParamSpec& spec = layout.spec(i);
+    const int64_t flat = layout.offset(i);
     const Box local{spec.offset, spec.box};
     for (const auto& [kind, target] : kinds) {
       const std::string key = tensor_key(kind, spec.name);
@@ -143,7 +146,6 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
       LATTICE_CHECK(covered == local.numel(), "tensor '{}': stored boxes cover {} of this rank's {} elements", key,
                     covered, local.numel());
     }
-    flat += shape_numel(spec.shape);
   }
 
   // 2. Verify every file before trusting any: present, its size, its checksum, its structure.
@@ -189,7 +191,7 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
     float* dst = p.target->f32() + p.flat_offset;
     copy_region(f.raw(p.stored->key), p.stored->box, dst, p.spec->offset, p.spec->shape, p.region, sizeof(float));
   }
-  if (values.raw() != store.flat_values().raw()) ops::copy(values, store.flat_values());
+  if (values.raw() != targets.values->raw()) ops::copy(values, *targets.values);
   if (moments) {
     if (exp_avg.raw() != targets.exp_avg->raw()) ops::copy(exp_avg, *targets.exp_avg);
     if (exp_avg_sq.raw() != targets.exp_avg_sq->raw()) ops::copy(exp_avg_sq, *targets.exp_avg_sq);
@@ -199,7 +201,7 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
 
 std::unique_ptr<ParameterStore> consolidate_checkpoint(const std::string& checkpoint_dir, const ModelConfig& model) {
   auto store = std::make_unique<ParameterStore>(model_parameter_specs(model));
-  load_checkpoint(checkpoint_dir, json(), {store.get(), nullptr, nullptr});
+  load_checkpoint(checkpoint_dir, json(), {store.get(), &store->flat_values()});
   return store;
 }
 

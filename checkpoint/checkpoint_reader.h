@@ -12,6 +12,7 @@
 #include "kernels/tensor.h"
 #include "model/model_config.h"
 #include "model/parameter_store.h"
+#include "parallel/param_layout.h"
 
 namespace lattice {
 
@@ -27,10 +28,12 @@ CheckpointMetadata read_checkpoint_metadata(const std::string& checkpoint_dir);
 void check_model_config(const nlohmann::json& checkpoint_config, const nlohmann::json& config,
                         const std::string& checkpoint_dir, const std::string& what_to_do);
 
-// What a load fills: this rank's store values (replicas too) and, when given, the AdamW moments in
-// the store's flat layout (numel == store->numel()).
+// What a load fills, in the flat order of this rank's `layout` (numel == layout->numel() each): the
+// parameter values (replicas too; in training, the optimizer's fp32 main parameters) and, when
+// given, the AdamW moments.
 struct LoadTargets {
-  ParameterStore* store = nullptr;
+  const ParamLayout* layout = nullptr;
+  Tensor* values = nullptr;
   Tensor* exp_avg = nullptr;
   Tensor* exp_avg_sq = nullptr;
 };

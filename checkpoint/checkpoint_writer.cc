@@ -73,7 +73,7 @@ struct CheckpointWriter::Job {
   FileChecksum file;
   std::thread thread;
   // overlap_snapshot: the copies the background thread makes before writing, and the fence the
-  // caller waits on (wait_snapshot) before it changes the store.
+  // caller waits on (wait_snapshot) before it changes the sources.
   std::vector<std::pair<Tensor, Tensor>> copies;
   std::atomic<bool> snapshot_taken{false};
   std::mutex mutex;
@@ -124,30 +124,32 @@ void CheckpointWriter::allocate_staging(int64_t numel) {
   if (staging_.numel() != numel) staging_ = Tensor::zeros({numel}, DType::kF32, Device::kCpu);
 }
 
-void CheckpointWriter::reserve(const ParameterStore& store, bool optimizer_state) {
+void CheckpointWriter::reserve(const ParamLayout& layout, bool optimizer_state) {
   wait();  // a pending save still reads the buffer
-  allocate_staging(plan_shard(store.specs(), optimizer_state, dp_rank_, dp_size_).staging_numel);
+  allocate_staging(plan_shard(layout, optimizer_state, dp_rank_, dp_size_).staging_numel);
 }
 
 int64_t CheckpointWriter::pending_step() const { return job_ ? job_->state.step : -1; }
 
-void CheckpointWriter::save(const ParameterStore& store, const Tensor* exp_avg, const Tensor* exp_avg_sq,
-                            const CheckpointState& state) {
+void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& sources, const CheckpointState& state) {
   const auto t0 = std::chrono::steady_clock::now();
   wait();  // one save in flight at a time: the host buffer and the .partial name are reused
   const double wait_s = seconds_since(t0);
+  const Tensor *exp_avg = sources.exp_avg, *exp_avg_sq = sources.exp_avg_sq;
+  LATTICE_CHECK(sources.values != nullptr && sources.values->numel() == layout.numel(),
+                "a save needs the {} parameter values of the layout", layout.numel());
   LATTICE_CHECK((exp_avg == nullptr) == (exp_avg_sq == nullptr), "pass both moments or neither");
   if (exp_avg != nullptr) {
-    LATTICE_CHECK(exp_avg->numel() == store.numel() && exp_avg_sq->numel() == store.numel(),
-                  "moments have {} and {} elements, the store {}", exp_avg->numel(), exp_avg_sq->numel(),
-                  store.numel());
+    LATTICE_CHECK(exp_avg->numel() == layout.numel() && exp_avg_sq->numel() == layout.numel(),
+                  "moments have {} and {} elements, the layout {}", exp_avg->numel(), exp_avg_sq->numel(),
+                  layout.numel());
   }
 
   auto job = std::make_unique<Job>();
   job->started = t0;
   job->state = state;
   job->optimizer_state = exp_avg != nullptr;
-  job->plan = plan_shard(store.specs(), job->optimizer_state, dp_rank_, dp_size_);
+  job->plan = plan_shard(layout, job->optimizer_state, dp_rank_, dp_size_);
   job->partial_dir = (fs::path(options_.dir) / (iter_dir_name(state.step) + kPartialSuffix)).string();
   job->timings.step = state.step;
   job->timings.wait_s = wait_s;
@@ -159,7 +161,7 @@ void CheckpointWriter::save(const ParameterStore& store, const Tensor* exp_avg, 
   // reach the memory bandwidth, and this copy is what the training loop waits for.
   std::vector<std::pair<Tensor, Tensor>> chunks;  // (source, destination)
   for (const ShardItem& item : job->plan.items) {
-    const Tensor& flat = item.kind == kModelKind ? store.flat_values() : item.kind == kExpAvgKind ? *exp_avg : *exp_avg_sq;
+    const Tensor& flat = item.kind == kModelKind ? *sources.values : item.kind == kExpAvgKind ? *exp_avg : *exp_avg_sq;
     for (int64_t begin = 0; begin < item.numel; begin += kSnapshotChunk) {
       const int64_t n = std::min(kSnapshotChunk, item.numel - begin);
       chunks.emplace_back(flat.slice_flat(item.flat_offset + begin, {n}), staging_.slice_flat(item.staging_offset + begin, {n}));
@@ -174,7 +176,7 @@ void CheckpointWriter::save(const ParameterStore& store, const Tensor* exp_avg, 
     job->snapshot_taken.store(true);
   }
   for (const ShardItem& item : job->plan.items) {
-    const ParamSpec& spec = store.spec(item.param);
+    const ParamSpec& spec = layout.spec(item.param);
     job->boxes.push_back({{"key", tensor_key(item.kind, spec.name)},
                           {"global_shape", spec.global_shape},
                           {"offset", spec.offset},
@@ -216,7 +218,7 @@ void CheckpointWriter::write_shard(Job& job) {
     job.status.store(kFailed);
   }
   {
-    // Whatever happened, the caller may go on changing the store now.
+    // Whatever happened, the caller may go on changing the sources now.
     std::lock_guard<std::mutex> lock(job.mutex);
     job.snapshot_taken.store(true);
   }

@@ -4,7 +4,7 @@
 // Protocol (all methods but the accessors are collectives: every rank calls them at the same
 // point of the training loop, e.g. at a step boundary):
 //   save(...)      waits for (and commits) the previous save, copies this rank's boxes into a
-//                  reusable host buffer (the snapshot: the store may change as soon as it returns),
+//                  reusable host buffer (the snapshot: the sources may change as soon as it returns),
 //                  then writes + fsyncs its shard file — on a background thread when async.
 //   try_commit()   every poll_every-th call, one all-reduce(min) of each rank's "file durable"
 //                  flag; when all are, the file lists and checksums travel to rank 0, which writes
@@ -26,8 +26,8 @@
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/shard_plan.h"
 #include "kernels/tensor.h"
-#include "model/parameter_store.h"
 #include "parallel/communicator.h"
+#include "parallel/param_layout.h"
 
 namespace lattice {
 
@@ -47,6 +47,14 @@ struct CheckpointWriterOptions {
 struct CheckpointGroups {
   Communicator* world = nullptr;  // every rank of the job
   Communicator* dp = nullptr;     // this rank's data-parallel replicas (nullptr = none)
+};
+
+// What a save writes, in the layout's flat order (numel == layout.numel() each): the parameters
+// (in training, the optimizer's fp32 main parameters) and, when given, AdamW's two moments.
+struct SaveSources {
+  const Tensor* values = nullptr;
+  const Tensor* exp_avg = nullptr;
+  const Tensor* exp_avg_sq = nullptr;
 };
 
 // Where one save's time went, on this rank.
@@ -74,15 +82,14 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Saves the store's values (the fp32 master weights) and, when given, AdamW's moments in the
-  // store's flat layout (numel == store.numel(); with the distributed optimizer, gathered over dp
-  // first) with `state`. Every rank passes the same state and the same moments-or-not choice.
-  void save(const ParameterStore& store, const Tensor* exp_avg, const Tensor* exp_avg_sq,
-            const CheckpointState& state);
+  // Saves `sources` (this rank's parameters of `layout`; with the distributed optimizer, gathered
+  // over dp first) with `state`. Every rank passes the same state and the same moments-or-not
+  // choice. With overlap_snapshot the sources must not change until wait_snapshot().
+  void save(const ParamLayout& layout, const SaveSources& sources, const CheckpointState& state);
 
-  // Allocates (and touches) the host snapshot buffer for saves of `store` now, e.g. at start-up,
+  // Allocates (and touches) the host snapshot buffer for saves of `layout` now, e.g. at start-up,
   // so that the first save() does not pay for it inside the training loop. Not a collective.
-  void reserve(const ParameterStore& store, bool optimizer_state);
+  void reserve(const ParamLayout& layout, bool optimizer_state);
 
   // With overlap_snapshot: blocks until the pending save's snapshot is taken (at once otherwise, or
   // with nothing pending). Not a collective.

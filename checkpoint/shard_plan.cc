@@ -9,13 +9,12 @@
 
 namespace lattice {
 
-ShardPlan plan_shard(const std::vector<ParamSpec>& specs, bool optimizer_state, int dp_rank, int dp_size) {
+ShardPlan plan_shard(const ParamLayout& layout, bool optimizer_state, int dp_rank, int dp_size) {
   LATTICE_CHECK(dp_size >= 1 && dp_rank >= 0 && dp_rank < dp_size, "dp rank {} of {}", dp_rank, dp_size);
   std::vector<ShardItem> all;
-  int64_t flat = 0;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ParamSpec& s = specs[i];
-    const int64_t box = s.box.empty() ? shape_numel(s.shape) : shape_numel(s.box);
+  for (size_t i = 0; i < layout.count(); ++i) {
+    const ParamSpec& s = layout.spec(i);
+    const int64_t flat = layout.offset(i), box = s.box_numel();
     if (!s.replica && box > 0) {
       all.push_back({kModelKind, i, flat, box, 0});
       if (optimizer_state) {
@@ -23,9 +22,8 @@ ShardPlan plan_shard(const std::vector<ParamSpec>& specs, bool optimizer_state, 
         all.push_back({kExpAvgSqKind, i, flat, box, 0});
       }
     }
-    flat += shape_numel(s.shape);
   }
-  // Largest first (ties: store order) onto the least loaded rank (ties: the lowest rank).
+  // Largest first (ties: layout order) onto the least loaded rank (ties: the lowest rank).
   std::vector<size_t> order(all.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a].numel > all[b].numel; });

@@ -1,6 +1,6 @@
 // AdamW over runs of flat fp32 buffers: each run is a contiguous range whose elements share a
-// weight-decay flag. The one-process optimizer (runs of whole parameters) and the distributed
-// optimizer (runs of parameter ∩ this rank's shard) both step through this.
+// weight-decay flag. The optimizer steps its main parameters through this: runs of whole parameters,
+// or of parameter ∩ this rank's shard under the distributed optimizer.
 #pragma once
 
 #include <cstdint>

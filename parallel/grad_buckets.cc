@@ -1,4 +1,4 @@
-// Gradient buckets over the flat fp32 gradient buffer and their (overlapped) data-parallel reduction.
+// Gradient buckets over the flat fp32 gradients and their (overlapped) data-parallel reduction.
 #include "parallel/grad_buckets.h"
 
 #include <algorithm>
@@ -8,27 +8,23 @@
 
 namespace lattice {
 
-std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, double bucket_size_mb, int dp) {
+std::vector<GradBucket> make_grad_buckets(const ParamLayout& layout, double bucket_size_mb, int dp) {
   LATTICE_CHECK(dp >= 1, "make_grad_buckets: dp size {} < 1", dp);
-  const size_t n = store.count();
-  std::vector<int64_t> offsets(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + shape_numel(store.spec(i).shape);
-  LATTICE_CHECK(offsets[n] == store.numel(), "make_grad_buckets: specs cover {} elements, store holds {}",
-                offsets[n], store.numel());
+  const size_t n = layout.count();
   const double limit_elems =
       bucket_size_mb > 0.0 ? bucket_size_mb * 1024.0 * 1024.0 / sizeof(float) : -1.0;
   std::vector<GradBucket> buckets;
   if (n == 0) return buckets;
   size_t last = n - 1;  // last parameter of the bucket being built
   for (size_t k = n; k-- > 0;) {
-    const int64_t size = offsets[last + 1] - offsets[k];
+    const int64_t size = layout.offset(last + 1) - layout.offset(k);
     const bool close = k == 0 || (limit_elems > 0.0 && static_cast<double>(size) >= limit_elems);
     if (close) {
       GradBucket b;
       b.first_param = k;
       b.last_param = last;
-      b.begin = offsets[k];
-      b.end = offsets[last + 1];
+      b.begin = layout.offset(k);
+      b.end = layout.offset(last + 1);
       buckets.push_back(b);
       if (k > 0) last = k - 1;
     }
@@ -42,32 +38,32 @@ std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, double bu
   return buckets;
 }
 
-GradBuckets::GradBuckets(ParameterStore& store, Communicator& dp, const GradBucketOptions& options)
-    : store_(store),
+GradBuckets::GradBuckets(ParamGradBuffer& buffer, Communicator& dp, const GradBucketOptions& options)
+    : buffer_(buffer),
       dp_(dp),
       options_(options),
       dp_size_(dp.size()),
       dp_rank_(dp.rank()),
-      buckets_(make_grad_buckets(store, options.bucket_size_mb, dp.size())) {
-  param_bucket_.assign(store.count(), 0);
+      buckets_(make_grad_buckets(buffer, options.bucket_size_mb, dp.size())) {
+  param_bucket_.assign(buffer.count(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t p = buckets_[b].first_param; p <= buckets_[b].last_param; ++p) param_bucket_[p] = b;
   }
   ready_count_.assign(buckets_.size(), 0);
-  param_ready_.assign(store.count(), 0);
+  param_ready_.assign(buffer.count(), 0);
   handles_.resize(buckets_.size());
   staging_.resize(buckets_.size());
   if (options_.reduce_scatter) {
-    const Device device = store.flat_grads().device();
+    const Device device = buffer.device();
     int64_t total = 0;
     for (size_t b = 0; b < buckets_.size(); ++b) {
       const GradBucket& g = buckets_[b];
       total += g.shard_numel;
       if (g.padded_numel(dp_size_) != g.numel()) {
-        staging_[b] = Tensor::zeros({g.padded_numel(dp_size_)}, DType::kF32, device);
+        staging_[b] = Tensor::zeros({g.padded_numel(dp_size_)}, buffer.grad_dtype(), device);
       }
     }
-    shard_grads_ = Tensor::zeros({total}, DType::kF32, device);
+    shard_grads_ = Tensor::zeros({total}, buffer.grad_dtype(), device);
   }
 }
 
@@ -82,7 +78,7 @@ void GradBuckets::launch(size_t b) {
     first_launch_ = std::chrono::steady_clock::now();
   }
   const float inv_dp = 1.0f / static_cast<float>(dp_size_);
-  Tensor grads = store_.flat_grads().slice_flat(g.begin, {g.numel()});
+  Tensor grads = buffer_.flat_grads().slice_flat(g.begin, {g.numel()});
   // Mean over dp: every rank scales its contribution by 1/dp before the sum (as Megatron does).
   if (g.numel() > 0 && dp_size_ > 1) ops::scale(grads, inv_dp);
   if (!options_.reduce_scatter) {
@@ -113,7 +109,7 @@ void GradBuckets::mark_ready(size_t param_index) {
                 param_ready_.size());
   LATTICE_CHECK(!param_ready_[param_index],
                 "GradBuckets::mark_ready: parameter {} ('{}') marked ready twice in one step", param_index,
-                store_.spec(param_index).name);
+                buffer_.spec(param_index).name);
   param_ready_[param_index] = 1;
   ++ready_count_[param_bucket_[param_index]];
   if (!options_.overlap_grad_reduce) return;

@@ -1,4 +1,4 @@
-// GradBuckets: the data-parallel reduction of a ParameterStore's flat fp32 gradient buffer, bucket by
+// GradBuckets: the data-parallel reduction of a ParamGradBuffer's flat fp32 gradients, bucket by
 // bucket (reverse parameter order), launched as backward finishes each bucket when overlap is on.
 #pragma once
 
@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "model/parameter_store.h"
 #include "parallel/communicator.h"
+#include "parallel/param_grad_buffer.h"
 
 namespace lattice {
 
-// One bucket: parameters [first_param, last_param] (contiguous in the store's flat layout) covering
+// One bucket: parameters [first_param, last_param] (contiguous in the buffer's flat layout) covering
 // flat elements [begin, end). Buckets are numbered in REVERSE parameter order: bucket 0 holds the
 // last parameters, whose gradients backward produces first.
 //
@@ -33,16 +33,16 @@ struct GradBucket {
   int64_t padded_numel(int dp) const { return shard_numel * dp; }
 };
 
-// Splits the store's parameters into buckets of at least bucket_size_mb MiB of fp32 (a bucket is
+// Splits the layout's parameters into buckets of at least bucket_size_mb MiB of fp32 (a bucket is
 // closed as soon as it reaches the size, never splitting a parameter), walking parameters from the
 // last to the first. bucket_size_mb <= 0: one bucket for everything. dp sets the shard geometry.
-std::vector<GradBucket> make_grad_buckets(const ParameterStore& store, double bucket_size_mb, int dp);
+std::vector<GradBucket> make_grad_buckets(const ParamLayout& layout, double bucket_size_mb, int dp);
 
 struct GradBucketOptions {
   double bucket_size_mb = 40.0;
   bool overlap_grad_reduce = true;
-  // false: all_reduce (every rank gets the whole mean gradient, in the store's flat grads).
-  // true: reduce_scatter (each rank gets only its shard's mean, in shard_grads(); the store's flat
+  // false: all_reduce (every rank gets the whole mean gradient, in the buffer's flat grads).
+  // true: reduce_scatter (each rank gets only its shard's mean, in shard_grads(); the buffer's flat
   // grads are left unspecified) — for the distributed optimizer.
   bool reduce_scatter = false;
 };
@@ -58,9 +58,9 @@ struct GradReduceStats {
 
 class GradBuckets {
  public:
-  // `store` and `dp` must outlive this object. Every dp rank must build it with the same store
-  // layout and options (buckets are collectives in bucket order).
-  GradBuckets(ParameterStore& store, Communicator& dp, const GradBucketOptions& options);
+  // `buffer` and `dp` must outlive this object. Every dp rank must build it with the same layout
+  // and options (buckets are collectives in bucket order).
+  GradBuckets(ParamGradBuffer& buffer, Communicator& dp, const GradBucketOptions& options);
   ~GradBuckets();
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -73,7 +73,7 @@ class GradBuckets {
   void mark_ready(size_t param_index);
 
   // Launches whatever has not been launched (everything without overlap), waits for all buckets and
-  // resets for the next step. After it: all_reduce mode — every rank's store.flat_grads() holds the
+  // resets for the next step. After it: all_reduce mode — every rank's buffer.flat_grads() holds the
   // mean over dp; reduce_scatter mode — shard_grads() holds this rank's shard of the mean.
   void finish();
 
@@ -86,7 +86,7 @@ class GradBuckets {
   int dp_size() const { return dp_size_; }
   int dp_rank() const { return dp_rank_; }
   Communicator& comm() const { return dp_; }
-  ParameterStore& store() const { return store_; }
+  ParamGradBuffer& buffer() const { return buffer_; }
 
   // reduce_scatter mode: this rank's shard of the mean gradient (sum of buckets' shard_numel
   // elements; padding elements are zero).
@@ -99,7 +99,7 @@ class GradBuckets {
   void launch(size_t b);
   void progress();
 
-  ParameterStore& store_;
+  ParamGradBuffer& buffer_;
   Communicator& dp_;
   GradBucketOptions options_;
   int dp_size_;

@@ -16,19 +16,16 @@ namespace {
 constexpr int kGatherTag = 7001;
 
 // Copies the non-replica boxes of a rank's flat values into the whole model; counts the elements.
-void place_boxes(const std::vector<ParamSpec>& specs, const Tensor& flat, ParameterStore& full,
+void place_boxes(const ParamLayout& layout, const Tensor& flat, ParameterStore& full,
                  std::map<std::string, int64_t>& covered) {
-  int64_t offset = 0;
-  for (ParamSpec spec : specs) {
-    spec.fill_defaults();
-    const Tensor local = flat.slice_flat(offset, spec.shape);
-    offset += shape_numel(spec.shape);
+  LATTICE_CHECK(layout.numel() == flat.numel(), "export gather: specs cover {} elements, the rank sent {}",
+                layout.numel(), flat.numel());
+  for (size_t i = 0; i < layout.count(); ++i) {
+    const ParamSpec& spec = layout.spec(i);
     if (spec.replica) continue;
-    copy_box_to_global(local, spec, full.value(spec.name));
+    copy_box_to_global(flat.slice_flat(layout.offset(i), spec.shape), spec, full.value(spec.name));
     covered[spec.name] += spec.box_numel();
   }
-  LATTICE_CHECK(offset == flat.numel(), "export gather: specs cover {} elements, the rank sent {}", offset,
-                flat.numel());
 }
 
 }  // namespace
@@ -45,18 +42,16 @@ std::unique_ptr<ParameterStore> gather_full_model(const Config& config, const Ra
   }
   auto full = std::make_unique<ParameterStore>(model_parameter_specs(config.model));
   std::map<std::string, int64_t> covered;
-  place_boxes(local.specs(), local.flat_values(), *full, covered);
+  place_boxes(local, local.flat_values(), *full, covered);
   for (int pp = 0; pp < grid.pp_size(); ++pp) {
     for (int tp = 0; tp < grid.tp_size(); ++tp) {
       const GridCoords c{tp, 0, pp};
       const int rank = grid.rank_of(c);
       if (rank == 0) continue;
-      const std::vector<ParamSpec> specs = rank_parameter_specs(config, model_layout(config, grid, c));
-      int64_t numel = 0;
-      for (const ParamSpec& s : specs) numel += shape_numel(s.shape);
-      Tensor flat = Tensor::empty({numel});
+      const ParamLayout layout(rank_parameter_specs(config, model_layout(config, grid, c)));
+      Tensor flat = Tensor::empty({layout.numel()});
       world.recv(flat, rank, kGatherTag);
-      place_boxes(specs, flat, *full, covered);
+      place_boxes(layout, flat, *full, covered);
     }
   }
   for (const ParamSpec& s : full->specs()) {

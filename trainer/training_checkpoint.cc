@@ -60,10 +60,9 @@ std::string describe_checkpoint_layout(const CheckpointLayout& l) {
                      l.distributed_optimizer ? "on" : "off");
 }
 
-TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayout& layout, ParameterStore& store,
-                                       AdamW* adamw, DistributedOptimizer* dist, Communicator* world, Communicator* dp)
-    : config_(config), store_(store), adamw_(adamw), dist_(dist) {
-  LATTICE_CHECK((adamw == nullptr) != (dist == nullptr), "TrainingCheckpoint needs exactly one optimizer");
+TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayout& layout, Optimizer& optimizer,
+                                       Communicator* world, Communicator* dp)
+    : config_(config), optimizer_(optimizer) {
   if (config.checkpoint.dir.empty()) return;
   CheckpointWriterOptions o;
   o.dir = config.checkpoint.dir;
@@ -78,24 +77,14 @@ TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayou
   l.pipeline = layout.pipeline;
   l.data = layout.data;
   l.virtual_stages = layout.virtual_stages;
-  l.distributed_optimizer = dist != nullptr;
+  l.distributed_optimizer = optimizer.sharded();
   writer_ = std::make_unique<CheckpointWriter>(o, CheckpointGroups{world, dp}, config_to_json(config), l);
-  // The host buffers a save fills, allocated now rather than inside the first save's stall.
-  writer_->reserve(store_, /*optimizer_state=*/true);
-  if (dist_ != nullptr) allocate_gathered_moments();
-}
-
-void TrainingCheckpoint::allocate_gathered_moments() {
-  if (flat_exp_avg_.numel() == store_.numel()) return;
-  flat_exp_avg_ = Tensor::zeros({store_.numel()});
-  flat_exp_avg_sq_ = Tensor::zeros({store_.numel()});
+  // The buffers a save fills, allocated now rather than inside the first save's stall.
+  writer_->reserve(optimizer.buffer(), /*optimizer_state=*/true);
+  optimizer.flat_state();
 }
 
 TrainingCheckpoint::~TrainingCheckpoint() = default;
-
-int64_t TrainingCheckpoint::optimizer_step_count() const {
-  return adamw_ != nullptr ? adamw_->step_count() : dist_->step_count();
-}
 
 int64_t TrainingCheckpoint::resume() {
   const std::optional<std::string> dir = checkpoint_to_load(config_.checkpoint);
@@ -104,15 +93,8 @@ int64_t TrainingCheckpoint::resume() {
       spdlog::info("checkpoint.load auto: no checkpoint in {} yet; starting from step 0", config_.checkpoint.dir);
     return 0;
   }
-  LoadTargets targets{&store_, nullptr, nullptr};
-  if (adamw_ != nullptr) {
-    targets.exp_avg = &adamw_->exp_avg();
-    targets.exp_avg_sq = &adamw_->exp_avg_sq();
-  } else {
-    allocate_gathered_moments();  // zeros until a save gathers into them
-    targets.exp_avg = &flat_exp_avg_;
-    targets.exp_avg_sq = &flat_exp_avg_sq_;
-  }
+  FlatOptimizerState& flat = optimizer_.flat_state();
+  const LoadTargets targets{&optimizer_.buffer(), &flat.main_params, &flat.exp_avg, &flat.exp_avg_sq};
   const CheckpointMetadata meta = read_checkpoint_metadata(*dir);
   check_model_config(meta.config, config_to_json(config_), *dir,
                      "set these fields to the checkpoint's values, or set checkpoint.load to \"none\" (or another "
@@ -141,13 +123,8 @@ int64_t TrainingCheckpoint::resume() {
                                  *dir, meta.state.step, meta.state.consumed_samples, saved_b, B, saved_b));
   }
   load_checkpoint(*dir, config_to_json(config_), targets);
-  if (adamw_ != nullptr) {
-    adamw_->set_step_count(meta.state.optimizer_step_count);
-  } else {
-    dist_->load_moments(flat_exp_avg_, flat_exp_avg_sq_);
-    dist_->reload_master_from_values();
-    dist_->set_step_count(meta.state.optimizer_step_count);
-  }
+  optimizer_.load_state();
+  optimizer_.set_step_count(meta.state.optimizer_step_count);
   // Nothing left to train (the loop says so): no "continues at step N+1 of N".
   const int64_t iters = config_.training.train_iters;
   const bool continues = meta.state.step < iters;
@@ -174,21 +151,17 @@ void TrainingCheckpoint::before_optimizer_step() {
 
 void TrainingCheckpoint::save(int64_t step) {
   LATTICE_CHECK(writer_ != nullptr, "save without checkpoint.dir");
-  // The previous save may still be copying the gathered moments (overlapped snapshot).
+  // The previous save may still be copying the gathered state (overlapped snapshot).
   writer_->wait_snapshot();
   CheckpointState state;
   state.step = step;
   state.consumed_samples = step * config_.training.global_batch_size;
-  state.optimizer_step_count = optimizer_step_count();
+  state.optimizer_step_count = optimizer_.step_count();
   state.lr_schedule_step = step;
   state.seed = config_.training.seed;
-  if (adamw_ != nullptr) {
-    writer_->save(store_, &adamw_->exp_avg(), &adamw_->exp_avg_sq(), state);
-  } else {
-    allocate_gathered_moments();
-    dist_->gather_moments(flat_exp_avg_, flat_exp_avg_sq_);
-    writer_->save(store_, &flat_exp_avg_, &flat_exp_avg_sq_, state);
-  }
+  optimizer_.gather_state();
+  const FlatOptimizerState& flat = optimizer_.flat_state();
+  writer_->save(optimizer_.buffer(), {&flat.main_params, &flat.exp_avg, &flat.exp_avg_sq}, state);
   last_saved_step_ = step;
 }
 

@@ -1,8 +1,8 @@
 // TrainingCheckpoint: the training loop's side of sharded checkpoints — what to resume from
-// (checkpoint.load: auto | none | PATH), loading a checkpoint of any layout into this rank's store
-// and optimizer, and saving into checkpoint.dir through the (asynchronous) CheckpointWriter.
-// Checkpoints hold the AdamW moments in the store's flat layout: with the distributed optimizer
-// the shards are all-gathered over dp for a save and this rank's part is copied back after a load.
+// (checkpoint.load: auto | none | PATH), loading a checkpoint of any layout into this rank's
+// optimizer, and saving into checkpoint.dir through the (asynchronous) CheckpointWriter.
+// Checkpoints hold the optimizer's fp32 main parameters and AdamW moments in the buffer's flat
+// layout: sharded, they are all-gathered over dp for a save and this rank's part is taken after a load.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,9 @@
 
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/checkpoint_writer.h"
-#include "model/parameter_store.h"
 #include "parallel/communicator.h"
-#include "parallel/distributed_optimizer.h"
+#include "parallel/optimizer.h"
 #include "trainer/config.h"
-#include "trainer/optimizer.h"
 
 namespace lattice {
 
@@ -30,15 +28,15 @@ std::string describe_checkpoint_layout(const CheckpointLayout& layout);
 
 class TrainingCheckpoint {
  public:
-  // Exactly one of `adamw` / `dist` is set. `world` and `dp` are nullptr in one process (no
-  // communication at all); they, the store and the optimizer must outlive this object. Saving is on
-  // when checkpoint.dir is set (constructing the writer is then a collective over `world`).
-  TrainingCheckpoint(const Config& config, const ParallelLayout& layout, ParameterStore& store, AdamW* adamw,
-                     DistributedOptimizer* dist, Communicator* world, Communicator* dp);
+  // `world` and `dp` are nullptr in one process (no communication at all); they and the optimizer
+  // must outlive this object. Saving is on when checkpoint.dir is set (constructing the writer is
+  // then a collective over `world`).
+  TrainingCheckpoint(const Config& config, const ParallelLayout& layout, Optimizer& optimizer, Communicator* world,
+                     Communicator* dp);
   ~TrainingCheckpoint();
 
-  // Loads what checkpoint.load names into the store (values) and the optimizer (moments, step
-  // count) and returns the step it holds; 0 when there is nothing to load (a fresh start). Every
+  // Loads what checkpoint.load names into the optimizer (main parameters, moments, step count;
+  // the model's parameters follow) and returns the step it holds; 0 when there is nothing to load (a fresh start). Every
   // rank reads the files it needs itself (no communication). A different model, a missing /
   // truncated / corrupt file, or a global batch size under which the data would not continue at the
   // checkpoint's sample: InputError naming the fields or the file, nothing touched on disk.
@@ -52,23 +50,16 @@ class TrainingCheckpoint {
   void poll();
   // Before the optimizer changes values or moments: an overlapped snapshot must be complete.
   void before_optimizer_step();
-  // Saves the state after `step` (a collective). Values must be final (parameter gathers done).
+  // Saves the state after `step` (a collective).
   void save(int64_t step);
   int64_t last_saved_step() const { return last_saved_step_; }
   // Waits until the pending save is committed (and retired checkpoints are deleted).
   void finish();
 
  private:
-  int64_t optimizer_step_count() const;
-  // Distributed optimizer: the flat-layout moments a save gathers into (and a load fills).
-  void allocate_gathered_moments();
-
   const Config& config_;
-  ParameterStore& store_;
-  AdamW* adamw_;
-  DistributedOptimizer* dist_;
+  Optimizer& optimizer_;
   std::unique_ptr<CheckpointWriter> writer_;
-  Tensor flat_exp_avg_, flat_exp_avg_sq_;  // distributed optimizer: the gathered moments
   int64_t last_saved_step_ = -1;
 };
 

@@ -3,7 +3,6 @@
 
 #include <cmath>
 
-#include "kernels/ops.h"
 #include "parallel/exact_sum.h"
 #include "trainer/step_readback.h"
 
@@ -20,31 +19,12 @@ double global_mean_loss(const Tensor& token_losses, int64_t global_tokens, const
   return broadcast_double(*g.pp, mean, last);
 }
 
-GradNorm::GradNorm(const ParameterStore& store, const DistributedOptimizer* dist, const StepGroups& groups)
-    : store_(store), dist_(dist), groups_(groups) {
-  int64_t offset = 0;
-  for (const ParamSpec& s : store.specs()) {
-    const int64_t n = shape_numel(s.shape);
-    if (!s.replica) {
-      if (!runs_.empty() && runs_.back().first + runs_.back().second == offset)
-        runs_.back().second += n;
-      else
-        runs_.emplace_back(offset, n);
-    }
-    offset += n;
-  }
-}
+GradNorm::GradNorm(const Optimizer& optimizer, const StepGroups& groups) : optimizer_(optimizer), groups_(groups) {}
 
 double GradNorm::compute() const {
-  double local = 0.0;
-  if (dist_ != nullptr) {
-    local = dist_->local_grad_sum_squares();
-  } else {
-    for (const auto& [offset, numel] : runs_)
-      local += ops::sum_squares(store_.flat_grads().slice_flat(offset, {numel}));
-  }
+  const double local = optimizer_.local_grad_sum_squares();
   double total = exact_sum(*groups_.pp, exact_sum(*groups_.tp, local));
-  total = dist_ != nullptr ? exact_sum(*groups_.dp, total) : broadcast_double(*groups_.dp, total, 0);
+  total = optimizer_.sharded() ? exact_sum(*groups_.dp, total) : broadcast_double(*groups_.dp, total, 0);
   return std::sqrt(total);
 }
 

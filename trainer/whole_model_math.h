@@ -4,13 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
-#include <vector>
 
 #include "kernels/tensor.h"
-#include "model/parameter_store.h"
 #include "parallel/communicator.h"
-#include "parallel/distributed_optimizer.h"
+#include "parallel/optimizer.h"
 
 namespace lattice {
 
@@ -30,20 +27,18 @@ double global_mean_loss(const Tensor& token_losses, int64_t global_tokens, const
 // The global L2 gradient norm after the gradient synchronisation.
 class GradNorm {
  public:
-  // Without `dist` every dp rank holds the whole reduced gradient; with it, only its shard
-  // (DistributedOptimizer::local_grad_sum_squares). `store` and `dist` must outlive this.
-  GradNorm(const ParameterStore& store, const DistributedOptimizer* dist, const StepGroups& groups);
+  // The optimizer's part of the reduced gradient (Optimizer::local_grad_sum_squares): the whole
+  // model on every dp rank, or its shard when sharded. `optimizer` must outlive this.
+  GradNorm(const Optimizer& optimizer, const StepGroups& groups);
 
-  // sqrt of the sum of squares of every non-replica gradient element: the local sum (the store's
-  // non-replica runs, or the dist optimizer's shard) summed in order over tp, then pp, then dp (with
-  // the distributed optimizer; else dp rank 0's value is broadcast, as the ranks hold the same).
+  // sqrt of the sum of squares of every non-replica gradient element: the local sum summed in order
+  // over tp, then pp, then dp (sharded; else dp rank 0's value is broadcast, as the ranks hold the
+  // same).
   double compute() const;
 
  private:
-  const ParameterStore& store_;
-  const DistributedOptimizer* dist_;
+  const Optimizer& optimizer_;
   StepGroups groups_;
-  std::vector<std::pair<int64_t, int64_t>> runs_;  // (flat offset, numel) of non-replica parameters
 };
 
 }  // namespace lattice

@@ -64,7 +64,7 @@ void fresh(const std::string& dir) {
 // Loads `dir` into the specs and checks values and moments against `salt`.
 int64_t load_and_count(const std::string& dir, std::vector<ParamSpec> specs, int salt) {
   Run back = make_run(std::move(specs), 999);
-  load_checkpoint(resolve_checkpoint(dir), model_json(model()), {back.store.get(), &back.exp_avg, &back.exp_avg_sq});
+  load_checkpoint(resolve_checkpoint(dir), model_json(model()), back.targets());
   return back.mismatches(salt);
 }
 
@@ -77,7 +77,7 @@ TEST_CASE("TP2 x DP2: parallel save and commit, loaded into one process, TP4 and
   Run run = make_run(tp_shard_specs(model(), s.grid.tp_rank(), 2), 1);
   {
     CheckpointWriter writer({dir, /*async=*/false, 0, 1}, {&world(), s.groups.dp.get()}, model_json(model()), layout());
-    writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(3));
+    writer.save(*run.store, run.sources(), state_at(3));
     CHECK(!writer.pending());
     CHECK(writer.last_committed_step() == 3);
     // Every rank wrote its share (dp replicas split the boxes).
@@ -107,7 +107,7 @@ TEST_CASE("asynchronous save: the checkpoint holds the snapshot while training g
   Run run = make_run(tp_shard_specs(model(), s.grid.tp_rank(), 2), 5);
   CheckpointWriter writer({dir, /*async=*/true, /*keep_last=*/1, 1}, {&world(), s.groups.dp.get()},
                           model_json(model()), layout());
-  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(7));
+  writer.save(*run.store, run.sources(), state_at(7));
   // "Training": the store and moments change every step; try_commit at every step boundary.
   int steps = 0;
   bool committed = false;
@@ -122,7 +122,7 @@ TEST_CASE("asynchronous save: the checkpoint holds the snapshot while training g
 
   // A second save (from the changed store) replaces it; keep_last = 1 removes step 7.
   run.fill(8);
-  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(8));
+  writer.save(*run.store, run.sources(), state_at(8));
   writer.finish();
   CHECK(read_latest(dir) == "iter_0000008");
   CHECK(committed_steps(dir) == std::vector<int64_t>{8});
@@ -135,7 +135,7 @@ TEST_CASE("a write failing on one rank fails the commit everywhere; latest stays
   fresh(dir);
   Run run = make_run(tp_shard_specs(model(), s.grid.tp_rank(), 2), 1);
   CheckpointWriter writer({dir, /*async=*/true, 0, 1}, {&world(), s.groups.dp.get()}, model_json(model()), layout());
-  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(1));
+  writer.save(*run.store, run.sources(), state_at(1));
   writer.finish();
 
   // Rank 2 cannot create its file: a directory sits where its temporary file goes.
@@ -143,7 +143,7 @@ TEST_CASE("a write failing on one rank fails the commit everywhere; latest stays
   world().barrier();
   std::string message;
   try {
-    writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(2));
+    writer.save(*run.store, run.sources(), state_at(2));
     writer.finish();
   } catch (const Error& e) {
     message = e.what();
@@ -161,7 +161,7 @@ TEST_CASE("a write failing on one rank fails the commit everywhere; latest stays
   // The next save succeeds and clears the leftover.
   if (world().rank() == 2) fs::remove_all(fs::path(dir) / "iter_0000002.partial" / "rank_00002.safetensors.tmp");
   world().barrier();
-  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(3));
+  writer.save(*run.store, run.sources(), state_at(3));
   writer.finish();
   CHECK(read_latest(dir) == "iter_0000003");
   CHECK(!fs::exists(fs::path(dir) / "iter_0000002.partial"));

@@ -52,7 +52,7 @@ CheckpointState state_at(int64_t step) {
 void save_one_process(const std::string& dir, const Run& run, int64_t step, bool async = false, int64_t keep_last = 0,
                       bool moments = true) {
   CheckpointWriter writer({dir, async, keep_last, 1}, {}, model_json(model()), CheckpointLayout{});
-  writer.save(*run.store, moments ? &run.exp_avg : nullptr, moments ? &run.exp_avg_sq : nullptr, state_at(step));
+  writer.save(*run.store, run.sources(moments), state_at(step));
   writer.finish();
 }
 
@@ -79,7 +79,7 @@ void write_tp2_by_hand(const std::string& dir, int64_t step, int salt) {
     Run run = make_run(tp_shard_specs(model(), r, 2), salt);
     std::map<std::string, Tensor> tensors;
     const std::string file = shard_file_name(r);
-    const ShardPlan plan = plan_shard(run.store->specs(), false, 0, 1);
+    const ShardPlan plan = plan_shard(*run.store, false, 0, 1);
     for (const ShardItem& item : plan.items) {
       const ParamSpec& s = run.store->spec(item.param);
       const std::string key = tensor_key(kModelKind, s.name);
@@ -115,7 +115,7 @@ TEST_CASE("round trip: values, moments and state, bitwise") {
 
   Run back = make_run(model_parameter_specs(model()), 9);  // different values, overwritten by the load
   const CheckpointMetadata loaded =
-      load_checkpoint(path, model_json(model()), {back.store.get(), &back.exp_avg, &back.exp_avg_sq});
+      load_checkpoint(path, model_json(model()), back.targets());
   CHECK(loaded.state.step == 5);
   CHECK(loaded.state.optimizer_step_count == 5);
   CHECK(loaded.state.lr_schedule_step == 5);
@@ -129,7 +129,7 @@ TEST_CASE("async save holds the snapshot while the store keeps changing") {
   const std::string dir = fresh_dir("async");
   Run run = make_run(model_parameter_specs(model()), 1);
   CheckpointWriter writer({dir, /*async=*/true, 0, 1}, {}, model_json(model()), CheckpointLayout{});
-  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(3));
+  writer.save(*run.store, run.sources(), state_at(3));
   // The training loop goes on: parameters and moments change before the write is done.
   fill_by_global(*run.store, run.store->flat_values(), 2);
   fill_by_global(*run.store, run.exp_avg, 102);
@@ -140,12 +140,12 @@ TEST_CASE("async save holds the snapshot while the store keeps changing") {
   CHECK(writer.last_timings().bytes > 0);
 
   Run back = make_run(model_parameter_specs(model()), 9);
-  load_checkpoint(resolve_checkpoint(dir), model_json(model()), {back.store.get(), &back.exp_avg, &back.exp_avg_sq});
+  load_checkpoint(resolve_checkpoint(dir), model_json(model()), back.targets());
   CHECK(count_mismatches(*back.store, back.store->flat_values(), 1) == 0);
   CHECK(count_mismatches(*back.store, back.exp_avg, 101) == 0);
 
   // A second save waits for nothing and commits through finish().
-  writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(4));
+  writer.save(*run.store, run.sources(), state_at(4));
   writer.finish();
   CHECK(read_latest(dir) == "iter_0000004");
 }
@@ -157,13 +157,13 @@ TEST_CASE("overlapped snapshot: copied in the background, fenced by wait_snapsho
   options.overlap_snapshot = true;
   CheckpointWriter writer(options, {}, model_json(model()), CheckpointLayout{});
   for (int64_t step = 1; step <= 3; ++step) {
-    writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(step));
+    writer.save(*run.store, run.sources(), state_at(step));
     writer.wait_snapshot();  // before the optimizer step
     run.fill(static_cast<int>(step) + 1);
     while (!writer.try_commit()) {
     }
     Run back = make_run(model_parameter_specs(model()), 9);
-    load_checkpoint(resolve_checkpoint(dir), json(), {back.store.get(), &back.exp_avg, &back.exp_avg_sq});
+    load_checkpoint(resolve_checkpoint(dir), json(), back.targets());
     CHECK(back.mismatches(static_cast<int>(step)) == 0);
   }
   writer.finish();
@@ -173,7 +173,7 @@ TEST_CASE("TP2 checkpoint loads into one process, and one process into TP2") {
   const std::string dir = fresh_dir("tp2");
   write_tp2_by_hand(dir, 7, 3);
   Run whole = make_run(model_parameter_specs(model()), 9);
-  load_checkpoint(resolve_checkpoint(dir), model_json(model()), {whole.store.get()});
+  load_checkpoint(resolve_checkpoint(dir), model_json(model()), whole.targets(false));
   CHECK(count_mismatches(*whole.store, whole.store->flat_values(), 3) == 0);
 
   auto consolidated = consolidate_checkpoint(resolve_checkpoint(dir), model());
@@ -185,7 +185,7 @@ TEST_CASE("TP2 checkpoint loads into one process, and one process into TP2") {
     Run part = make_run(tp_shard_specs(model(), r, 2), 9);
     // Dirty the padding rows: the load must leave them zero.
     part.store->flat_values().f32()[part.store->numel() - 1] = 42.0f;
-    load_checkpoint(resolve_checkpoint(dir1), model_json(model()), {part.store.get(), &part.exp_avg, &part.exp_avg_sq});
+    load_checkpoint(resolve_checkpoint(dir1), model_json(model()), part.targets());
     CHECK(count_mismatches(*part.store, part.store->flat_values(), 4) == 0);  // padding included: zero
     CHECK(count_mismatches(*part.store, part.exp_avg_sq, 204) == 0);
   }
@@ -206,7 +206,7 @@ TEST_CASE("every corruption class is one InputError naming the file or field; no
     fs::copy_file(pristine_meta, meta_path, fs::copy_options::overwrite_existing);
   };
   Run target = make_run(model_parameter_specs(model()), 9);
-  auto load = [&] { load_checkpoint(iter, model_json(model()), {target.store.get(), &target.exp_avg, &target.exp_avg_sq}); };
+  auto load = [&] { load_checkpoint(iter, model_json(model()), target.targets()); };
   auto untouched = [&] {
     CHECK(count_mismatches(*target.store, target.store->flat_values(), 9) == 0);
     CHECK(count_mismatches(*target.store, target.exp_avg, 109) == 0);
@@ -243,21 +243,21 @@ TEST_CASE("every corruption class is one InputError naming the file or field; no
     other.hidden_size = 32;
     other.num_layers = 3;
     const std::string msg = message_of([&] {
-      load_checkpoint(iter, model_json(other), {target.store.get()});
+      load_checkpoint(iter, model_json(other), target.targets(false));
     });
     CHECK_THAT(msg, Catch::Contains("model.hidden_size: checkpoint 16, config 32") &&
                         Catch::Contains("model.num_layers: checkpoint 2, config 3"));
     // init_from only matters for a fresh start.
     other = model();
     other.init_from = "some.safetensors";
-    CHECK_NOTHROW(load_checkpoint(iter, model_json(other), {target.store.get()}));
+    CHECK_NOTHROW(load_checkpoint(iter, model_json(other), target.targets(false)));
     target = make_run(model_parameter_specs(model()), 9);
   }
   SECTION("moments asked of a weights-only checkpoint") {
     const std::string wdir = fresh_dir("weights_only");
     save_one_process(wdir, make_run(model_parameter_specs(model()), 1), 1, false, 0, /*moments=*/false);
     CHECK_THAT(message_of([&] {
-                 load_checkpoint(resolve_checkpoint(wdir), json(), {target.store.get(), &target.exp_avg, &target.exp_avg_sq});
+                 load_checkpoint(resolve_checkpoint(wdir), json(), target.targets());
                }),
                Catch::Contains("no optimizer state"));
   }
@@ -285,7 +285,7 @@ TEST_CASE("keep_last deletes older checkpoints only after a commit, never what `
   {
     CheckpointWriter writer({dir, true, /*keep_last=*/2, 1}, {}, model_json(model()), CheckpointLayout{});
     for (int64_t step = 1; step <= 4; ++step) {
-      writer.save(*run.store, &run.exp_avg, &run.exp_avg_sq, state_at(step));
+      writer.save(*run.store, run.sources(), state_at(step));
       // While step 4 is still being written, 2 and 3 both exist (1 went when 3 committed).
       if (step == 4) CHECK(committed_steps(dir) == std::vector<int64_t>{2, 3});
     }
@@ -314,7 +314,7 @@ TEST_CASE("saving a step again replaces its directory atomically") {
   save_one_process(dir, make_run(model_parameter_specs(model()), 1), 5);
   save_one_process(dir, make_run(model_parameter_specs(model()), 2), 5);
   Run back = make_run(model_parameter_specs(model()), 9);
-  load_checkpoint(resolve_checkpoint(dir), json(), {back.store.get()});
+  load_checkpoint(resolve_checkpoint(dir), json(), back.targets(false));
   CHECK(count_mismatches(*back.store, back.store->flat_values(), 2) == 0);
   CHECK(committed_steps(dir) == std::vector<int64_t>{5});
 }
@@ -362,7 +362,7 @@ TEST_CASE("data-parallel replicas split the boxes, each exactly once, balanced b
   std::map<std::string, int> seen;
   std::vector<int64_t> bytes;
   for (int r = 0; r < 3; ++r) {
-    const ShardPlan plan = plan_shard(store.specs(), true, r, 3);
+    const ShardPlan plan = plan_shard(store, true, r, 3);
     bytes.push_back(plan.staging_numel);
     for (const ShardItem& i : plan.items) seen[i.kind + "/" + store.spec(i.param).name]++;
   }

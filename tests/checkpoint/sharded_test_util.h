@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "model/model_config.h"
 #include "model/model_parameters.h"
 #include "model/parameter_store.h"
@@ -88,10 +90,10 @@ void for_each_box_element(const ParamSpec& s, F&& f) {
 inline void fill_by_global(const ParameterStore& store, Tensor& flat, int salt) {
   float* p = flat.f32();
   for (int64_t i = 0; i < flat.numel(); ++i) p[i] = 0.0f;
-  int64_t base = 0;
-  for (const ParamSpec& s : store.specs()) {
+  for (size_t i = 0; i < store.count(); ++i) {
+    const ParamSpec& s = store.spec(i);
+    const int64_t base = store.offset(i);
     for_each_box_element(s, [&](int64_t local, int64_t global) { p[base + local] = global_value(s.name, global, salt); });
-    base += shape_numel(s.shape);
   }
 }
 
@@ -113,6 +115,13 @@ struct Run {
     fill_by_global(*store, store->flat_values(), salt);
     fill_by_global(*store, exp_avg, salt + 100);
     fill_by_global(*store, exp_avg_sq, salt + 200);
+  }
+  // What a save writes and a load fills: the values and, with `moments`, both moments.
+  SaveSources sources(bool moments = true) const {
+    return {&store->flat_values(), moments ? &exp_avg : nullptr, moments ? &exp_avg_sq : nullptr};
+  }
+  LoadTargets targets(bool moments = true) {
+    return {store.get(), &store->flat_values(), moments ? &exp_avg : nullptr, moments ? &exp_avg_sq : nullptr};
   }
   int64_t mismatches(int salt) const {
     return count_mismatches(*store, store->flat_values(), salt) + count_mismatches(*store, exp_avg, salt + 100) +

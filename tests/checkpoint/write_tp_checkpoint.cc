@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     CheckpointState state;
     state.step = 10;
     state.seed = c.training.seed;
-    writer.save(store, nullptr, nullptr, state);
+    writer.save(store, {&store.flat_values()}, state);
     writer.finish();
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

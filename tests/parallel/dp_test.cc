@@ -1,6 +1,7 @@
 // Multi-rank tests of data parallelism (run under mpirun -np 2 and -np 4): gradient buckets reduce
 // to the mean over ranks (overlap on and off, several bucket sizes, launch only on complete
-// buckets), and the distributed optimizer equals one-process AdamW on the mean gradient.
+// buckets), and the optimizer — sharded (distributed optimizer) or stepping the whole model on the
+// all-reduced gradients — equals one-process AdamW on the mean gradient.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,8 +11,8 @@
 
 #include "kernels/ops.h"
 #include "model/parameter_store.h"
-#include "parallel/distributed_optimizer.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/optimizer.h"
 #include "tests/parallel/mpi_test_main.h"
 
 namespace lattice {
@@ -185,7 +186,7 @@ struct Reference {
       v.push_back(Tensor::zeros(store.spec(i).shape));
     }
   }
-  void step(const std::vector<float>& mean, int64_t t, double lr, float scale, const DistAdamWConfig& c) {
+  void step(const std::vector<float>& mean, int64_t t, double lr, float scale, const OptimizerOptions& c) {
     std::copy(mean.begin(), mean.end(), store.flat_grads().f32());
     for (size_t i = 0; i < store.count(); ++i) {
       ops::AdamWParams p{static_cast<float>(lr), static_cast<float>(c.beta1), static_cast<float>(c.beta2),
@@ -205,12 +206,12 @@ TEST_CASE("distributed optimizer: 3 AdamW steps equal one-process AdamW on the m
   for (double size : kSizes) {
     for (bool overlap : {false, true}) {
       CAPTURE(size, overlap);
-      DistAdamWConfig config{0.9, 0.95, 1e-8, 0.5, overlap};
+      OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, overlap};
       Reference ref;
       ParameterStore store(specs());
       store.initialize(1234);
       GradBuckets buckets(store, w, {size, true, true});
-      DistributedOptimizer opt(buckets, config);
+      Optimizer opt(buckets, config);
       for (int step = 0; step < 3; ++step) {
         const double lr = 0.05 * (step + 1);
         const float scale = step == 1 ? 0.5f : 1.0f;
@@ -237,6 +238,37 @@ TEST_CASE("distributed optimizer: 3 AdamW steps equal one-process AdamW on the m
   }
 }
 
+// Data parallelism without the distributed optimizer: the buckets all-reduce and every rank steps
+// the whole model (its own fp32 main parameters) on the same mean gradient.
+TEST_CASE("whole-model optimizer on all-reduced gradients: 3 AdamW steps equal one-process AdamW") {
+  auto& w = world();
+  for (double size : kSizes) {
+    CAPTURE(size);
+    const OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, false};
+    Reference ref;
+    ParameterStore store(specs());
+    store.initialize(1234);
+    GradBuckets buckets(store, w, {size, true, false});
+    Optimizer opt(store, config);
+    REQUIRE(!opt.sharded());
+    for (int step = 0; step < 3; ++step) {
+      fill_grads(store, w.rank(), step);
+      for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
+      buckets.finish();
+      const auto mean = mean_grads(store.numel(), w.size(), step);
+      double sq = 0.0;
+      for (float g : mean) sq += static_cast<double>(g) * g;
+      CHECK(std::fabs(opt.grad_norm() - std::sqrt(sq)) <= 1e-6 * std::sqrt(sq));
+      opt.step(0.05, 1.0f);
+      CHECK(opt.pending_param_gathers() == 0);
+      ref.step(mean, step + 1, 0.05, 1.0f, config);
+      std::vector<float> expect(ref.store.flat_values().f32(), ref.store.flat_values().f32() + store.numel());
+      CHECK(max_rel_diff(store.flat_values().f32(), expect) <= 1e-6);
+      CHECK(std::equal(store.flat_values().f32(), store.flat_values().f32() + store.numel(), opt.main_params().f32()));
+    }
+  }
+}
+
 // A replica (another rank holds the counted copy: the tied head on the last pipeline stage, a
 // TP-duplicated norm gain on tp rank > 0) stays out of the gradient norm, wherever shards cut it.
 TEST_CASE("distributed optimizer: the grad norm skips replica parameters") {
@@ -249,7 +281,7 @@ TEST_CASE("distributed optimizer: the grad norm skips replica parameters") {
     ParameterStore store(sp);
     store.initialize(1234);
     GradBuckets buckets(store, w, {size, true, true});
-    DistributedOptimizer opt(buckets, DistAdamWConfig{});
+    Optimizer opt(buckets, OptimizerOptions{});
     fill_grads(store, w.rank(), 0);
     for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
     buckets.finish();
@@ -266,19 +298,20 @@ TEST_CASE("distributed optimizer: the grad norm skips replica parameters") {
   }
 }
 
-// Checkpoints: gather_moments gives every rank the one-process AdamW's flat-layout moments, and
-// load_moments of them into a fresh optimizer (of another bucket size: another shard layout) puts
-// back exactly the shard the first one had: both optimizers step to the same bits afterwards.
-TEST_CASE("distributed optimizer: moments gather to the flat layout and load back into any shard layout") {
+// Checkpoints: gather_state gives every rank the one-process AdamW's flat-layout main parameters and
+// moments, and load_state of them into a fresh optimizer (of another bucket size: another shard
+// layout) puts back exactly the shard the first one had and the model's values: both optimizers
+// step to the same bits afterwards.
+TEST_CASE("distributed optimizer: state gathers to the flat layout and loads back into any shard layout") {
   auto& w = world();
   for (double size : kSizes) {
     CAPTURE(size);
-    const DistAdamWConfig config{0.9, 0.95, 1e-8, 0.5, false};
+    const OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, false};
     Reference ref;
     ParameterStore store(specs());
     store.initialize(1234);
     GradBuckets buckets(store, w, {size, true, true});
-    DistributedOptimizer opt(buckets, config);
+    Optimizer opt(buckets, config);
     for (int step = 0; step < 2; ++step) {
       fill_grads(store, w.rank(), step);
       for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
@@ -286,25 +319,33 @@ TEST_CASE("distributed optimizer: moments gather to the flat layout and load bac
       opt.step(0.05, 1.0f);
       ref.step(mean_grads(store.numel(), w.size(), step), step + 1, 0.05, 1.0f, config);
     }
-    Tensor m = Tensor::zeros({store.numel()}), v = Tensor::zeros({store.numel()});
-    opt.gather_moments(m, v);
+    opt.gather_state();
+    const FlatOptimizerState& state = opt.flat_state();
+    const Tensor &m = state.exp_avg, &v = state.exp_avg_sq;
+    CHECK(std::equal(store.flat_values().f32(), store.flat_values().f32() + store.numel(), state.main_params.f32()));
     for (size_t i = 0, flat = 0; i < store.count(); flat += ref.m[i].numel(), ++i) {
       std::vector<float> em(ref.m[i].f32(), ref.m[i].f32() + ref.m[i].numel());
       std::vector<float> ev(ref.v[i].f32(), ref.v[i].f32() + ref.v[i].numel());
       CHECK(max_rel_diff(m.f32() + flat, em) <= 1e-6);
       CHECK(max_rel_diff(v.f32() + flat, ev, 1e-6) <= 1e-6);
     }
-    // Another shard layout (one bucket for everything) loads the same flat moments.
+    // Another shard layout (one bucket for everything) loads the same flat state.
     ParameterStore store2(specs());
-    ops::copy(store.flat_values(), store2.flat_values());
     GradBuckets buckets2(store2, w, {0.0, true, true});
-    DistributedOptimizer opt2(buckets2, config);
-    opt2.load_moments(m, v);
+    Optimizer opt2(buckets2, config);
+    FlatOptimizerState& loaded = opt2.flat_state();
+    ops::copy(state.main_params, loaded.main_params);
+    ops::copy(m, loaded.exp_avg);
+    ops::copy(v, loaded.exp_avg_sq);
+    opt2.load_state();
     opt2.set_step_count(opt.step_count());
-    Tensor m2 = Tensor::zeros({store.numel()}), v2 = Tensor::zeros({store.numel()});
-    opt2.gather_moments(m2, v2);
+    CHECK(std::equal(store.flat_values().f32(), store.flat_values().f32() + store.numel(), store2.flat_values().f32()));
+    opt2.gather_state();
+    const Tensor &m2 = opt2.flat_state().exp_avg, &v2 = opt2.flat_state().exp_avg_sq;
     CHECK(std::equal(m.f32(), m.f32() + m.numel(), m2.f32()));
     CHECK(std::equal(v.f32(), v.f32() + v.numel(), v2.f32()));
+    CHECK(std::equal(state.main_params.f32(), state.main_params.f32() + store.numel(),
+                     opt2.flat_state().main_params.f32()));
     for (auto [s, b, o] : {std::tuple{&store, &buckets, &opt}, {&store2, &buckets2, &opt2}}) {
       fill_grads(*s, w.rank(), 2);
       for (size_t p = s->count(); p-- > 0;) b->mark_ready(p);
@@ -322,7 +363,7 @@ TEST_CASE("distributed optimizer decays only decay parameters even where a shard
   store.initialize(99);
   std::vector<float> before(store.flat_values().f32(), store.flat_values().f32() + store.numel());
   GradBuckets buckets(store, w, {0.0, false, true});
-  DistributedOptimizer opt(buckets, {0.9, 0.95, 1e-8, 0.5, false});
+  Optimizer opt(buckets, {0.9, 0.95, 1e-8, 0.5, false});
   store.zero_grads();
   buckets.finish();
   opt.step(0.1, 1.0f);

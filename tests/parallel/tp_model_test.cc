@@ -35,10 +35,10 @@
 #include "model/model_chunk.h"
 #include "model/model_parameters.h"
 #include "model/transformer.h"
+#include "parallel/grad_sync.h"
 #include "parallel/trace.h"
 #include "tests/parallel/mpi_test_main.h"
 #include "tests/tiny_models.h"
-#include "trainer/grad_sync.h"
 
 namespace lattice {
 namespace {

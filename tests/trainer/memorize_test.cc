@@ -23,7 +23,7 @@ double memorize(ModelConfig c) {
   OptimizerConfig oc;
   oc.lr = 3e-3;
   oc.weight_decay = 0.0;
-  AdamW optimizer(params, oc);
+  Optimizer optimizer(params, optimizer_options(oc));
 
   Tensor ids = Tensor::empty({B, c.seq_length}, DType::kI32);
   Tensor targets = Tensor::empty({B, c.seq_length}, DType::kI32);
@@ -41,7 +41,7 @@ double memorize(ModelConfig c) {
     model.backward(ids, targets, 1.0f / static_cast<float>(ids.numel()));
     loss = read_mean_loss(losses);
     if (step == 1) CHECK(loss == Approx(std::log(static_cast<double>(c.vocab_size))).epsilon(0.02));
-    optimizer.step(params, oc.lr, clip_scale(global_grad_norm(params), 1.0));
+    optimizer.step(oc.lr, clip_scale(global_grad_norm(params), 1.0));
   }
   return loss;
 }

@@ -1,5 +1,5 @@
 // Gradient synchronisation over tp, the embedding group and dp, driven by backward's hook.
-#include "trainer/grad_sync.h"
+#include "parallel/grad_sync.h"
 
 #include <algorithm>
 
@@ -9,24 +9,22 @@
 
 namespace lattice {
 
-GradSync::GradSync(ParameterStore& store, Communicator& tp, bool sequence_parallel, Communicator* embedding,
+GradSync::GradSync(ParamGradBuffer& buffer, Communicator& tp, bool sequence_parallel, Communicator* embedding,
                    bool tied_embeddings, GradBuckets* buckets, Tracer& tracer)
-    : store_(store), tp_(tp), embedding_(embedding), buckets_(buckets), tracer_(tracer) {
+    : buffer_(buffer), tp_(tp), embedding_(embedding), buckets_(buckets), tracer_(tracer) {
   const bool tp_sums = sequence_parallel && tp.size() > 1;
   const bool embedding_sums = tied_embeddings && embedding != nullptr && embedding->size() > 1;
-  route_.assign(store.count(), Route::kDirect);
-  for (size_t i = 0; i < store.count(); ++i) {
-    const ParamSpec& s = store.spec(i);
+  route_.assign(buffer.count(), Route::kDirect);
+  for (size_t i = 0; i < buffer.count(); ++i) {
+    const ParamSpec& s = buffer.spec(i);
     const bool tp_sum = tp_sums && s.tp_duplicated;
     const bool embedding_sum = embedding_sums && s.name == "embedding.word_embeddings.weight";
     LATTICE_CHECK(!(tp_sum && embedding_sum), "parameter '{}' needs both a tp and an embedding-group sum", s.name);
     if (tp_sum) route_[i] = Route::kTpSum;
     if (embedding_sum) route_[i] = Route::kEmbeddingSum;
   }
-  offset_.assign(store.count() + 1, 0);
-  for (size_t i = 0; i < store.count(); ++i) offset_[i + 1] = offset_[i] + shape_numel(store.spec(i).shape);
-  reported_.assign(store.count(), 0);
-  pending_.reserve(store.count());
+  reported_.assign(buffer.count(), 0);
+  pending_.reserve(buffer.count());
 }
 
 void GradSync::ready(size_t first, size_t last) {
@@ -36,7 +34,8 @@ void GradSync::ready(size_t first, size_t last) {
 
 void GradSync::start_sum(Route route, size_t first, size_t last) {
   Communicator& group = route == Route::kTpSum ? tp_ : *embedding_;
-  const Tensor grads = store_.flat_grads().slice_flat(offset_[first], {offset_[last + 1] - offset_[first]});
+  const int64_t begin = buffer_.offset(first);
+  const Tensor grads = buffer_.flat_grads().slice_flat(begin, {buffer_.offset(last + 1) - begin});
   pending_.push_back({group.all_reduce_async(grads), first, last});
 }
 
@@ -51,13 +50,13 @@ void GradSync::poll() {
 }
 
 void GradSync::grads_done(const std::vector<size_t>& param_indices) {
-  // A run of parameters with the same group sum, adjacent in the store: [run_first, run_last].
+  // A run of parameters with the same group sum, adjacent in the buffer: [run_first, run_last].
   Route run_route = Route::kDirect;
   size_t run_first = 0, run_last = 0;
   bool open = false;
   for (const size_t i : param_indices) {
-    LATTICE_CHECK(i < store_.count() && !reported_[i], "backward reported parameter {} ('{}') twice in one step", i,
-                  i < store_.count() ? store_.spec(i).name : "?");
+    LATTICE_CHECK(i < buffer_.count() && !reported_[i], "backward reported parameter {} ('{}') twice in one step", i,
+                  i < buffer_.count() ? buffer_.spec(i).name : "?");
     reported_[i] = 1;
     ++reported_count_;
     if (route_[i] == Route::kDirect) {
@@ -87,10 +86,10 @@ void GradSync::finish() {
     }
     pending_.clear();
   }
-  if (reported_count_ != store_.count()) {
+  if (reported_count_ != buffer_.count()) {
     std::string missing;
-    for (size_t i = 0; i < store_.count(); ++i)
-      if (!reported_[i]) missing += (missing.empty() ? "" : ", ") + store_.spec(i).name;
+    for (size_t i = 0; i < buffer_.count(); ++i)
+      if (!reported_[i]) missing += (missing.empty() ? "" : ", ") + buffer_.spec(i).name;
     throw Error(fmt::format("backward did not report the gradients of {} (the grads-done hook must name every "
                             "parameter once per step)",
                             missing));

@@ -1,6 +1,6 @@
 // GradSync: turns this rank's accumulated gradients into the whole-model gradient the optimizer
 // steps on, overlapped with backward. As backward finishes a parameter's gradient on its chunk's
-// last micro-batch (ChunkStage's hook), the parameter is handed to the data-parallel buckets — or,
+// last micro-batch (the trainer's hook), the parameter is handed to the data-parallel buckets — or,
 // first, summed over the tp group (tp_duplicated parameters under sequence parallelism: each tp
 // rank saw only its share of the tokens) or over the embedding group (the tied word embeddings:
 // the first stage's table and the last stage's head replica each hold part of the gradient), and
@@ -9,9 +9,9 @@
 
 #include <vector>
 
-#include "model/parameter_store.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/param_grad_buffer.h"
 #include "parallel/trace.h"
 
 namespace lattice {
@@ -22,7 +22,7 @@ class GradSync {
   // tp.size() > 1. embedding: the embedding group (nullptr on middle stages); its sum runs for
   // "embedding.word_embeddings.weight" when tied_embeddings and the group has two ranks.
   // buckets: the data-parallel reduction (nullptr without data parallelism). All must outlive this.
-  GradSync(ParameterStore& store, Communicator& tp, bool sequence_parallel, Communicator* embedding,
+  GradSync(ParamGradBuffer& buffer, Communicator& tp, bool sequence_parallel, Communicator* embedding,
            bool tied_embeddings, GradBuckets* buckets, Tracer& tracer);
 
   // Backward has finished these parameters' gradients for the step. Starts their group sums (one
@@ -46,13 +46,12 @@ class GradSync {
   void start_sum(Route route, size_t first, size_t last);
   void poll();
 
-  ParameterStore& store_;
+  ParamGradBuffer& buffer_;
   Communicator& tp_;
   Communicator* embedding_;
   GradBuckets* buckets_;
   Tracer& tracer_;
   std::vector<Route> route_;
-  std::vector<int64_t> offset_;  // flat offset of each parameter, and the total at the end
   std::vector<char> reported_;
   size_t reported_count_ = 0;
   std::vector<Pending> pending_;

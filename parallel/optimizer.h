@@ -1,0 +1,122 @@
+// Optimizer: AdamW that owns the fp32 main parameters and moments (Megatron's recipe) — of the
+// whole model, or with the distributed optimizer (ZeRO-1) of this dp rank's 1/dp shard — and after
+// each step writes the updated values back to the model's parameters in the buffer.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "kernels/adamw_runs.h"
+#include "kernels/tensor.h"
+#include "parallel/communicator.h"
+#include "parallel/grad_buckets.h"
+#include "parallel/param_grad_buffer.h"
+
+namespace lattice {
+
+// The AdamW hyper-parameters (parallel/ does not depend on trainer/'s config; the trainer copies
+// its OptimizerConfig into this). Decay applies only where ParamSpec::weight_decay.
+struct OptimizerOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  bool overlap_param_gather = false;  // sharded only: the write-back all-gathers overlap the next forward
+};
+
+// The optimizer state as checkpoints hold it, in the buffer's flat layout (numel() elements each).
+struct FlatOptimizerState {
+  Tensor main_params;
+  Tensor exp_avg;
+  Tensor exp_avg_sq;
+};
+
+class Optimizer {
+ public:
+  // Whole model: steps every parameter on the buffer's gradients (one process, or data parallel
+  // with all-reduced gradients: every rank takes the same step). `buffer` must outlive this.
+  Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options);
+  // Sharded (distributed optimizer): `buckets` must be in reduce_scatter mode; this rank owns its
+  // slice of every bucket (see GradBucket). They, their buffer and communicator must outlive this.
+  Optimizer(GradBuckets& buckets, const OptimizerOptions& options);
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  bool sharded() const { return buckets_ != nullptr; }
+
+  // Sum of squares of this rank's part of the (reduced) gradient, in double: call after the
+  // gradient reduction. Sharded, over all dp ranks every element counts exactly once (padding is
+  // zero). Parameters flagged ParamSpec::replica (another rank holds the counted copy) are left out.
+  double local_grad_sum_squares() const;
+  // sqrt of local_grad_sum_squares(), summed over the dp group when sharded (as exact doubles added
+  // in rank order: every rank gets the bit-identical norm). With TP/PP the trainer also sums over
+  // those groups; this is the dp-only norm.
+  double grad_norm();
+
+  // One AdamW step on the main parameters (step_count() += 1; gradients times grad_scale first),
+  // then write_back_params(). Sharded with overlap_param_gather, the write-back's all-gathers are in
+  // flight on return: wait_param_gather(bucket) (or wait_param(i) / wait_all()) before reading
+  // those parameters (the next forward). Unsharded these waits return at once.
+  void step(double lr, float grad_scale);
+
+  void wait_param_gather(size_t bucket);
+  void wait_param(size_t param_index);
+  void wait_all();
+  // Gathers launched and not yet waited for (tests).
+  int pending_param_gathers() const;
+
+  // What checkpoints save from and load into: unsharded, the optimizer's own tensors; sharded, flat
+  // copies made on first use. gather_state() fills them (sharded: a collective over dp, one
+  // all_gather per bucket and tensor). After a load has filled them, load_state() takes this rank's
+  // shard (padding stays zero) and sets the model's parameters from the main parameters (no
+  // communication). Both wait for pending parameter gathers first.
+  FlatOptimizerState& flat_state();
+  void gather_state();
+  void load_state();
+
+  int64_t step_count() const { return step_count_; }
+  void set_step_count(int64_t steps);
+
+  // This rank's state in the shard layout (sharded: GradBucket::shard_offset / shard_numel;
+  // unsharded: the buffer's flat layout).
+  Tensor& main_params() { return main_; }
+  Tensor& exp_avg() { return exp_avg_; }
+  Tensor& exp_avg_sq() { return exp_avg_sq_; }
+  const OptimizerOptions& options() const { return options_; }
+  ParamGradBuffer& buffer() const { return buffer_; }
+
+  // A maximal run of this rank's shard lying inside parameters that share one decay flag:
+  // shard elements [shard_offset, shard_offset + numel) = flat elements [flat_offset, ...).
+  struct Run {
+    int64_t shard_offset;
+    int64_t flat_offset;
+    int64_t numel;
+    bool decay;
+  };
+  const std::vector<Run>& runs() const { return runs_; }
+
+ private:
+  Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options);
+  // The one place the model's parameters get the main parameters' values: today a copy of the same
+  // dtype (a cast when the parameters are bf16); sharded, each bucket's all-gather.
+  void write_back_params();
+  const Tensor& grads() const;
+
+  ParamGradBuffer& buffer_;
+  GradBuckets* buckets_;  // nullptr: not sharded
+  OptimizerOptions options_;
+  std::vector<Run> runs_;
+  std::vector<AdamWRun> shard_runs_;  // runs_ addressed by shard offset, as AdamW steps them
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;  // (shard offset, numel) of non-replica elements
+  Tensor main_;
+  Tensor exp_avg_;
+  Tensor exp_avg_sq_;
+  FlatOptimizerState flat_state_;
+  std::vector<Tensor> staging_;         // per bucket whose numel % dp != 0: padded gather output
+  std::vector<CommHandle> gathers_;     // per bucket
+  int64_t step_count_ = 0;
+};
+
+}  // namespace lattice

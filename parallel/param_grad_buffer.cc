@@ -1,0 +1,20 @@
+// The flat parameter and gradient buffers and their per-parameter views.
+#include "parallel/param_grad_buffer.h"
+
+#include "kernels/ops.h"
+
+namespace lattice {
+
+ParamGradBuffer::ParamGradBuffer(std::vector<ParamSpec> specs, DType param_dtype, Device device)
+    : ParamLayout(std::move(specs)),
+      flat_values_(Tensor::zeros({numel()}, param_dtype, device)),
+      flat_grads_(Tensor::zeros({numel()}, DType::kF32, device)) {
+  for (size_t i = 0; i < count(); ++i) {
+    values_.push_back(flat_values_.slice_flat(offset(i), spec(i).shape));
+    grads_.push_back(flat_grads_.slice_flat(offset(i), spec(i).shape));
+  }
+}
+
+void ParamGradBuffer::zero_grads() { ops::fill(flat_grads_, 0.0f); }
+
+}  // namespace lattice
