@@ -31,7 +31,8 @@ class CommHandle {
  public:
   CommHandle() = default;
   // `stream`: the communicator's stream, which the operation was enqueued on (records enqueued()).
-  CommHandle(std::unique_ptr<PendingOp> op, std::shared_ptr<const Watchdog> watchdog, const Stream& stream);
+  CommHandle(std::unique_ptr<PendingOp> op, std::shared_ptr<const Watchdog> watchdog,
+             const Stream& stream = Stream());
   CommHandle(CommHandle&& other) noexcept = default;
   CommHandle& operator=(CommHandle&& other) noexcept;
   CommHandle(const CommHandle&) = delete;
