@@ -1,3 +1,5 @@
+// The pipeline executor: one method per action kind over a step's shared state, a pool of transfer
+// buffers, and the measured bubble over the pp group's host channel.
 #include "parallel/pipeline_executor.h"
 
 #include <string>
@@ -34,7 +36,7 @@ struct PipelineExecutor::Step {
   std::vector<Held> held;
   PipelineStepStats stats;
   TraceAnchor anchor;  // places the step's event-timed spans on the trace
-  Event start;
+  Event start;  // the step's first point on the stream
 
   int find(ActionType kind, int microbatch, int chunk) const {
     for (size_t i = 0; i < held.size(); ++i) {
