@@ -96,10 +96,8 @@ std::unique_ptr<CheckpointLock> CheckpointLock::acquire_for_job(const std::strin
     }
   }
   if (job) {
-    Tensor failed = Tensor::empty({1}, DType::kI32);
-    failed.i32()[0] = failure ? 1 : 0;
-    world->all_reduce(failed, ReduceOp::kMax);
-    if (failed.i32()[0] != 0 && !rank0)
+    const bool failed = world->host().any(failure != nullptr, "checkpoint.dir lock result");
+    if (failed && !rank0)
       throw InputError(fmt::format("checkpoint.dir '{}' could not be locked for this job (rank 0 says why)", dir));
   }
   if (failure) std::rethrow_exception(failure);

@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -32,8 +31,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Status of a rank's shard file; all-reduced with min, so one failure or one writer still busy
-// decides for the job.
+// Status of a rank's shard file; agreed with min over the job, so one failure or one writer still
+// busy decides for the job.
 constexpr int kFailed = -1;
 constexpr int kWriting = 0;
 constexpr int kDurable = 1;
@@ -52,13 +51,6 @@ double slow_save_seconds(int64_t step) {
   double seconds = 0.0;
   if (std::sscanf(v, "%lld:%lf", &at, &seconds) != 2 || at != step) return 0.0;
   return seconds;
-}
-
-// Strings travel as i32 words (the communicator carries f32/i32 tensors).
-Tensor pack_string(const std::string& s) {
-  Tensor t = Tensor::zeros({static_cast<int64_t>((s.size() + 3) / 4)}, DType::kI32);
-  if (!s.empty()) std::memcpy(t.raw(), s.data(), s.size());
-  return t;
 }
 
 }  // namespace
@@ -263,10 +255,7 @@ void CheckpointWriter::write_shard(Job& job) {
 
 int CheckpointWriter::agree(int flag) {
   if (!comm_) return flag;
-  Tensor t = Tensor::empty({1}, DType::kI32);
-  *t.i32() = flag;
-  comm_->all_reduce(t, ReduceOp::kMin);
-  return *t.i32();
+  return comm_->host().min(flag, "checkpoint commit vote");
 }
 
 bool CheckpointWriter::try_commit() {
@@ -293,24 +282,10 @@ void CheckpointWriter::wait() {
 }
 
 std::vector<json> CheckpointWriter::gather_reports(const json& mine) {
-  std::vector<json> reports{mine};
-  if (!comm_) return reports;
-  if (rank() != 0) {
-    const std::string text = mine.dump();
-    Tensor length = Tensor::empty({1}, DType::kI32);
-    *length.i32() = static_cast<int32_t>(text.size());
-    comm_->send(length, 0, 0);
-    comm_->send(pack_string(text), 0, 1);
-    return reports;
-  }
-  for (int r = 1; r < comm_->size(); ++r) {
-    Tensor length = Tensor::empty({1}, DType::kI32);
-    comm_->recv(length, r, 0);
-    const auto bytes = static_cast<size_t>(*length.i32());
-    Tensor words = Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::kI32);
-    comm_->recv(words, r, 1);
-    reports.push_back(json::parse(std::string(static_cast<const char*>(words.raw()), bytes)));
-  }
+  if (!comm_) return {mine};
+  std::vector<json> reports;
+  for (const std::string& text : comm_->host().gather_strings(mine.dump(), 0, "checkpoint shard report"))
+    reports.push_back(json::parse(text));
   return reports;
 }
 
@@ -341,12 +316,7 @@ void CheckpointWriter::commit(int flag) {
       error = e.what();
     }
   }
-  if (comm_) {
-    Tensor t = Tensor::empty({1}, DType::kI32);
-    *t.i32() = ok;
-    comm_->broadcast(t, 0);
-    ok = *t.i32();
-  }
+  if (comm_) ok = comm_->host().broadcast(ok, 0, "checkpoint commit result");
   if (!ok) {
     if (!error.empty()) throw Error(fmt::format("committing checkpoint of step {} failed: {}", job->state.step, error));
     throw Error(fmt::format("committing checkpoint of step {} failed on rank 0 (see its log)", job->state.step));

@@ -112,9 +112,9 @@ class CheckpointWriter {
  private:
   struct Job;
   void write_shard(Job& job);  // the background part
-  void commit(int flag);       // flag: all-reduced status (1 all durable, -1 some rank failed)
+  void commit(int flag);       // flag: agreed status (1 all durable, -1 some rank failed)
   void finalize_on_root(const Job& job, const std::vector<nlohmann::json>& reports);
-  int agree(int flag);         // all-reduce(min) over the job; identity in one process
+  int agree(int flag);         // min over the job's host channel; identity in one process
   std::vector<nlohmann::json> gather_reports(const nlohmann::json& mine);
   int rank() const;
   void join_cleaner();

@@ -118,7 +118,7 @@ void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, Laye
     CommHandle reduce = reduce_region_grad(g, d_h2);
     if (swiglu) gate_proj_.backward_weights(s.norm2_out, g.d_gate);
     up_proj_.backward_weights(s.norm2_out, g.d_up);
-    reduce.wait();
+    reduce.wait_on(tp_.stream);
   }
   norm2_.backward(d_h2, s.mid, s.norm2, g.d_mid);
   ops::add(g.d_mid, d_out, g.d_mid);  // residual path
@@ -141,7 +141,7 @@ void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, Laye
     q_proj_.backward_weights(s.norm1_out, dq);
     k_proj_.backward_weights(s.norm1_out, dk);
     v_proj_.backward_weights(s.norm1_out, dv);
-    reduce.wait();
+    reduce.wait_on(tp_.stream);
   }
   norm1_.backward(d_h1, s.input, s.norm1, d_x);
   ops::add(d_x, g.d_mid, d_x);

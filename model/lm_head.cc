@@ -58,9 +58,9 @@ void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses) {
   // Vocab-parallel softmax: global row max, then the sums of exponentials and the target logit
   // (owned by exactly one rank) in one all-reduce.
   ops::cross_entropy_shard_max(s.logits, valid_cols_, row_max_);
-  tp_.group->all_reduce(row_max_, ReduceOp::kMax);
+  tp_.group->all_reduce_async(row_max_, ReduceOp::kMax).wait_on(tp_.stream);
   ops::cross_entropy_shard_sums(s.logits, targets, row_max_, first_col_, valid_cols_, config_.vocab_size, sums_);
-  tp_.group->all_reduce(sums_);
+  tp_.group->all_reduce_async(sums_).wait_on(tp_.stream);
   ops::cross_entropy_shard_loss(row_max_, sums_, token_losses, s.lse);
 }
 
@@ -79,7 +79,7 @@ void LmHead::backward(int slot, const Tensor& targets, float grad_scale, Tensor&
     CommHandle reduce = tp_.sequence_parallel ? gather_tokens_backward_async(tp_, d_norm_out_, norm_local_)
                                               : copy_to_tp_region_backward_async(tp_, d_norm_out_);
     ops::matmul(s.logits, true, s.norm_out, false, head_grad_, 1.0f, 1.0f);
-    reduce.wait();
+    reduce.wait_on(tp_.stream);
   }
   final_norm_.backward(tp_.sequence_parallel ? norm_local_ : d_norm_out_, s.hidden, s.norm, d_hidden);
 }

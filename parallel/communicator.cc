@@ -1,4 +1,4 @@
-// CommHandle: waiting under the watchdog; reduce op names.
+// CommHandle: host and stream waits under the watchdog, and its events; reduce op names.
 #include "parallel/communicator.h"
 
 #include <spdlog/spdlog.h>
@@ -16,8 +16,8 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-CommHandle::CommHandle(std::unique_ptr<PendingOp> op, std::shared_ptr<const Watchdog> watchdog)
-    : op_(std::move(op)), watchdog_(std::move(watchdog)) {
+CommHandle::CommHandle(std::unique_ptr<PendingOp> op, std::shared_ptr<const Watchdog> watchdog, const Stream& stream)
+    : op_(std::move(op)), watchdog_(std::move(watchdog)), stream_(stream), enqueued_(stream.record()) {
   LATTICE_CHECK(op_ == nullptr || watchdog_ != nullptr, "a pending CommHandle needs a watchdog");
 }
 
@@ -26,6 +26,9 @@ CommHandle& CommHandle::operator=(CommHandle&& other) noexcept {
     finish_or_abandon();
     op_ = std::move(other.op_);
     watchdog_ = std::move(other.watchdog_);
+    stream_ = other.stream_;
+    enqueued_ = other.enqueued_;
+    completed_ = other.completed_;
   }
   return *this;
 }
@@ -39,12 +42,20 @@ void CommHandle::wait() {
   PendingOp* op = op_.release();
   watchdog_->wait(*op);
   delete op;
+  completed_ = stream_.record();
+}
+
+void CommHandle::wait_on(const Stream& stream) {
+  // MpiCommunicator's operations are host-driven: complete it now (see the header).
+  wait();
+  stream.wait(completed_);
 }
 
 bool CommHandle::test() {
   if (!op_) return true;
   if (!op_->test()) return false;
   op_.reset();
+  completed_ = stream_.record();
   return true;
 }
 

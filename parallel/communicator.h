@@ -1,12 +1,15 @@
 // Communicator: one process group (tp, dp, pp, embedding, world) and its collectives on Tensors,
-// each with an async form returning a CommHandle. Passed explicitly; there is no global group.
+// each with an async form returning a CommHandle, plus the group's host control channel. Passed
+// explicitly; there is no global group.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/stream.h"
 #include "kernels/tensor.h"
+#include "parallel/host_channel.h"
 #include "parallel/watchdog.h"
 
 namespace lattice {
@@ -14,13 +17,22 @@ namespace lattice {
 enum class ReduceOp { kSum, kMax, kMin };
 const char* reduce_op_name(ReduceOp op);
 
-// An outstanding operation. Move-only. wait() blocks (under the watchdog) until it completes;
-// test() makes progress and says whether it has. The handle keeps the tensors' storage alive until
-// completion. Destroying a pending handle waits for it. A default-constructed handle is complete.
+// An outstanding operation. Move-only. The handle keeps the tensors' storage alive until
+// completion. Destroying a pending handle waits for it (host). A default-constructed handle is
+// complete. Two kinds of wait:
+//   wait_on(stream): work enqueued on `stream` afterwards runs after the operation — what a consumer
+//     of the result on the device needs (ordering). On a device backend the host does not block.
+//     MPI on CPU tensors: CPU work runs inline when it is called, so ordering it after the operation
+//     means completing the operation now: it blocks the host like wait().
+//   wait(): the host blocks (under the watchdog) until the operation has completed — before the
+//     host reuses or frees a buffer, or reads a result itself. Every host wait is under the watchdog.
+// test() makes progress and says whether the operation has completed.
 class CommHandle {
  public:
   CommHandle() = default;
-  CommHandle(std::unique_ptr<PendingOp> op, std::shared_ptr<const Watchdog> watchdog);
+  // `stream`: the communicator's stream, which the operation was enqueued on (records enqueued()).
+  CommHandle(std::unique_ptr<PendingOp> op, std::shared_ptr<const Watchdog> watchdog,
+             const Stream& stream = Stream());
   CommHandle(CommHandle&& other) noexcept = default;
   CommHandle& operator=(CommHandle&& other) noexcept;
   CommHandle(const CommHandle&) = delete;
@@ -28,14 +40,24 @@ class CommHandle {
   ~CommHandle();
 
   void wait();
+  void wait_on(const Stream& stream);
   bool test();
   bool pending() const { return op_ != nullptr; }
+
+  // Recorded on the communicator's stream when the operation was enqueued.
+  const Event& enqueued() const { return enqueued_; }
+  // Where the operation completed: recorded once a wait or test() saw it complete (MPI: the host's
+  // observation); not recorded while pending or for a default-constructed handle.
+  const Event& completed() const { return completed_; }
 
  private:
   void finish_or_abandon() noexcept;
 
   std::unique_ptr<PendingOp> op_;
   std::shared_ptr<const Watchdog> watchdog_;
+  Stream stream_;
+  Event enqueued_;
+  Event completed_;
 };
 
 // Tensors are handles onto shared storage, so outputs are taken by const reference too: the
@@ -70,7 +92,8 @@ class Communicator {
   virtual CommHandle all_to_all_async(const Tensor& in, const Tensor& out) = 0;
   virtual CommHandle barrier_async() = 0;
 
-  // Sync forms: the async form + wait(), so the watchdog covers them too.
+  // Sync forms: the async form + wait() (the host waits), so the watchdog covers them too. A caller
+  // that only orders device work after the result uses the async form + wait_on(stream).
   void all_reduce(const Tensor& inout, ReduceOp op = ReduceOp::kSum) { all_reduce_async(inout, op).wait(); }
   void reduce_scatter(const Tensor& in, const Tensor& out) { reduce_scatter_async(in, out).wait(); }
   void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out).wait(); }
@@ -87,11 +110,17 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key, std::string name,
                                               std::string detail) = 0;
 
+  // Host control values over the same members (exact sums, votes, timings): never through tensors.
+  virtual HostChannel& host() = 0;
+  // The stream this group's operations are enqueued on (MPI: a CPU stream, run inline).
+  const Stream& stream() const { return stream_; }
+
   Watchdog& watchdog() const { return *watchdog_; }
   const std::shared_ptr<Watchdog>& watchdog_ptr() const { return watchdog_; }
 
  protected:
   std::shared_ptr<Watchdog> watchdog_;
+  Stream stream_{Device::kCpu};
 };
 
 }  // namespace lattice

@@ -1,6 +1,7 @@
 // Host doubles over a group with the same bits on every rank: an ordered sum (all-gather of the
 // exact values, added in group-rank order) and a broadcast. For the loss and the gradient norm,
-// which every rank must agree on to the last bit (clipping, the non-finite check, the log).
+// which every rank must agree on to the last bit (clipping, the non-finite check, the log). They
+// travel on the group's host control channel, never through its tensors.
 #pragma once
 
 #include "parallel/communicator.h"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "parallel/communicator.h"
+#include "parallel/local_host_channel.h"
 
 namespace lattice {
 
@@ -33,8 +34,11 @@ class LocalCommunicator : public Communicator {
 
   std::unique_ptr<Communicator> split(int color, int key, std::string name, std::string detail) override;
 
+  HostChannel& host() override { return host_; }
+
  private:
   std::string name_;
+  LocalHostChannel host_;
   std::vector<int> world_ranks_ = {0};
 };
 

@@ -116,6 +116,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, std::string de
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
   info_ = std::make_shared<const Info>(Info{world_rank_, describe()});
+  host_ = std::make_unique<MpiHostChannel>(comm_, info_->group, watchdog_);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -188,7 +189,7 @@ CommHandle MpiCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
     pending->requests.push_back(request);
   }
   pending->keep_alive.push_back(inout);
-  return CommHandle(std::move(pending), watchdog_);
+  return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor& out) {
@@ -208,7 +209,7 @@ CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor&
                                       mpi_type(in.dtype()), MPI_SUM, comm_, &request));
   pending->requests.push_back(request);
   pending->keep_alive = {in, out};
-  return CommHandle(std::move(pending), watchdog_);
+  return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out) {
@@ -229,7 +230,7 @@ CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out
                            mpi_type(out.dtype()), comm_, &request));
   pending->requests.push_back(request);
   pending->keep_alive = {in, out};
-  return CommHandle(std::move(pending), watchdog_);
+  return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::broadcast_async(const Tensor& inout, int root) {
@@ -248,7 +249,7 @@ CommHandle MpiCommunicator::broadcast_async(const Tensor& inout, int root) {
     pending->requests.push_back(request);
   }
   pending->keep_alive.push_back(inout);
-  return CommHandle(std::move(pending), watchdog_);
+  return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::send_async(const Tensor& in, int dst, int tag) {
@@ -272,7 +273,7 @@ CommHandle MpiCommunicator::send_async(const Tensor& in, int dst, int tag) {
     begin += max_count_;
   } while (begin < n);
   pending->keep_alive.push_back(in);
-  return CommHandle(std::move(pending), watchdog_);
+  return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::recv_async(const Tensor& out, int src, int tag) {
@@ -296,7 +297,7 @@ CommHandle MpiCommunicator::recv_async(const Tensor& out, int src, int tag) {
     begin += max_count_;
   } while (begin < n);
   pending->keep_alive.push_back(out);
-  return CommHandle(std::move(pending), watchdog_);
+  return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::all_to_all_async(const Tensor& in, const Tensor& out) {
@@ -317,7 +318,7 @@ CommHandle MpiCommunicator::all_to_all_async(const Tensor& in, const Tensor& out
                           static_cast<int>(block), mpi_type(out.dtype()), comm_, &request));
   pending->requests.push_back(request);
   pending->keep_alive = {in, out};
-  return CommHandle(std::move(pending), watchdog_);
+  return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::barrier_async() {
@@ -325,7 +326,7 @@ CommHandle MpiCommunicator::barrier_async() {
   MPI_Request request;
   MPI_CHECK(MPI_Ibarrier(comm_, &request));
   pending->requests.push_back(request);
-  return CommHandle(std::move(pending), watchdog_);
+  return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, std::string name,

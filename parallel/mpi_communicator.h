@@ -1,5 +1,5 @@
 // MpiCommunicator: the Communicator on CPU tensors over an MPI communicator, with MPI-3
-// nonblocking collectives; sub-groups come from MPI_Comm_split.
+// nonblocking collectives and an MpiHostChannel; sub-groups come from MPI_Comm_split.
 #pragma once
 
 #include <mpi.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "parallel/communicator.h"
+#include "parallel/mpi_host_channel.h"
 
 namespace lattice {
 
@@ -43,6 +44,8 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key, std::string name,
                                       std::string detail) override;
 
+  HostChannel& host() override { return *host_; }
+
   MPI_Comm comm() const { return comm_; }
 
   // MPI counts are int. all_reduce, broadcast, send and recv split larger tensors into messages of
@@ -67,6 +70,7 @@ class MpiCommunicator : public Communicator {
   std::vector<int> world_ranks_;
   int64_t max_count_ = INT_MAX;
   std::shared_ptr<const Info> info_;
+  std::unique_ptr<MpiHostChannel> host_;
 };
 
 }  // namespace lattice

@@ -1,6 +1,7 @@
+// The pipeline executor: one method per action kind over a step's shared state, a pool of transfer
+// buffers, and the measured bubble over the pp group's host channel.
 #include "parallel/pipeline_executor.h"
 
-#include <chrono>
 #include <string>
 #include <utility>
 
@@ -9,16 +10,13 @@
 namespace lattice {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 constexpr int kMaxTag = 32767;  // the smallest MPI_TAG_UB the MPI standard allows
+
+}  // namespace
 
 // A buffer that holds an activation or gradient between the action that produces it (a receive, a
 // local hand-over, a compute) and the one that consumes it (a compute, a send).
-struct Held {
+struct PipelineExecutor::Held {
   ActionType kind;  // kRecvActivation / kRecvGrad (inputs), kSendActivation / kSendGrad (outputs)
   int microbatch;
   int chunk;  // the chunk on this rank that consumes (inputs) or produced (outputs) it
@@ -27,16 +25,29 @@ struct Held {
   bool posted_for_action = false;
 };
 
-int find_held(const std::vector<Held>& held, ActionType kind, int microbatch, int chunk) {
-  for (size_t i = 0; i < held.size(); ++i) {
-    if (held[i].kind == kind && held[i].microbatch == microbatch && held[i].chunk == chunk) return static_cast<int>(i);
+// One run's shared state.
+struct PipelineExecutor::Step {
+  const std::vector<Action>& actions;
+  const std::vector<PipelineStage*>& chunks;
+  int p;
+  int rank;
+  int v;        // chunks on this rank
+  int last_vs;  // the last virtual stage, p · v - 1
+  std::vector<Held> held;
+  PipelineStepStats stats;
+  TraceAnchor anchor;  // places the step's event-timed spans on the trace
+  Event start;  // the step's first point on the stream
+
+  int find(ActionType kind, int microbatch, int chunk) const {
+    for (size_t i = 0; i < held.size(); ++i) {
+      if (held[i].kind == kind && held[i].microbatch == microbatch && held[i].chunk == chunk) return static_cast<int>(i);
+    }
+    return -1;
   }
-  return -1;
-}
+};
 
-}  // namespace
-
-PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer) : pp_(pp_group), tracer_(tracer) {}
+PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer, Stream stream)
+    : pp_(pp_group), tracer_(tracer), stream_(stream) {}
 
 void PipelineExecutor::reserve(int64_t buffers, const Shape& shape, DType dtype) {
   if (shape != shape_ || dtype != dtype_) {
@@ -71,9 +82,28 @@ void PipelineExecutor::release(int slot) {
   pool_[slot].in_use = false;
 }
 
+Tensor PipelineExecutor::buffer(int slot) const { return slot >= 0 ? pool_[slot].tensor : Tensor(); }
+
 PipelineStepStats PipelineExecutor::run(const std::vector<Action>& actions, const std::vector<PipelineStage*>& chunks) {
-  const int p = pp_.size();
-  const int rank = pp_.rank();
+  Step s = begin_step(actions, chunks);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    check_action(s, a);
+    switch (a.type) {
+      case ActionType::kRecvActivation:
+      case ActionType::kRecvGrad: post_recv(s, a, true); break;
+      case ActionType::kSendActivation:
+      case ActionType::kSendGrad: send(s, a); break;
+      case ActionType::kForward: forward(s, i); break;
+      case ActionType::kBackward: backward(s, i); break;
+    }
+  }
+  end_step(s);
+  return s.stats;
+}
+
+PipelineExecutor::Step PipelineExecutor::begin_step(const std::vector<Action>& actions,
+                                                    const std::vector<PipelineStage*>& chunks) {
   const int v = static_cast<int>(chunks.size());
   LATTICE_CHECK(v >= 1, "the pipeline executor needs at least one model chunk");
   for (PipelineStage* c : chunks) LATTICE_CHECK(c != nullptr, "null pipeline stage");
@@ -85,198 +115,178 @@ PipelineStepStats PipelineExecutor::run(const std::vector<Action>& actions, cons
                   dtype_name(chunks[c]->activation_dtype()), shape_string(chunks[c]->activation_shape()),
                   dtype_name(dtype), shape_string(shape));
   }
-  const int last_vs = p * v - 1;
-
-  PipelineStepStats stats;
   reserve(static_cast<int64_t>(pool_.size()), shape, dtype);  // reallocates the pool on a shape change
-  int64_t& allocated = stats.buffers_allocated;
-
-  auto tag_for = [&](bool grad, int microbatch, int receiving_chunk) {
-    const int64_t tag = (static_cast<int64_t>(microbatch) * v + receiving_chunk) * 2 + (grad ? 1 : 0);
-    LATTICE_CHECK(tag <= kMaxTag, "pipeline tag {} for micro-batch {} exceeds {}: too many micro-batches × chunks",
-                  tag, microbatch, kMaxTag);
-    return static_cast<int>(tag);
-  };
-  auto check_action = [&](const Action& a) {
-    LATTICE_CHECK(a.chunk >= 0 && a.chunk < v && a.microbatch >= 0, "pp rank {}: bad action {} ({} chunks)", rank,
-                  to_string(a), v);
-  };
-  // The peer a send/receive must name, from the virtual-stage layout.
-  auto expected_peer = [&](const Action& a) {
-    const int vs = virtual_stage(p, rank, a.chunk);
-    const bool toward_next = a.type == ActionType::kSendActivation || a.type == ActionType::kRecvGrad;
-    const int other = toward_next ? vs + 1 : vs - 1;
-    LATTICE_CHECK(other >= 0 && other <= last_vs, "pp rank {}: {} has no peer virtual stage (vs {} of {})", rank,
-                  to_string(a), vs, last_vs + 1);
-    LATTICE_CHECK(a.peer == other % p, "pp rank {}: {} names peer {}, the layout says {}", rank, to_string(a), a.peer,
-                  other % p);
-    return other;
-  };
-
+  Step s{actions, chunks, pp_.size(), pp_.rank(), v, pp_.size() * v - 1, {}, {}, {}, {}};
   // The whole list is checked before anything runs, so that a wrong peer fails here instead of
   // hanging in a transfer.
   for (const Action& a : actions) {
-    check_action(a);
-    if (!is_compute(a.type)) expected_peer(a);
+    check_action(s, a);
+    if (!is_compute(a.type)) expected_peer(s, a);
   }
+  s.held.reserve(16);
+  s.anchor = tracer_.anchor(stream_);
+  s.start = stream_.record();
+  return s;
+}
 
-  std::vector<Held> held;
-  held.reserve(16);
+void PipelineExecutor::check_action(const Step& s, const Action& a) const {
+  LATTICE_CHECK(a.chunk >= 0 && a.chunk < s.v && a.microbatch >= 0, "pp rank {}: bad action {} ({} chunks)", s.rank,
+                to_string(a), s.v);
+}
 
-  auto post_recv = [&](const Action& a, bool for_action) {
-    expected_peer(a);
-    const bool grad = a.type == ActionType::kRecvGrad;
-    int idx = find_held(held, a.type, a.microbatch, a.chunk);
-    if (a.peer == rank) {  // p == 1: handed over locally by the matching send
-      LATTICE_CHECK(!for_action || idx >= 0, "pp rank {}: {} before the local send that feeds it", rank, to_string(a));
-      if (idx >= 0) held[idx].posted_for_action = held[idx].posted_for_action || for_action;
-      return;
-    }
-    if (idx >= 0) {
-      LATTICE_CHECK(!(for_action && held[idx].posted_for_action), "pp rank {}: duplicate {}", rank, to_string(a));
-      held[idx].posted_for_action = held[idx].posted_for_action || for_action;
-      return;
-    }
-    const int slot = acquire(allocated);
-    CommHandle h = pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(grad, a.microbatch, a.chunk));
-    held.push_back(Held{a.type, a.microbatch, a.chunk, slot, std::move(h), for_action});
-  };
-  // Takes the received input of a compute (waiting for it), or -1 when the stage has none.
-  auto take_input = [&](ActionType recv_kind, const Action& a) {
-    const int idx = find_held(held, recv_kind, a.microbatch, a.chunk);
-    LATTICE_CHECK(idx >= 0 && held[idx].posted_for_action, "pp rank {}: {} without its {}", rank, to_string(a),
-                  action_type_name(recv_kind));
-    if (held[idx].recv.pending()) {
-      const auto start = Clock::now();
-      {
-        auto scope = tracer_.scope(recv_kind == ActionType::kRecvGrad ? "recv_grad" : "recv_activation",
-                                   "communication", {{"microbatch", a.microbatch}, {"chunk", a.chunk}});
-        held[idx].recv.wait();
-      }
-      stats.recv_wait_s += seconds_since(start);
-    }
-    const int slot = held[idx].slot;
-    held.erase(held.begin() + idx);
-    return slot;
-  };
-  auto send = [&](const Action& a) {
-    const int other = expected_peer(a);
-    const bool grad = a.type == ActionType::kSendGrad;
-    const int idx = find_held(held, a.type, a.microbatch, a.chunk);
-    LATTICE_CHECK(idx >= 0, "pp rank {}: {} before the compute that produces it", rank, to_string(a));
-    const int slot = held[idx].slot;
-    held.erase(held.begin() + idx);
-    const int receiving_chunk = other / p;
-    if (a.peer == rank) {
-      held.push_back(Held{grad ? ActionType::kRecvGrad : ActionType::kRecvActivation, a.microbatch, receiving_chunk,
+int PipelineExecutor::expected_peer(const Step& s, const Action& a) const {
+  const int vs = virtual_stage(s.p, s.rank, a.chunk);
+  const bool toward_next = a.type == ActionType::kSendActivation || a.type == ActionType::kRecvGrad;
+  const int other = toward_next ? vs + 1 : vs - 1;
+  LATTICE_CHECK(other >= 0 && other <= s.last_vs, "pp rank {}: {} has no peer virtual stage (vs {} of {})", s.rank,
+                to_string(a), vs, s.last_vs + 1);
+  LATTICE_CHECK(a.peer == other % s.p, "pp rank {}: {} names peer {}, the layout says {}", s.rank, to_string(a),
+                a.peer, other % s.p);
+  return other;
+}
+
+int PipelineExecutor::tag_for(const Step& s, bool grad, int microbatch, int receiving_chunk) const {
+  const int64_t tag = (static_cast<int64_t>(microbatch) * s.v + receiving_chunk) * 2 + (grad ? 1 : 0);
+  LATTICE_CHECK(tag <= kMaxTag, "pipeline tag {} for micro-batch {} exceeds {}: too many micro-batches × chunks", tag,
+                microbatch, kMaxTag);
+  return static_cast<int>(tag);
+}
+
+void PipelineExecutor::post_recv(Step& s, const Action& a, bool for_action) {
+  expected_peer(s, a);
+  const int idx = s.find(a.type, a.microbatch, a.chunk);
+  if (a.peer == s.rank) {  // p == 1: handed over locally by the matching send
+    LATTICE_CHECK(!for_action || idx >= 0, "pp rank {}: {} before the local send that feeds it", s.rank, to_string(a));
+    if (idx >= 0) s.held[idx].posted_for_action = s.held[idx].posted_for_action || for_action;
+    return;
+  }
+  if (idx >= 0) {
+    LATTICE_CHECK(!(for_action && s.held[idx].posted_for_action), "pp rank {}: duplicate {}", s.rank, to_string(a));
+    s.held[idx].posted_for_action = s.held[idx].posted_for_action || for_action;
+    return;
+  }
+  const int slot = acquire(s.stats.buffers_allocated);
+  const bool grad = a.type == ActionType::kRecvGrad;
+  CommHandle h = pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
+  s.held.push_back(Held{a.type, a.microbatch, a.chunk, slot, std::move(h), for_action});
+}
+
+void PipelineExecutor::send(Step& s, const Action& a) {
+  const int other = expected_peer(s, a);
+  const bool grad = a.type == ActionType::kSendGrad;
+  const int idx = s.find(a.type, a.microbatch, a.chunk);
+  LATTICE_CHECK(idx >= 0, "pp rank {}: {} before the compute that produces it", s.rank, to_string(a));
+  const int slot = s.held[idx].slot;
+  s.held.erase(s.held.begin() + idx);
+  const int receiving_chunk = other / s.p;
+  if (a.peer == s.rank) {
+    s.held.push_back(Held{grad ? ActionType::kRecvGrad : ActionType::kRecvActivation, a.microbatch, receiving_chunk,
                           slot, CommHandle(), false});
-      return;
-    }
-    pool_[slot].send = pp_.send_async(pool_[slot].tensor, a.peer, tag_for(grad, a.microbatch, receiving_chunk));
-  };
-  // Posts the receives that the compute after actions[i] needs, so they overlap this compute.
-  auto post_lookahead = [&](size_t i) {
-    for (size_t j = i + 1; j < actions.size() && !is_compute(actions[j].type); ++j) {
-      if (is_recv(actions[j].type) && actions[j].peer != rank) {
-        check_action(actions[j]);
-        post_recv(actions[j], false);
-      }
-    }
-  };
+    return;
+  }
+  pool_[slot].send = pp_.send_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, receiving_chunk));
+}
 
-  const auto step_start = Clock::now();
-  for (size_t i = 0; i < actions.size(); ++i) {
-    const Action& a = actions[i];
-    check_action(a);
-    const int vs = virtual_stage(p, rank, a.chunk);
-    switch (a.type) {
-      case ActionType::kRecvActivation:
-      case ActionType::kRecvGrad:
-        post_recv(a, true);
-        break;
-      case ActionType::kSendActivation:
-      case ActionType::kSendGrad:
-        send(a);
-        break;
-      case ActionType::kForward: {
-        post_lookahead(i);
-        const int in = vs > 0 ? take_input(ActionType::kRecvActivation, a) : -1;
-        const int out = vs < last_vs ? acquire(allocated) : -1;
-        Tensor input = in >= 0 ? pool_[in].tensor : Tensor();
-        Tensor output = out >= 0 ? pool_[out].tensor : Tensor();
-        const auto start = Clock::now();
-        {
-          auto scope = tracer_.scope("forward", "compute",
-                                     {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
-          chunks[a.chunk]->forward(a.microbatch, input, output);
-        }
-        stats.forward_s += seconds_since(start);
-        ++stats.forwards;
-        if (in >= 0) release(in);
-        if (out >= 0) held.push_back(Held{ActionType::kSendActivation, a.microbatch, a.chunk, out, CommHandle(), true});
-        break;
-      }
-      case ActionType::kBackward: {
-        post_lookahead(i);
-        const int in = vs < last_vs ? take_input(ActionType::kRecvGrad, a) : -1;
-        const int out = vs > 0 ? acquire(allocated) : -1;
-        Tensor grad_output = in >= 0 ? pool_[in].tensor : Tensor();
-        Tensor grad_input = out >= 0 ? pool_[out].tensor : Tensor();
-        const auto start = Clock::now();
-        {
-          auto scope = tracer_.scope("backward", "compute",
-                                     {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
-          chunks[a.chunk]->backward(a.microbatch, grad_output, grad_input);
-        }
-        stats.backward_s += seconds_since(start);
-        ++stats.backwards;
-        if (in >= 0) release(in);
-        if (out >= 0) held.push_back(Held{ActionType::kSendGrad, a.microbatch, a.chunk, out, CommHandle(), true});
-        break;
-      }
+template <class Work>
+double PipelineExecutor::timed(const Step& s, const char* name, const char* category, TraceArgs args, Work&& work) {
+  const Event start = stream_.record();
+  work();
+  const Event end = stream_.record();
+  tracer_.span(name, category, s.anchor, start, end, args);
+  return end.seconds_since(start);
+}
+
+void PipelineExecutor::forward(Step& s, size_t i) {
+  const Action& a = s.actions[i];
+  const int vs = virtual_stage(s.p, s.rank, a.chunk);
+  post_lookahead(s, i);
+  const int in = vs > 0 ? take_input(s, ActionType::kRecvActivation, a) : -1;
+  const int out = vs < s.last_vs ? acquire(s.stats.buffers_allocated) : -1;
+  const TraceArgs args = {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}};
+  Tensor input = buffer(in), output = buffer(out);
+  s.stats.forward_s += timed(s, "forward", "compute", args,
+                             [&] { s.chunks[a.chunk]->forward(a.microbatch, input, output); });
+  ++s.stats.forwards;
+  end_compute(s, a, in, out, ActionType::kSendActivation);
+}
+
+void PipelineExecutor::backward(Step& s, size_t i) {
+  const Action& a = s.actions[i];
+  const int vs = virtual_stage(s.p, s.rank, a.chunk);
+  post_lookahead(s, i);
+  const int in = vs < s.last_vs ? take_input(s, ActionType::kRecvGrad, a) : -1;
+  const int out = vs > 0 ? acquire(s.stats.buffers_allocated) : -1;
+  const TraceArgs args = {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}};
+  Tensor grad_output = buffer(in), grad_input = buffer(out);
+  s.stats.backward_s += timed(s, "backward", "compute", args,
+                              [&] { s.chunks[a.chunk]->backward(a.microbatch, grad_output, grad_input); });
+  ++s.stats.backwards;
+  end_compute(s, a, in, out, ActionType::kSendGrad);
+}
+
+void PipelineExecutor::post_lookahead(Step& s, size_t i) {
+  for (size_t j = i + 1; j < s.actions.size() && !is_compute(s.actions[j].type); ++j) {
+    const Action& next = s.actions[j];
+    if (is_recv(next.type) && next.peer != s.rank) {
+      check_action(s, next);
+      post_recv(s, next, false);
     }
   }
+}
 
-  // End of step: every send completes, and every buffer is back in the pool.
-  {
-    const auto start = Clock::now();
-    for (Slot& s : pool_) {
-      if (s.send.pending()) {
-        auto scope = tracer_.scope("send_wait", "communication");
-        s.send.wait();
-      }
-    }
-    stats.send_wait_s += seconds_since(start);
+int PipelineExecutor::take_input(Step& s, ActionType recv_kind, const Action& a) {
+  const int idx = s.find(recv_kind, a.microbatch, a.chunk);
+  LATTICE_CHECK(idx >= 0 && s.held[idx].posted_for_action, "pp rank {}: {} without its {}", s.rank, to_string(a),
+                action_type_name(recv_kind));
+  if (s.held[idx].recv.pending()) {
+    const char* name = recv_kind == ActionType::kRecvGrad ? "recv_grad" : "recv_activation";
+    const TraceArgs args = {{"microbatch", a.microbatch}, {"chunk", a.chunk}};
+    s.stats.recv_wait_s += timed(s, name, "communication", args, [&] { s.held[idx].recv.wait_on(stream_); });
   }
-  if (!held.empty()) {
+  const int slot = s.held[idx].slot;
+  s.held.erase(s.held.begin() + idx);
+  return slot;
+}
+
+void PipelineExecutor::end_compute(Step& s, const Action& a, int in, int out, ActionType out_kind) {
+  if (in >= 0) release(in);
+  if (out >= 0) s.held.push_back(Held{out_kind, a.microbatch, a.chunk, out, CommHandle(), true});
+}
+
+void PipelineExecutor::end_step(Step& s) {
+  // Every send completes (the host waits: the buffers go back to the pool), and every buffer is
+  // back in the pool.
+  const Event start = stream_.record();
+  for (Slot& slot : pool_) {
+    if (slot.send.pending()) {
+      auto scope = tracer_.scope("send_wait", "communication");
+      slot.send.wait();
+    }
+  }
+  s.stats.send_wait_s += stream_.record().seconds_since(start);
+  if (!s.held.empty()) {
     std::string what;
-    for (Held& h : held) {
+    for (Held& h : s.held) {
       what += fmt::format("{}{}(mb={}, chunk={})", what.empty() ? "" : ", ", action_type_name(h.kind), h.microbatch,
                           h.chunk);
-      if (h.recv.pending()) {
-        // A receive nobody consumes: the schedule is inconsistent. Let the peer's send complete.
-        h.recv.wait();
-      }
+      // A receive nobody consumes: the schedule is inconsistent. Let the peer's send complete.
+      if (h.recv.pending()) h.recv.wait();
     }
-    for (const Held& h : held) pool_[h.slot].in_use = false;
-    throw Error(fmt::format("pp rank {}: the action list left transfers without their other half: {}", rank, what));
+    for (const Held& h : s.held) pool_[h.slot].in_use = false;
+    throw Error(fmt::format("pp rank {}: the action list left transfers without their other half: {}", s.rank, what));
   }
-  for (Slot& s : pool_) s.in_use = false;
-  stats.step_s = seconds_since(step_start);
-  stats.buffers = pool_size();
-  return stats;
+  for (Slot& slot : pool_) slot.in_use = false;
+  s.stats.step_s = stream_.record().seconds_since(s.start);
+  s.stats.buffers = pool_size();
 }
 
 double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group) {
-  Tensor compute = Tensor::empty({1}, DType::kF32);
-  Tensor step = Tensor::empty({1}, DType::kF32);
-  compute.f32()[0] = static_cast<float>(stats.compute_s());
-  step.f32()[0] = static_cast<float>(stats.step_s);
-  pp_group.all_reduce(compute, ReduceOp::kSum);
-  pp_group.all_reduce(step, ReduceOp::kMax);
-  const double makespan = step.f32()[0];
+  HostChannel& host = pp_group.host();
+  const double makespan = host.max(stats.step_s, "pipeline step time");
   if (makespan <= 0) return 0.0;
-  return 1.0 - static_cast<double>(compute.f32()[0]) / (pp_group.size() * makespan);
+  double compute = 0.0;
+  for (double c : host.all_gather(stats.compute_s(), "pipeline compute time")) compute += c;
+  return 1.0 - compute / (pp_group.size() * makespan);
 }
 
 PipelineStepStats run_schedule(const std::vector<Action>& actions, std::vector<PipelineStage*> chunks,

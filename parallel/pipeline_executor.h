@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/pipeline_stage.h"
@@ -13,7 +14,8 @@
 
 namespace lattice {
 
-// What one step (one action list) cost this rank, in seconds of steady_clock.
+// What one step (one action list) cost this rank, in seconds between events recorded on the
+// executor's stream: on a GPU the device's execution, not the host's launch.
 struct PipelineStepStats {
   double step_s = 0;       // from the first action until every send has completed
   double forward_s = 0;    // inside PipelineStage::forward
@@ -32,7 +34,7 @@ struct PipelineStepStats {
 
 // The measured pipeline bubble over the pp group: 1 - sum(compute) / (p · max(step)), the same
 // definition as the simulator's bubble_fraction, to print next to theoretical_bubble(). A
-// collective on `pp_group` (every pp rank calls it, after its step).
+// collective on `pp_group`'s host channel (every pp rank calls it, after its step).
 double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group);
 
 // Keeps a pool of activation-shaped buffers across steps (no tensor is allocated in a step once
@@ -50,11 +52,15 @@ double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group);
 // guaranteed tag bound), i.e. m · v < 16384.
 // p == 1 with v > 1: the peer is this rank; the buffer is handed to the receiving chunk without
 // MPI or a copy.
+// A compute waits for its receive on the stream (handle.wait_on: ordering only); the sends at the end
+// of the step are host waits, as their buffers go back to the pool.
 // Trace: "forward"/"backward" on the compute lane (args step, microbatch, chunk), and each wait for a
-// receive ("recv_activation"/"recv_grad") or send ("send_wait") on the communication lane.
+// receive ("recv_activation"/"recv_grad") on the communication lane, timed by events on the
+// stream; each host wait for a send ("send_wait") on the communication lane.
 class PipelineExecutor {
  public:
-  PipelineExecutor(Communicator& pp_group, Tracer& tracer);
+  // `stream`: where the chunks' work is enqueued (the one the receives order and the events time).
+  PipelineExecutor(Communicator& pp_group, Tracer& tracer, Stream stream = Stream());
 
   // Runs `actions` (this pp rank's list; make_schedule(kind, p, v, m, pp_group.rank())) with
   // chunks[c] as model chunk c (v = chunks.size(), virtual stage c·p + rank). Checks that the list
@@ -76,11 +82,35 @@ class PipelineExecutor {
     CommHandle send;  // pending while a send from this buffer is in flight
     bool in_use = false;
   };
+  struct Held;
+  struct Step;
   int acquire(int64_t& allocated);
   void release(int slot);
+  Tensor buffer(int slot) const;  // undefined for -1 (no input / output)
+
+  // One method per action kind, and what they share.
+  Step begin_step(const std::vector<Action>& actions, const std::vector<PipelineStage*>& chunks);
+  void post_recv(Step& s, const Action& a, bool for_action);
+  void send(Step& s, const Action& a);
+  void forward(Step& s, size_t i);
+  void backward(Step& s, size_t i);
+  void end_step(Step& s);
+  void check_action(const Step& s, const Action& a) const;
+  // The peer virtual stage a send/receive must name, from the layout.
+  int expected_peer(const Step& s, const Action& a) const;
+  int tag_for(const Step& s, bool grad, int microbatch, int receiving_chunk) const;
+  // Posts the receives that the compute after actions[i] needs, so that they overlap this compute.
+  void post_lookahead(Step& s, size_t i);
+  // The received input of a compute (the stream waits for it); its pool slot.
+  int take_input(Step& s, ActionType recv_kind, const Action& a);
+  void end_compute(Step& s, const Action& a, int in, int out, ActionType out_kind);
+  // Runs `work`; its seconds between events on the stream, also traced as a span.
+  template <class Work>
+  double timed(const Step& s, const char* name, const char* category, TraceArgs args, Work&& work);
 
   Communicator& pp_;
   Tracer& tracer_;
+  Stream stream_;
   Shape shape_;
   DType dtype_ = DType::kF32;
   std::vector<Slot> pool_;

@@ -1,4 +1,5 @@
-// Tensor-parallel region operations: collectives on the tp group, free at tp size 1.
+// Tensor-parallel region operations: collectives on the tp group that the layers' stream waits
+// for, free at tp size 1.
 #include "parallel/tensor_parallel.h"
 
 #include "kernels/error.h"
@@ -24,7 +25,7 @@ void check_split(const char* op, const TensorParallel& tp, const Tensor& local, 
 }  // namespace
 
 void copy_to_tp_region_backward(const TensorParallel& tp, const Tensor& grad) {
-  copy_to_tp_region_backward_async(tp, grad).wait();
+  copy_to_tp_region_backward_async(tp, grad).wait_on(tp.stream);
 }
 
 CommHandle copy_to_tp_region_backward_async(const TensorParallel& tp, const Tensor& grad) {
@@ -34,17 +35,17 @@ CommHandle copy_to_tp_region_backward_async(const TensorParallel& tp, const Tens
 
 void reduce_from_tp_region_forward(const TensorParallel& tp, const Tensor& x) {
   if (single(tp)) return;
-  tp.group->all_reduce(x);
+  tp.group->all_reduce_async(x).wait_on(tp.stream);
 }
 
 void gather_tokens_forward(const TensorParallel& tp, const Tensor& local, const Tensor& full) {
   check_split("gather_tokens_forward", tp, local, full);
   if (single(tp)) return copy_block(local, full);
-  tp.group->all_gather(local, full);
+  tp.group->all_gather_async(local, full).wait_on(tp.stream);
 }
 
 void gather_tokens_backward(const TensorParallel& tp, const Tensor& d_full, const Tensor& d_local) {
-  gather_tokens_backward_async(tp, d_full, d_local).wait();
+  gather_tokens_backward_async(tp, d_full, d_local).wait_on(tp.stream);
 }
 
 CommHandle gather_tokens_backward_async(const TensorParallel& tp, const Tensor& d_full, const Tensor& d_local) {
@@ -59,13 +60,13 @@ CommHandle gather_tokens_backward_async(const TensorParallel& tp, const Tensor& 
 void reduce_scatter_tokens_forward(const TensorParallel& tp, const Tensor& partial, const Tensor& local) {
   check_split("reduce_scatter_tokens_forward", tp, local, partial);
   if (single(tp)) return copy_block(partial, local);
-  tp.group->reduce_scatter(partial, local);
+  tp.group->reduce_scatter_async(partial, local).wait_on(tp.stream);
 }
 
 void reduce_scatter_tokens_backward(const TensorParallel& tp, const Tensor& d_local, const Tensor& d_full) {
   check_split("reduce_scatter_tokens_backward", tp, d_local, d_full);
   if (single(tp)) return copy_block(d_local, d_full);
-  tp.group->all_gather(d_local, d_full);
+  tp.group->all_gather_async(d_local, d_full).wait_on(tp.stream);
 }
 
 }  // namespace lattice

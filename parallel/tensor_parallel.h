@@ -10,14 +10,18 @@
 // between layers and pipeline chunks) tensors are [B·T/tp, H]; inside (attention, MLP) [B·T, ·].
 #pragma once
 
+#include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
 
 namespace lattice {
 
+// The region operations only order the layers' work after their collectives: they (and the
+// layers, for the async forms) wait with handle.wait_on(stream), not on the host.
 struct TensorParallel {
   Communicator* group = nullptr;  // nullptr: tp size 1
   bool sequence_parallel = false;
+  Stream stream = Stream();  // where the layers' work is enqueued
 
   int size() const { return group != nullptr ? group->size() : 1; }
   int rank() const { return group != nullptr ? group->rank() : 0; }

@@ -122,6 +122,20 @@ TraceScope Tracer::scope(std::string_view name, std::string_view category, Trace
   return s;
 }
 
+TraceAnchor Tracer::anchor(const Stream& stream) const {
+  TraceAnchor a;
+  a.event = stream.record();
+  a.host_us = now_us();
+  return a;
+}
+
+void Tracer::span(std::string_view name, std::string_view category, const TraceAnchor& anchor,
+                  const lattice::Event& start, const lattice::Event& end, TraceArgs args) {
+  if (!enabled()) return;
+  record(Event{'X', 0, anchor.host_us + 1e6 * start.seconds_since(anchor.event), 1e6 * end.seconds_since(start),
+               std::string(name), std::string(category), args_to_json(args)});
+}
+
 void Tracer::instant(std::string_view name, std::string_view category, TraceArgs args) {
   if (!enabled()) return;
   record(Event{'i', 0, now_us(), 0, std::string(name), std::string(category), args_to_json(args)});

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/stream.h"
+
 namespace lattice {
 
 // One key/value of an event's "args": an integer, a number or a string.
@@ -35,6 +37,13 @@ class TraceArg {
 using TraceArgs = std::initializer_list<TraceArg>;
 
 class Tracer;
+
+// Where a stream's events sit on a tracer's timeline: an event recorded on the stream together with
+// the host clock (Tracer::anchor). One per step keeps device and host clocks from drifting apart.
+struct TraceAnchor {
+  Event event;
+  double host_us = 0;
+};
 
 // RAII: records one complete event ("ph":"X") from construction to end() or destruction.
 // Move-only; a scope from a disabled tracer does nothing.
@@ -87,6 +96,12 @@ class Tracer {
 
   // A complete event from now until the scope ends.
   [[nodiscard]] TraceScope scope(std::string_view name, std::string_view category, TraceArgs args = {});
+  // Marks `stream`'s current point on the timeline, for span().
+  TraceAnchor anchor(const Stream& stream) const;
+  // A complete event from `start` to `end`, recorded on `anchor`'s stream after it: timed by the
+  // events, so that on a GPU it shows the device executing the work, not the host launching it.
+  void span(std::string_view name, std::string_view category, const TraceAnchor& anchor, const lattice::Event& start,
+            const lattice::Event& end, TraceArgs args = {});
   // A zero-duration event ("ph":"i", thread scope).
   void instant(std::string_view name, std::string_view category, TraceArgs args = {});
   // A counter track ("ph":"C") named `name`, one series per arg (numbers only).

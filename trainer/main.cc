@@ -184,7 +184,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
     spdlog::error("unexpected failure: {} (ending all {} ranks)", e.what(), mpi.world_size());
     MpiRuntime::abort_job(static_cast<int>(ExitCode::kRuntime));
   }
-  world->barrier();  // no rank finalizes MPI while another still communicates
+  world->host().barrier("end of run");  // no rank finalizes MPI while another still communicates
   return 0;
 }
 

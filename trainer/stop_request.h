@@ -28,7 +28,8 @@ class StopRequest {
   // communication).
   StopRequest(const TrainingConfig& training, Communicator* world);
 
-  // Call at the end of every step, on every rank (a collective: one all-reduce(max) of two ints).
+  // Call at the end of every step, on every rank (a collective: one vote per rank on the world's
+  // host channel).
   // The signal flag and the budget are read locally and agreed over the world, so all ranks stop
   // after the same step even when only one of them was signalled.
   StopDecision poll(int64_t step);

@@ -160,6 +160,29 @@ TEST_CASE("nested scopes lie inside their parent and are written in time order")
   CHECK(events_named(trace, "forward").at(2)["args"]["microbatch"] == 2);
 }
 
+TEST_CASE("an event-timed span lies where its events were recorded, inside the host scope around it") {
+  const fs::path dir = temp_dir("trace_span");
+  Tracer t((dir / "t.json").string(), 0);
+  const Stream stream;
+  {
+    TraceScope step = t.scope("step 1", "compute");
+    const TraceAnchor anchor = t.anchor(stream);
+    const Event start = stream.record();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const Event end = stream.record();
+    t.span("forward", "compute", anchor, start, end, {{"microbatch", 1}});
+  }
+  t.flush();
+  const json trace = read_json(dir / "t.rank0.json");
+  const json step = events_named(trace, "step 1").at(0), fwd = events_named(trace, "forward").at(0);
+  CHECK(fwd["ph"] == "X");
+  CHECK(fwd["tid"] == 0);
+  CHECK(fwd["args"] == json{{"microbatch", 1}});
+  CHECK(fwd["dur"].get<double>() >= 2000);
+  CHECK(fwd["ts"].get<double>() >= step["ts"].get<double>());
+  CHECK(fwd["ts"].get<double>() + fwd["dur"].get<double>() <= step["ts"].get<double>() + step["dur"].get<double>());
+}
+
 TEST_CASE("two threads emit concurrently") {
   const fs::path dir = temp_dir("trace_threads");
   constexpr int kPerThread = 2000;
