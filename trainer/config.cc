@@ -64,6 +64,16 @@ struct SourceError {
   [[noreturn]] void fail(const std::string& message) const { throw InputError(source + ": " + message); }
 };
 
+// The first section other than `except`, in alphabetical order, that has `key` ("seed": "data", before
+// "training"); "" when none has it.
+std::string section_with_key(const std::string& key, const std::string& except = "") {
+  std::vector<std::string> sections = config_sections();
+  std::sort(sections.begin(), sections.end());
+  for (const std::string& sec : sections)
+    if (sec != except && contains(config_keys(sec), key)) return sec;
+  return "";
+}
+
 // Message for a key that is not in `section` (or a section name that is not known when
 // section is empty): a close spelling, or the same key in another section, or the known keys.
 std::string unknown_key_message(const std::string& section, const std::string& key) {
@@ -73,19 +83,16 @@ std::string unknown_key_message(const std::string& section, const std::string& k
     const std::string hint = closest_match(key, sections);
     if (!hint.empty()) return msg + fmt::format("; did you mean '{}'?", hint);
     // A key of some section written at the top level.
-    for (const std::string& sec : sections)
-      if (contains(config_keys(sec), key))
-        return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key,
-                                 sec);
+    if (const std::string sec = section_with_key(key); !sec.empty())
+      return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key, sec);
     return msg + "; the sections are " + quoted_list(sections);
   }
   const auto& keys = config_keys(section);
   std::string msg = fmt::format("unknown key '{}.{}'", section, key);
   const std::string hint = closest_match(key, keys);
   if (!hint.empty()) return msg + fmt::format("; did you mean '{}'?", hint);
-  for (const std::string& sec : sections)
-    if (sec != section && contains(config_keys(sec), key))
-      return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key, sec);
+  if (const std::string sec = section_with_key(key, section); !sec.empty())
+    return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key, sec);
   return msg + "; the keys of \"" + section + "\" are " + quoted_list(keys);
 }
 
