@@ -77,25 +77,24 @@ class SectionFields {
   void text(const char* key, std::string S::*m, Requirement<std::string> rule, const char* doc) {
     add(key, m, true, doc, read_string, std::move(rule));
   }
-  // One of `names`: "must be one of a | b, got \"c\"" otherwise.
+  // One of `values`, written as name(value): "must be one of a | b, got \"c\"" otherwise.
   template <typename E>
-  void choice(const char* key, E S::*m, std::vector<std::pair<std::string, E>> names, const char* doc) {
+  void choice(const char* key, E S::*m, std::vector<E> values, const char* (*name)(E), const char* doc) {
     ConfigField f = field(key, true, doc);
-    f.read = [this_section = member_, m, names](const nlohmann::json& j, Config& c, const FieldContext& ctx) {
+    f.read = [this_section = member_, m, values, name](const nlohmann::json& j, Config& c, const FieldContext& ctx) {
       const std::string s = read_string(j, ctx);
-      for (const auto& [name, v] : names)
-        if (name == s) {
+      std::string list;
+      for (E v : values) {
+        if (s == name(v)) {
           at(c, this_section).*m = v;
           return;
         }
-      std::string list;
-      for (const auto& nv : names) list += (list.empty() ? "" : " | ") + nv.first;
+        list += std::string(list.empty() ? "" : " | ") + name(v);
+      }
       ctx.fail(ctx.name + " must be one of " + list + ", got \"" + s + "\"");
     };
-    f.write = [this_section = member_, m, names](const Config& c) {
-      for (const auto& [name, v] : names)
-        if (v == at(c, this_section).*m) return nlohmann::json(name);
-      return nlohmann::json("?");
+    f.write = [this_section = member_, m, name](const Config& c) {
+      return nlohmann::json(name(at(c, this_section).*m));
     };
     out_.push_back(std::move(f));
   }

@@ -84,7 +84,7 @@ std::vector<ConfigField> build_schema() {
   std::vector<ConfigField> all;
 
   SectionFields<ModelConfig> model(all, "model", &Config::model);
-  model.choice("arch", &ModelConfig::arch, {{"gpt2", Arch::kGpt2}, {"llama", Arch::kLlama}},
+  model.choice("arch", &ModelConfig::arch, {Arch::kGpt2, Arch::kLlama}, arch_name,
                "the preset of norm, activation, position_embedding, tie_embeddings and bias");
   model.integer("num_layers", &ModelConfig::num_layers, at_least(1), "Transformer blocks");
   model.integer("hidden_size", &ModelConfig::hidden_size, at_least(1), "model width H");
@@ -95,13 +95,13 @@ std::vector<ConfigField> build_schema() {
                 "MLP width F; default 4 * hidden_size (gelu) or Llama's rule (swiglu)");
   model.integer("vocab_size", &ModelConfig::vocab_size, at_least(2), "embedding rows V");
   model.integer("seq_length", &ModelConfig::seq_length, at_least(1), "tokens per sample T");
-  model.choice("norm", &ModelConfig::norm, {{"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRmsNorm}},
+  model.choice("norm", &ModelConfig::norm, {NormKind::kLayerNorm, NormKind::kRmsNorm}, norm_name,
                "the norm; default from arch");
   model.number("norm_eps", &ModelConfig::norm_eps, positive(), "epsilon of the norms");
-  model.choice("activation", &ModelConfig::activation, {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}},
+  model.choice("activation", &ModelConfig::activation, {Activation::kGelu, Activation::kSwiglu}, activation_name,
                "the MLP's activation; default from arch");
   model.choice("position_embedding", &ModelConfig::position_embedding,
-               {{"learned", PositionEmbedding::kLearned}, {"rope", PositionEmbedding::kRope}},
+               {PositionEmbedding::kLearned, PositionEmbedding::kRope}, position_embedding_name,
                "learned table or RoPE; default from arch");
   model.number("rope_theta", &ModelConfig::rope_theta, positive(), "RoPE base");
   model.boolean("tie_embeddings", &ModelConfig::tie_embeddings,
@@ -137,11 +137,8 @@ std::vector<ConfigField> build_schema() {
       },
       "final learning rate of the decay, <= lr");
   optimizer.integer("warmup_iters", &OptimizerConfig::warmup_iters, at_least(0), "linear warmup steps");
-  optimizer.choice("decay", &OptimizerConfig::decay,
-                   {{"cosine", DecayStyle::kCosine},
-                    {"linear", DecayStyle::kLinear},
-                    {"constant", DecayStyle::kConstant}},
-                   "the decay from lr to min_lr after warmup");
+  optimizer.choice("decay", &OptimizerConfig::decay, {DecayStyle::kCosine, DecayStyle::kLinear, DecayStyle::kConstant},
+                   decay_style_name, "the decay from lr to min_lr after warmup");
   optimizer.integer("decay_iters", &OptimizerConfig::decay_iters, at_least(0),
                     "step at which the decay reaches min_lr; 0 = train_iters");
   optimizer.number("weight_decay", &OptimizerConfig::weight_decay, non_negative(), "decoupled weight decay");
