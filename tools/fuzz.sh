@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 # Each target's sources besides tests/fuzz/<target>_fuzz.cc: only what its parser needs.
 declare -A SOURCES=(
-  [config]="trainer/config.cc data/gpt_dataset.cc data/epoch_permutation.cc data/indexed_dataset.cc data/utf8.cc parallel/grid.cc parallel/schedule.cc model/model_config.cc"
+  [config]="trainer/config.cc trainer/config_field.cc trainer/config_schema.cc data/gpt_dataset.cc data/epoch_permutation.cc data/indexed_dataset.cc data/utf8.cc parallel/grid.cc parallel/schedule.cc model/model_config.cc"
   [idx]="data/indexed_dataset.cc data/dataset_stats.cc data/file_io.cc"
   [safetensors]="checkpoint/safetensors.cc kernels/tensor.cc"
   [hf_tokenizer]="data/bpe_loaders.cc data/file_io.cc data/bpe_model.cc data/bpe_tokenizer.cc data/pretokenizer.cc data/utf8.cc"

@@ -1,5 +1,5 @@
-// Parsing, --set overrides and validation of the JSON run configuration. Every mistake is an
-// InputError (exit code 2) whose message names the file and the dotted field.
+// Parsing, --set overrides and validation of the JSON run configuration, driven by the schema
+// (config_schema.h). Every mistake is an InputError (exit code 2) naming the file and the dotted field.
 #include "trainer/config.h"
 
 #include <algorithm>
@@ -8,9 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <limits>
-#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -22,51 +20,13 @@
 #include "kernels/error.h"
 #include "kernels/fnv1a.h"
 #include "parallel/grid.h"
+#include "trainer/config_schema.h"
 
 namespace lattice {
 
 using nlohmann::json;
 
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Schema: the sections and their keys. `device` is a top-level string, not an object.
-
-const std::vector<std::string> kSections = {"model", "training", "optimizer", "data",
-                                            "logging", "device", "parallel", "checkpoint"};
-
-const std::map<std::string, std::vector<std::string>>& known_keys() {
-  static const std::map<std::string, std::vector<std::string>> keys = {
-      {"model",
-       {"arch", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
-        "vocab_size", "seq_length", "norm", "norm_eps", "activation", "position_embedding", "rope_theta",
-        "tie_embeddings", "bias", "init_std", "init_from"}},
-      {"training",
-       {"micro_batch_size", "global_batch_size", "train_iters", "seed", "eval_interval", "eval_iters",
-        "exit_duration_mins", "exit_interval", "sample_interval", "sample_prompt"}},
-      {"optimizer",
-       {"lr", "min_lr", "warmup_iters", "decay", "decay_iters", "weight_decay", "beta1", "beta2", "eps",
-        "grad_clip"}},
-      {"data", {"path", "blend", "split", "shuffle", "seed"}},
-      {"logging", {"log_interval", "metrics_file", "trace_file", "peak_gflops"}},
-      {"device", {}},
-      {"parallel",
-       {"tensor", "pipeline", "data", "virtual_stages", "schedule", "layers_per_stage", "sequence_parallel",
-        "bucket_size_mb", "overlap_grad_reduce", "distributed_optimizer", "overlap_param_gather", "timeout_s"}},
-      {"checkpoint", {"dir", "save_interval", "keep_last", "async", "load"}},
-  };
-  return keys;
-}
-
-// Fields whose value is a string: an unquoted --set value is taken literally for them.
-bool is_string_field(const std::string& dotted) {
-  static const std::vector<std::string> fields = {
-      "model.arch",         "model.norm", "model.activation", "model.position_embedding",
-      "model.init_from",    "data.path",  "data.split",       "logging.metrics_file",
-      "logging.trace_file", "optimizer.decay",  "device", "parallel.schedule",
-      "checkpoint.dir",     "checkpoint.load", "training.sample_prompt"};
-  return std::find(fields.begin(), fields.end(), dotted) != fields.end();
-}
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -94,234 +54,78 @@ std::string quoted_list(const std::vector<std::string>& items) {
   return join(q);
 }
 
-// "string \"768\"", "number 3.5", "boolean true", "null", "array [1,2]", "object {...}".
-std::string describe(const json& j) {
-  std::string text = j.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  switch (j.type()) {
-    case json::value_t::string: return "string " + text;
-    case json::value_t::boolean: return "boolean " + text;
-    case json::value_t::null: return "null";
-    case json::value_t::array: return "array " + text;
-    case json::value_t::object: return "object " + text;
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer " + text;
-    case json::value_t::number_float: return "number " + text;
-    default: return text;
-  }
+bool contains(const std::vector<std::string>& items, const std::string& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+// The checks that tie keys together fail with "{source}: {message}".
+struct SourceError {
+  const std::string& source;
+  [[noreturn]] void fail(const std::string& message) const { throw InputError(source + ": " + message); }
+};
+
+// The first section other than `except`, in alphabetical order, that has `key` ("seed": "data", before
+// "training"); "" when none has it.
+std::string section_with_key(const std::string& key, const std::string& except = "") {
+  std::vector<std::string> sections = config_sections();
+  std::sort(sections.begin(), sections.end());
+  for (const std::string& sec : sections)
+    if (sec != except && contains(config_keys(sec), key)) return sec;
+  return "";
 }
 
 // Message for a key that is not in `section` (or a section name that is not known when
 // section is empty): a close spelling, or the same key in another section, or the known keys.
 std::string unknown_key_message(const std::string& section, const std::string& key) {
+  const std::vector<std::string>& sections = config_sections();
   if (section.empty()) {
     std::string msg = fmt::format("unknown section '{}'", key);
-    const std::string hint = closest_match(key, kSections);
+    const std::string hint = closest_match(key, sections);
     if (!hint.empty()) return msg + fmt::format("; did you mean '{}'?", hint);
     // A key of some section written at the top level.
-    for (const auto& [sec, keys] : known_keys())
-      if (std::find(keys.begin(), keys.end(), key) != keys.end())
-        return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key,
-                                 sec);
-    return msg + "; the sections are " + quoted_list(kSections);
+    if (const std::string sec = section_with_key(key); !sec.empty())
+      return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key, sec);
+    return msg + "; the sections are " + quoted_list(sections);
   }
-  const auto& keys = known_keys().at(section);
+  const auto& keys = config_keys(section);
   std::string msg = fmt::format("unknown key '{}.{}'", section, key);
   const std::string hint = closest_match(key, keys);
   if (!hint.empty()) return msg + fmt::format("; did you mean '{}'?", hint);
-  for (const auto& [sec, other] : known_keys())
-    if (sec != section && std::find(other.begin(), other.end(), key) != other.end())
-      return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key, sec);
+  if (const std::string sec = section_with_key(key, section); !sec.empty())
+    return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key, sec);
   return msg + "; the keys of \"" + section + "\" are " + quoted_list(keys);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Typed reading of one section.
-
-class Reader {
- public:
-  Reader(const std::string& source, const json& section, std::string name)
-      : source_(source), section_(section), name_(std::move(name)) {}
-
-  [[noreturn]] void fail(const std::string& msg) const { throw InputError(source_ + ": " + msg); }
-
-  std::string field(const std::string& key) const { return name_ + "." + key; }
-  bool has(const std::string& key) const { return section_.is_object() && section_.contains(key); }
-
-  void read(const std::string& key, int64_t& out) const {
-    if (!has(key)) return;
-    const json& j = section_.at(key);
-    // 1e20 is an integer too, just one that does not fit: say so instead of "not an integer".
-    const auto too_large = [&] {
-      fail(fmt::format("{} must be an integer {}, got {}", field(key),
-                       j.get<double>() > 0 ? "below 2^63" : "at least -2^63", j.dump()));
-    };
-    if (j.is_number_unsigned()) {
-      if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) too_large();
-      out = static_cast<int64_t>(j.get<uint64_t>());
-    } else if (j.is_number_integer()) {
-      out = j.get<int64_t>();
-    } else if (j.is_number_float() && std::isfinite(j.get<double>()) &&
-               std::floor(j.get<double>()) == j.get<double>()) {
-      if (!(j.get<double>() >= -0x1p63 && j.get<double>() < 0x1p63)) too_large();
-      out = static_cast<int64_t>(j.get<double>());  // 1e4 is fine for an integer field
-    } else {
-      fail(fmt::format("{} must be an integer, got {}", field(key), describe(j)));
-    }
-  }
-
-  void read(const std::string& key, uint64_t& out) const {
-    if (!has(key)) return;
-    const json& j = section_.at(key);
-    if (j.is_number_unsigned()) {
-      out = j.get<uint64_t>();
-    } else if (j.is_number_integer() && j.get<int64_t>() >= 0) {
-      out = static_cast<uint64_t>(j.get<int64_t>());
-    } else if (j.is_number_float() && j.get<double>() >= 0 && std::isfinite(j.get<double>()) &&
-               std::floor(j.get<double>()) == j.get<double>()) {
-      if (!(j.get<double>() < 0x1p64))
-        fail(fmt::format("{} must be an integer below 2^64, got {}", field(key), j.dump()));
-      out = static_cast<uint64_t>(j.get<double>());
-    } else {
-      fail(fmt::format("{} must be a non-negative integer, got {}", field(key), describe(j)));
-    }
-  }
-
-  void read(const std::string& key, double& out) const {
-    if (!has(key)) return;
-    const json& j = section_.at(key);
-    if (!j.is_number()) fail(fmt::format("{} must be a number, got {}", field(key), describe(j)));
-    out = j.get<double>();
-  }
-
-  void read(const std::string& key, bool& out) const {
-    if (!has(key)) return;
-    const json& j = section_.at(key);
-    if (!j.is_boolean()) fail(fmt::format("{} must be true or false, got {}", field(key), describe(j)));
-    out = j.get<bool>();
-  }
-
-  void read(const std::string& key, std::string& out) const {
-    if (!has(key)) return;
-    const json& j = section_.at(key);
-    if (!j.is_string()) fail(fmt::format("{} must be a string, got {}", field(key), describe(j)));
-    out = j.get<std::string>();
-  }
-
-  template <typename E>
-  void read_enum(const std::string& key, E& out, const std::vector<std::pair<std::string, E>>& values) const {
-    if (!has(key)) return;
-    std::string s;
-    read(key, s);
-    for (const auto& [name, v] : values) {
-      if (name == s) {
-        out = v;
-        return;
-      }
-    }
-    std::vector<std::string> names;
-    for (const auto& nv : values) names.push_back(nv.first);
-    fail(fmt::format("{} must be one of {}, got \"{}\"", field(key), join(names, " | "), s));
-  }
-
- private:
-  const std::string& source_;
-  const json& section_;
-  std::string name_;
-};
-
-// Range checks: each names the field and the value.
-struct Checker {
-  const std::string& source;
-  [[noreturn]] void fail(const std::string& msg) const { throw InputError(source + ": " + msg); }
-  void positive(const std::string& f, int64_t v) const {
-    if (v < 1) fail(fmt::format("{} must be >= 1, got {}", f, v));
-  }
-  void non_negative(const std::string& f, int64_t v) const {
-    if (v < 0) fail(fmt::format("{} must be >= 0, got {}", f, v));
-  }
-  void positive(const std::string& f, double v) const {
-    if (!(v > 0) || !std::isfinite(v)) fail(fmt::format("{} must be > 0, got {}", f, v));
-  }
-  void non_negative(const std::string& f, double v) const {
-    if (!(v >= 0) || !std::isfinite(v)) fail(fmt::format("{} must be >= 0, got {}", f, v));
-  }
-};
-
-const std::vector<std::pair<std::string, Arch>> kArchs = {{"gpt2", Arch::kGpt2}, {"llama", Arch::kLlama}};
-const std::vector<std::pair<std::string, NormKind>> kNorms = {{"layernorm", NormKind::kLayerNorm},
-                                                              {"rmsnorm", NormKind::kRmsNorm}};
-const std::vector<std::pair<std::string, Activation>> kActivations = {{"gelu", Activation::kGelu},
-                                                                      {"swiglu", Activation::kSwiglu}};
-const std::vector<std::pair<std::string, PositionEmbedding>> kPositions = {
-    {"learned", PositionEmbedding::kLearned}, {"rope", PositionEmbedding::kRope}};
-const std::vector<std::pair<std::string, DecayStyle>> kDecays = {
-    {"cosine", DecayStyle::kCosine}, {"linear", DecayStyle::kLinear}, {"constant", DecayStyle::kConstant}};
-
 void check_keys(const std::string& source, const json& section, const std::string& name) {
   if (!section.is_object())
-    throw InputError(fmt::format("{}: \"{}\" must be an object {{...}}, got {}", source, name, describe(section)));
-  const auto& keys = known_keys().at(name);
+    throw InputError(fmt::format("{}: \"{}\" must be an object {{...}}, got {}", source, name, describe_json(section)));
   for (const auto& item : section.items())
-    if (std::find(keys.begin(), keys.end(), item.key()) == keys.end())
+    if (!contains(config_keys(name), item.key()))
       throw InputError(source + ": " + unknown_key_message(name, item.key()));
 }
 
 // ---------------------------------------------------------------------------------------------
-// Sections.
+// What the schema's per-key rules cannot say: defaults and rules that tie keys of one section together.
 
-ModelConfig parse_model(const std::string& source, const json& sec) {
-  const Reader r(source, sec, "model");
-  const Checker c{source};
-  ModelConfig m;
-  r.read_enum("arch", m.arch, kArchs);
-  // Presets; explicit keys below override them.
-  if (m.arch == Arch::kGpt2) {
-    m.norm = NormKind::kLayerNorm;
-    m.activation = Activation::kGelu;
-    m.position_embedding = PositionEmbedding::kLearned;
-    m.bias = true;
-    m.tie_embeddings = true;
-  } else {
-    m.norm = NormKind::kRmsNorm;
-    m.activation = Activation::kSwiglu;
-    m.position_embedding = PositionEmbedding::kRope;
-    m.bias = false;
-    m.tie_embeddings = false;
-  }
-  m.norm_eps = 1e-5;
-  r.read("num_layers", m.num_layers);
-  r.read("hidden_size", m.hidden_size);
-  r.read("num_attention_heads", m.num_attention_heads);
-  r.read("num_kv_heads", m.num_kv_heads);
-  r.read("ffn_hidden_size", m.ffn_hidden_size);
-  r.read("vocab_size", m.vocab_size);
-  r.read("seq_length", m.seq_length);
-  r.read_enum("norm", m.norm, kNorms);
-  r.read("norm_eps", m.norm_eps);
-  r.read_enum("activation", m.activation, kActivations);
-  r.read_enum("position_embedding", m.position_embedding, kPositions);
-  r.read("rope_theta", m.rope_theta);
-  r.read("tie_embeddings", m.tie_embeddings);
-  r.read("bias", m.bias);
-  r.read("init_std", m.init_std);
-  r.read("init_from", m.init_from);
-
-  c.positive("model.num_layers", m.num_layers);
-  c.positive("model.hidden_size", m.hidden_size);
-  c.positive("model.num_attention_heads", m.num_attention_heads);
-  if (!r.has("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
-  c.positive("model.num_kv_heads", m.num_kv_heads);
-  if (!r.has("ffn_hidden_size"))
+// The arch preset and the defaults derived from other keys, for the keys `sec` does not give. Runs
+// after the keys' own checks, so that hidden_size and num_attention_heads are valid here.
+void resolve_model_defaults(ModelConfig& m, const json& sec) {
+  const auto absent = [&](const char* key) { return !sec.contains(key); };
+  const bool gpt2 = m.arch == Arch::kGpt2;
+  if (absent("norm")) m.norm = gpt2 ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  if (absent("activation")) m.activation = gpt2 ? Activation::kGelu : Activation::kSwiglu;
+  if (absent("position_embedding"))
+    m.position_embedding = gpt2 ? PositionEmbedding::kLearned : PositionEmbedding::kRope;
+  if (absent("bias")) m.bias = gpt2;
+  if (absent("tie_embeddings")) m.tie_embeddings = gpt2;
+  if (absent("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
+  if (absent("ffn_hidden_size"))
     m.ffn_hidden_size = m.activation == Activation::kSwiglu ? default_swiglu_ffn_hidden_size(m.hidden_size)
                                                             : 4 * m.hidden_size;
-  c.positive("model.ffn_hidden_size", m.ffn_hidden_size);
-  if (m.vocab_size < 2) c.fail(fmt::format("model.vocab_size must be >= 2, got {}", m.vocab_size));
-  c.positive("model.seq_length", m.seq_length);
-  c.positive("model.norm_eps", m.norm_eps);
-  c.positive("model.rope_theta", m.rope_theta);
-  c.positive("model.init_std", m.init_std);
+}
 
+void check_model(const std::string& source, const ModelConfig& m) {
+  const SourceError c{source};
   if (m.hidden_size % m.num_attention_heads != 0)
     c.fail(fmt::format("model.hidden_size ({}) must be divisible by model.num_attention_heads ({}): "
                        "each head gets hidden_size / num_attention_heads dimensions",
@@ -334,214 +138,53 @@ ModelConfig parse_model(const std::string& source, const json& sec) {
     c.fail(fmt::format("model.position_embedding \"rope\" needs an even head dimension, but "
                        "model.hidden_size / model.num_attention_heads = {} / {} = {}",
                        m.hidden_size, m.num_attention_heads, m.head_dim()));
-  return m;
 }
 
-TrainingConfig parse_training(const std::string& source, const json& sec) {
-  const Reader r(source, sec, "training");
-  const Checker c{source};
-  TrainingConfig t;
-  r.read("micro_batch_size", t.micro_batch_size);
-  r.read("global_batch_size", t.global_batch_size);
-  r.read("train_iters", t.train_iters);
-  r.read("seed", t.seed);
-  r.read("eval_interval", t.eval_interval);
-  r.read("eval_iters", t.eval_iters);
-  r.read("exit_duration_mins", t.exit_duration_mins);
-  r.read("exit_interval", t.exit_interval);
-  r.read("sample_interval", t.sample_interval);
-  r.read("sample_prompt", t.sample_prompt);
-  c.positive("training.micro_batch_size", t.micro_batch_size);
-  c.positive("training.global_batch_size", t.global_batch_size);
-  c.positive("training.train_iters", t.train_iters);
-  c.non_negative("training.eval_interval", t.eval_interval);
-  c.positive("training.eval_iters", t.eval_iters);
-  c.non_negative("training.exit_duration_mins", t.exit_duration_mins);
-  c.non_negative("training.exit_interval", t.exit_interval);
-  c.non_negative("training.sample_interval", t.sample_interval);
-  return t;
-}
-
-CheckpointConfig parse_checkpoint(const std::string& source, const json& sec) {
-  const Reader r(source, sec, "checkpoint");
-  const Checker c{source};
-  CheckpointConfig k;
-  r.read("dir", k.dir);
-  r.read("save_interval", k.save_interval);
-  r.read("keep_last", k.keep_last);
-  r.read("async", k.async);
-  r.read("load", k.load);
-  c.non_negative("checkpoint.save_interval", k.save_interval);
-  c.non_negative("checkpoint.keep_last", k.keep_last);
-  if (k.load.empty())
-    c.fail("checkpoint.load must be \"auto\" (resume from checkpoint.dir/latest when it exists), \"none\", or the "
-           "path of a checkpoint to load; got \"\"");
-  if (k.save_interval > 0 && k.dir.empty())
-    c.fail(fmt::format("checkpoint.save_interval = {} needs checkpoint.dir: set checkpoint.dir to the directory "
-                       "that receives iter_*/ and latest",
-                       k.save_interval));
-  return k;
-}
-
-OptimizerConfig parse_optimizer(const std::string& source, const json& sec) {
-  const Reader r(source, sec, "optimizer");
-  const Checker c{source};
-  OptimizerConfig o;
-  r.read("lr", o.lr);
-  r.read("min_lr", o.min_lr);
-  r.read("warmup_iters", o.warmup_iters);
-  r.read_enum("decay", o.decay, kDecays);
-  r.read("decay_iters", o.decay_iters);
-  r.read("weight_decay", o.weight_decay);
-  r.read("beta1", o.beta1);
-  r.read("beta2", o.beta2);
-  r.read("eps", o.eps);
-  r.read("grad_clip", o.grad_clip);
-  c.non_negative("optimizer.lr", o.lr);
-  c.non_negative("optimizer.min_lr", o.min_lr);
-  if (o.min_lr > o.lr)
-    c.fail(fmt::format("optimizer.min_lr ({}) must be <= optimizer.lr ({})", o.min_lr, o.lr));
-  c.non_negative("optimizer.warmup_iters", o.warmup_iters);
-  c.non_negative("optimizer.decay_iters", o.decay_iters);
-  c.non_negative("optimizer.weight_decay", o.weight_decay);
-  if (!(o.beta1 >= 0 && o.beta1 < 1)) c.fail(fmt::format("optimizer.beta1 must be in [0, 1), got {}", o.beta1));
-  if (!(o.beta2 >= 0 && o.beta2 < 1)) c.fail(fmt::format("optimizer.beta2 must be in [0, 1), got {}", o.beta2));
-  c.positive("optimizer.eps", o.eps);
-  c.non_negative("optimizer.grad_clip", o.grad_clip);
-  return o;
-}
-
-DataConfig parse_data(const std::string& source, const json& sec) {
-  const Reader r(source, sec, "data");
-  DataConfig d;
-  r.read("path", d.path);
-  if (r.has("blend")) {
-    // [[weight, prefix], ...]; [] = not set.
-    const json& b = sec.at("blend");
-    if (!b.is_array())
-      r.fail(fmt::format("data.blend must be an array of [weight, prefix] pairs such as [[0.7, \"data/a\"], "
-                         "[0.3, \"data/b\"]], got {}",
-                         describe(b)));
-    for (size_t i = 0; i < b.size(); ++i) {
-      const json& e = b[i];
-      if (!e.is_array() || e.size() != 2)
-        r.fail(fmt::format("data.blend[{}] must be a [weight, prefix] pair, got {}", i, describe(e)));
-      if (!e[0].is_number())
-        r.fail(fmt::format("data.blend[{}][0] (the weight) must be a number, got {}", i, describe(e[0])));
-      if (!e[1].is_string())
-        r.fail(fmt::format("data.blend[{}][1] (the dataset prefix) must be a string, got {}", i, describe(e[1])));
-      BlendEntry entry{e[0].get<double>(), e[1].get<std::string>()};
-      if (!(std::isfinite(entry.weight) && entry.weight > 0))
-        r.fail(fmt::format("data.blend[{}][0] (the weight) must be > 0, got {}", i, e[0].dump()));
-      if (entry.prefix.empty()) r.fail(fmt::format("data.blend[{}][1] (the dataset prefix) is empty", i));
-      d.blend.push_back(std::move(entry));
-    }
+// The rest of `section` once its keys are read and checked.
+void finish_section(const std::string& source, const std::string& section, const json& sec, Config& cfg) {
+  const SourceError c{source};
+  if (section == "model") {
+    resolve_model_defaults(cfg.model, sec);
+    check_model(source, cfg.model);
+  } else if (section == "data") {
+    if (!cfg.data.path.empty() && !cfg.data.blend.empty())
+      c.fail("data.path and data.blend are both set: set exactly one of them (data.path for one dataset, "
+             "data.blend to mix several)");
+  } else if (section == "parallel") {
+    const ParallelConfig& p = cfg.parallel;
+    if (p.overlap_param_gather && !p.distributed_optimizer)
+      c.fail("parallel.overlap_param_gather = true needs parallel.distributed_optimizer = true (it overlaps the "
+             "distributed optimizer's parameter all-gather with the next forward); set "
+             "parallel.distributed_optimizer to true or parallel.overlap_param_gather to false");
+  } else if (section == "checkpoint") {
+    const CheckpointConfig& k = cfg.checkpoint;
+    if (k.save_interval > 0 && k.dir.empty())
+      c.fail(fmt::format("checkpoint.save_interval = {} needs checkpoint.dir: set checkpoint.dir to the directory "
+                         "that receives iter_*/ and latest",
+                         k.save_interval));
   }
-  if (!d.path.empty() && !d.blend.empty())
-    r.fail("data.path and data.blend are both set: set exactly one of them (data.path for one dataset, "
-           "data.blend to mix several)");
-  r.read("split", d.split);
-  r.read("shuffle", d.shuffle);
-  r.read("seed", d.seed);
-  try {
-    parse_data_split(d.split);
-  } catch (const InputError& e) {
-    throw InputError(source + ": " + e.what());
-  }
-  return d;
 }
 
-LoggingConfig parse_logging(const std::string& source, const json& sec) {
-  const Reader r(source, sec, "logging");
-  LoggingConfig l;
-  r.read("log_interval", l.log_interval);
-  r.read("metrics_file", l.metrics_file);
-  r.read("trace_file", l.trace_file);
-  r.read("peak_gflops", l.peak_gflops);
-  Checker{source}.positive("logging.log_interval", l.log_interval);
-  Checker{source}.non_negative("logging.peak_gflops", l.peak_gflops);
-  return l;
-}
-
-// Largest accepted parallel degree: keeps products of degrees well inside int.
-constexpr int64_t kMaxDegree = 65536;
-
-ParallelConfig parse_parallel(const std::string& source, const json& sec) {
-  const Reader r(source, sec, "parallel");
-  const Checker c{source};
-  ParallelConfig p;
-  r.read("tensor", p.tensor);
-  r.read("pipeline", p.pipeline);
-  r.read("data", p.data);
-  r.read("virtual_stages", p.virtual_stages);
-  c.positive("parallel.tensor", p.tensor);
-  c.positive("parallel.pipeline", p.pipeline);
-  if (p.data < 0)
-    c.fail(fmt::format("parallel.data must be >= 1, or 0 for world size / (tensor × pipeline), got {}", p.data));
-  c.positive("parallel.virtual_stages", p.virtual_stages);
-  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"tensor", p.tensor},
-                                {"pipeline", p.pipeline},
-                                {"data", p.data},
-                                {"virtual_stages", p.virtual_stages}})
-    if (v > kMaxDegree) c.fail(fmt::format("parallel.{} must be <= {}, got {}", name, kMaxDegree, v));
-  if (r.has("schedule")) {
-    std::string name;
-    r.read("schedule", name);
-    try {
-      p.schedule = parse_schedule_kind(name);
-    } catch (const InputError& e) {
-      c.fail(e.what());
-    }
+// Reads one section (or the top-level value "device") of `doc` into `cfg`: its keys, their checks, then
+// finish_section. A section that is not in `doc` keeps its defaults.
+void parse_section(const std::string& source, const json& doc, const std::string& section, Config& cfg) {
+  static const json kEmpty = json::object();
+  const bool present = doc.contains(section);
+  const json& sec = present ? doc.at(section) : kEmpty;
+  const bool is_value = config_keys(section).empty();
+  if (present && !is_value) check_keys(source, sec, section);
+  for (const ConfigField& f : config_schema()) {
+    if (f.section != section) continue;
+    if (is_value ? present : sec.contains(f.key)) f.read(is_value ? sec : sec.at(f.key), cfg, {source, f.name()});
   }
-  if (r.has("layers_per_stage")) {
-    const json& j = sec.at("layers_per_stage");
-    if (!j.is_array())
-      c.fail(fmt::format("parallel.layers_per_stage must be a list of layer counts per virtual stage such as "
-                         "[3, 5] (or [] for an even split), got {}",
-                         describe(j)));
-    for (size_t i = 0; i < j.size(); ++i) {
-      const json& e = j[i];
-      const std::string f = fmt::format("parallel.layers_per_stage[{}]", i);
-      const bool integral = e.is_number_integer() ||
-                            (e.is_number_float() && std::isfinite(e.get<double>()) &&
-                             std::floor(e.get<double>()) == e.get<double>() && std::fabs(e.get<double>()) < 9.0e18);
-      if (!integral || (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())))
-        c.fail(fmt::format("{} must be an integer, got {}", f, describe(e)));
-      const int64_t n = e.is_number_float() ? static_cast<int64_t>(e.get<double>()) : e.get<int64_t>();
-      c.positive(f, n);
-      p.layers_per_stage.push_back(n);
-    }
-  }
-  r.read("sequence_parallel", p.sequence_parallel);
-  r.read("bucket_size_mb", p.bucket_size_mb);
-  c.positive("parallel.bucket_size_mb", p.bucket_size_mb);
-  r.read("overlap_grad_reduce", p.overlap_grad_reduce);
-  r.read("distributed_optimizer", p.distributed_optimizer);
-  r.read("overlap_param_gather", p.overlap_param_gather);
-  if (p.overlap_param_gather && !p.distributed_optimizer)
-    c.fail("parallel.overlap_param_gather = true needs parallel.distributed_optimizer = true (it overlaps the "
-           "distributed optimizer's parameter all-gather with the next forward); set "
-           "parallel.distributed_optimizer to true or parallel.overlap_param_gather to false");
-  r.read("timeout_s", p.timeout_s);
-  c.positive("parallel.timeout_s", p.timeout_s);
-  return p;
-}
-
-std::string read_device(const std::string& source, const json& doc) {
-  if (!doc.contains("device")) return "cpu";
-  const json& j = doc.at("device");
-  if (!j.is_string()) throw InputError(fmt::format("{}: device must be a string, got {}", source, describe(j)));
-  const std::string d = j.get<std::string>();
-  if (d == "cpu") return d;
-  if (d == "cuda")
-    throw InputError(fmt::format("{}: device \"cuda\": this build has no CUDA backend yet; set \"device\": \"cpu\"",
-                                 source));
-  throw InputError(fmt::format("{}: device must be one of cpu | cuda, got \"{}\"", source, d));
+  for (const ConfigField& f : config_schema())
+    if (f.section == section && f.check) f.check(cfg, {source, f.name()});
+  finish_section(source, section, sec, cfg);
 }
 
 // Cross-section consistency.
 void check_consistency(const std::string& source, const Config& cfg) {
-  const Checker c{source};
+  const SourceError c{source};
   const TrainingConfig& t = cfg.training;
   // parallel.data = 0 (inferred) needs the world size: validate_layout checks it then.
   const int64_t data = std::max<int64_t>(cfg.parallel.data, 1);
@@ -631,13 +274,13 @@ void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
     if (path.empty()) throw InputError(fmt::format("{}: malformed override, the key before '=' is empty", where));
     const auto dot = path.find('.');
     const std::string section = path.substr(0, dot);
-    if (std::find(kSections.begin(), kSections.end(), section) == kSections.end())
+    if (!contains(config_sections(), section))
       throw InputError(fmt::format("{}: {}", where, unknown_key_message("", section)));
     // A config is JSON, which is UTF-8: other bytes could not be printed or saved with it later.
     if (const size_t bad = find_invalid_utf8(raw); bad != std::string::npos)
       throw InputError(fmt::format("{}: the value is not valid UTF-8 (byte {} of it)", where, bad));
     json value;
-    if (is_string_field(path)) {
+    if (const ConfigField* field = find_config_field(path); field != nullptr && field->text) {
       // Only a quoted JSON string is parsed; anything else is the string itself.
       value = raw;
       if (raw.size() >= 2 && raw.front() == '"') {
@@ -668,10 +311,9 @@ void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
     }
     if (dot == std::string::npos)
       throw InputError(fmt::format("{}: '{}' is a section; name a key in it such as {}.{}=...", where, section,
-                                   section, known_keys().at(section).front()));
+                                   section, config_keys(section).front()));
     const std::string key = path.substr(dot + 1);
-    const auto& keys = known_keys().at(section);
-    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+    if (!contains(config_keys(section), key))
       throw InputError(fmt::format("{}: {}", where, unknown_key_message(section, key)));
     if (doc.contains(section) && !doc[section].is_object())
       throw InputError(fmt::format("{}: \"{}\" in the config is not an object", where, section));
@@ -681,26 +323,12 @@ void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
 
 Config parse_config(const json& doc, const std::string& source) {
   if (!doc.is_object())
-    throw InputError(fmt::format("{}: the top level must be a JSON object {{...}}, got {}", source, describe(doc)));
+    throw InputError(
+        fmt::format("{}: the top level must be a JSON object {{...}}, got {}", source, describe_json(doc)));
   for (const auto& item : doc.items())
-    if (std::find(kSections.begin(), kSections.end(), item.key()) == kSections.end())
-      throw InputError(source + ": " + unknown_key_message("", item.key()));
-  static const json kEmpty = json::object();
-  auto section = [&](const std::string& name) -> const json& {
-    if (!doc.contains(name)) return kEmpty;
-    const json& s = doc.at(name);
-    check_keys(source, s, name);
-    return s;
-  };
+    if (!contains(config_sections(), item.key())) throw InputError(source + ": " + unknown_key_message("", item.key()));
   Config cfg;
-  cfg.model = parse_model(source, section("model"));
-  cfg.training = parse_training(source, section("training"));
-  cfg.optimizer = parse_optimizer(source, section("optimizer"));
-  cfg.data = parse_data(source, section("data"));
-  cfg.logging = parse_logging(source, section("logging"));
-  cfg.device = read_device(source, doc);
-  cfg.parallel = parse_parallel(source, section("parallel"));
-  cfg.checkpoint = parse_checkpoint(source, section("checkpoint"));
+  for (const std::string& section : config_sections()) parse_section(source, doc, section, cfg);
   check_consistency(source, cfg);
   return cfg;
 }
@@ -776,80 +404,7 @@ std::string config_hash(const Config& config) {
 
 json config_to_json(const Config& c) {
   json j;
-  const ModelConfig& m = c.model;
-  j["model"] = {
-      {"arch", arch_name(m.arch)},
-      {"num_layers", m.num_layers},
-      {"hidden_size", m.hidden_size},
-      {"num_attention_heads", m.num_attention_heads},
-      {"num_kv_heads", m.num_kv_heads},
-      {"ffn_hidden_size", m.ffn_hidden_size},
-      {"vocab_size", m.vocab_size},
-      {"seq_length", m.seq_length},
-      {"norm", norm_name(m.norm)},
-      {"norm_eps", m.norm_eps},
-      {"activation", activation_name(m.activation)},
-      {"position_embedding", position_embedding_name(m.position_embedding)},
-      {"rope_theta", m.rope_theta},
-      {"tie_embeddings", m.tie_embeddings},
-      {"bias", m.bias},
-      {"init_std", m.init_std},
-      {"init_from", m.init_from},
-  };
-  const TrainingConfig& t = c.training;
-  j["training"] = {
-      {"micro_batch_size", t.micro_batch_size}, {"global_batch_size", t.global_batch_size},
-      {"train_iters", t.train_iters},           {"seed", t.seed},
-      {"eval_interval", t.eval_interval},       {"eval_iters", t.eval_iters},
-      {"exit_duration_mins", t.exit_duration_mins}, {"exit_interval", t.exit_interval},
-      {"sample_interval", t.sample_interval},   {"sample_prompt", t.sample_prompt},
-  };
-  const OptimizerConfig& o = c.optimizer;
-  j["optimizer"] = {
-      {"lr", o.lr},
-      {"min_lr", o.min_lr},
-      {"warmup_iters", o.warmup_iters},
-      {"decay", decay_style_name(o.decay)},
-      {"decay_iters", o.decay_iters},
-      {"weight_decay", o.weight_decay},
-      {"beta1", o.beta1},
-      {"beta2", o.beta2},
-      {"eps", o.eps},
-      {"grad_clip", o.grad_clip},
-  };
-  json blend = json::array();
-  for (const BlendEntry& e : c.data.blend) blend.push_back(json::array({e.weight, e.prefix}));
-  j["data"] = {{"path", c.data.path},
-               {"blend", blend},
-               {"split", c.data.split},
-               {"shuffle", c.data.shuffle},
-               {"seed", c.data.seed}};
-  j["logging"] = {{"log_interval", c.logging.log_interval},
-                  {"metrics_file", c.logging.metrics_file},
-                  {"trace_file", c.logging.trace_file},
-                  {"peak_gflops", c.logging.peak_gflops}};
-  j["device"] = c.device;
-  const ParallelConfig& p = c.parallel;
-  j["parallel"] = {
-      {"tensor", p.tensor},
-      {"pipeline", p.pipeline},
-      {"data", p.data},
-      {"virtual_stages", p.virtual_stages},
-      {"schedule", schedule_kind_name(p.schedule)},
-      {"layers_per_stage", p.layers_per_stage},
-      {"sequence_parallel", p.sequence_parallel},
-      {"bucket_size_mb", p.bucket_size_mb},
-      {"overlap_grad_reduce", p.overlap_grad_reduce},
-      {"distributed_optimizer", p.distributed_optimizer},
-      {"overlap_param_gather", p.overlap_param_gather},
-      {"timeout_s", p.timeout_s},
-  };
-  const CheckpointConfig& k = c.checkpoint;
-  j["checkpoint"] = {{"dir", k.dir},
-                     {"save_interval", k.save_interval},
-                     {"keep_last", k.keep_last},
-                     {"async", k.async},
-                     {"load", k.load}};
+  for (const ConfigField& f : config_schema()) (f.key.empty() ? j[f.section] : j[f.section][f.key]) = f.write(c);
   return j;
 }
 

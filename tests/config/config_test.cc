@@ -101,6 +101,18 @@ TEST_CASE("unknown keys and sections get a did-you-mean hint") {
   CHECK_THAT(error_of(d), Contains("did you mean 'shuffle'"));
 }
 
+// training.seed and data.seed: the hint names the first such section in alphabetical order, as it did
+// before the keys came from the schema (whose order is training before data).
+TEST_CASE("a key that two sections have is hinted to the alphabetically first") {
+  json d = base();
+  d["model"]["seed"] = 1;
+  CHECK_THAT(error_of(d), Contains("unknown key 'model.seed'; did you mean 'data.seed'?"));
+  d = base();
+  d["seed"] = 1;
+  CHECK_THAT(error_of(d), Contains("unknown section 'seed'; did you mean 'data.seed'?"));
+  CHECK_THAT(error_of(base(), {"parallel.seed=1"}), Contains("did you mean 'data.seed'?"));
+}
+
 TEST_CASE("wrong JSON types name the dotted field and the value") {
   json d = base();
   d["model"]["hidden_size"] = "768";
