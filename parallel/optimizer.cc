@@ -67,14 +67,18 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
   for (const Run& run : runs_) shard_runs_.push_back({run.shard_offset, run.numel, run.decay});
   const Device device = buffer.device();
   const int64_t n = buckets != nullptr ? buckets->shard_numel() : buffer.numel();
-  main_ = Tensor::zeros({n}, DType::kF32, device);
   exp_avg_ = Tensor::zeros({n}, DType::kF32, device);
   exp_avg_sq_ = Tensor::zeros({n}, DType::kF32, device);
   if (buckets == nullptr) {
+    // Unsharded fp32 parameters are their own main parameters: no second fp32 copy of the model
+    // (Megatron keeps none either). Other dtypes get one, which write_back_params casts from.
+    main_is_params_ = buffer.param_dtype() == DType::kF32;
+    main_ = main_is_params_ ? buffer.flat_values() : Tensor::zeros({n}, DType::kF32, device);
+    if (!main_is_params_) ops::copy(buffer.flat_values(), main_);
     flat_state_ = {main_, exp_avg_, exp_avg_sq_};
-    ops::copy(buffer.flat_values(), main_);
     return;
   }
+  main_ = Tensor::zeros({n}, DType::kF32, device);
   const int dp = buckets->dp_size();
   staging_.resize(buckets->buckets().size());
   gathers_.resize(buckets->buckets().size());
@@ -142,7 +146,7 @@ void Optimizer::load_state() {
     }
   }
   // Every rank holds the whole flat main parameters here: no gather needed.
-  ops::copy(flat.main_params, buffer_.flat_values());
+  if (!main_is_params_) ops::copy(flat.main_params, buffer_.flat_values());
 }
 
 void Optimizer::set_step_count(int64_t steps) {
@@ -174,7 +178,7 @@ void Optimizer::step(double lr, float grad_scale) {
 void Optimizer::write_back_params() {
   Tensor& values = buffer_.flat_values();
   if (buckets_ == nullptr) {
-    ops::copy(main_, values);
+    if (!main_is_params_) ops::copy(main_, values);
     return;
   }
   // Gather in forward order (the last bucket holds the first layers), the same on every rank.

@@ -99,8 +99,9 @@ class Optimizer {
 
  private:
   Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options);
-  // The one place the model's parameters get the main parameters' values: today a copy of the same
-  // dtype (a cast when the parameters are bf16); sharded, each bucket's all-gather.
+  // The one place the model's parameters get the main parameters' values: nothing when they are the
+  // same tensor (unsharded fp32), else a copy (a cast when the parameters are bf16); sharded, each
+  // bucket's all-gather.
   void write_back_params();
   const Tensor& grads() const;
 
@@ -111,6 +112,7 @@ class Optimizer {
   std::vector<AdamWRun> shard_runs_;  // runs_ addressed by shard offset, as AdamW steps them
   std::vector<std::pair<int64_t, int64_t>> norm_ranges_;  // (shard offset, numel) of non-replica elements
   Tensor main_;
+  bool main_is_params_ = false;  // unsharded fp32: main_ is the buffer's flat values themselves
   Tensor exp_avg_;
   Tensor exp_avg_sq_;
   FlatOptimizerState flat_state_;
