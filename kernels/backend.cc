@@ -13,8 +13,8 @@ namespace lattice {
 
 namespace {
 
-// Indexed by Device. Atomic: a background thread (the checkpoint writer) may dispatch while
-// another registers.
+// Indexed by Device. Atomic: a table registered (at startup, or swapped by a test) may be read
+// by ops running on another thread.
 std::array<std::atomic<const Backend*>, 2>& registry() {
   static std::array<std::atomic<const Backend*>, 2> slots{&cpu::backend(), nullptr};
   return slots;
@@ -22,7 +22,7 @@ std::array<std::atomic<const Backend*>, 2>& registry() {
 
 }  // namespace
 
-const Backend& backend_for(Device device, const char* op) {
+const Backend& backend_for(const char* op, Device device) {
   const Backend* b = registry()[static_cast<size_t>(device)].load(std::memory_order_acquire);
   if (b == nullptr) {
     throw Error(fmt::format("{}: no {} backend is built into this binary (the CUDA backend comes with "
@@ -43,7 +43,7 @@ const Backend& backend_for(const char* op, std::initializer_list<const Tensor*> 
                               first->describe(), t->describe()));
     }
   }
-  return backend_for(first == nullptr ? Device::kCpu : first->device(), op);
+  return backend_for(op, first == nullptr ? Device::kCpu : first->device());
 }
 
 const Backend* set_backend(Device device, const Backend* backend) {

@@ -112,7 +112,7 @@ struct Backend {
 
 // The backend of `device`; a device whose backend is not in this binary is a lattice::Error naming
 // `op` (the operation that asked) and the device.
-const Backend& backend_for(Device device, const char* op);
+const Backend& backend_for(const char* op, Device device);
 // The backend of the device that every defined tensor in `tensors` is on (CPU when none is
 // defined); tensors on two devices are an error naming `op` and both tensors.
 const Backend& backend_for(const char* op, std::initializer_list<const Tensor*> tensors);

@@ -19,7 +19,7 @@ void check_pair(const char* op, const Tensor& host, const Tensor& device_tensor,
 }  // namespace
 
 DeviceContext::DeviceContext(Device device)
-    : backend_(&backend_for(device, "DeviceContext")), stream_(device) {}
+    : backend_(&backend_for("DeviceContext", device)), stream_(device) {}
 
 Tensor DeviceContext::empty(const Shape& shape, DType dtype) const {
   return Tensor::over(backend_->allocate(tensor_bytes(shape, dtype)), shape, dtype);
