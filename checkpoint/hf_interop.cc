@@ -13,6 +13,7 @@
 #include "checkpoint/hf_weights.h"
 #include "checkpoint/safetensors.h"
 #include "kernels/error.h"
+#include "kernels/ops.h"
 
 namespace lattice {
 
@@ -358,7 +359,10 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
                prefix.empty() ? std::string() : fmt::format(" (prefix '{}')", prefix));
 }
 
-std::string hf_config_json(const ModelConfig& c, std::optional<int32_t> eod_id) {
+std::string hf_config_json(const ModelConfig& c, std::optional<int32_t> eod_id, DType dtype) {
+  LATTICE_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "HF export writes f32 or bf16, not {}",
+                dtype_name(dtype));
+  const char* torch_dtype = dtype == DType::kBF16 ? "bfloat16" : "float32";
   nlohmann::json j;
   if (hf_family(c) == HfFamily::kGpt2) {
     j = {{"architectures", {"GPT2LMHeadModel"}},
@@ -379,7 +383,7 @@ std::string hf_config_json(const ModelConfig& c, std::optional<int32_t> eod_id) 
          {"scale_attn_weights", true},
          {"tie_word_embeddings", c.tie_embeddings},
          {"use_cache", true},
-         {"torch_dtype", "float32"}};
+         {"torch_dtype", torch_dtype}};
   } else {
     j = {{"architectures", {"LlamaForCausalLM"}},
          {"model_type", "llama"},
@@ -400,7 +404,7 @@ std::string hf_config_json(const ModelConfig& c, std::optional<int32_t> eod_id) 
          {"initializer_range", c.init_std},
          {"tie_word_embeddings", c.tie_embeddings},
          {"use_cache", true},
-         {"torch_dtype", "float32"}};
+         {"torch_dtype", torch_dtype}};
   }
   if (eod_id) {
     j["eos_token_id"] = *eod_id;
@@ -410,7 +414,8 @@ std::string hf_config_json(const ModelConfig& c, std::optional<int32_t> eod_id) 
 }
 
 void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir,
-               std::optional<int32_t> eod_id) {
+               std::optional<int32_t> eod_id, DType dtype) {
+  const std::string config_text = hf_config_json(config, eod_id, dtype);
   const Mapping m = mapping_for(config);
   std::map<std::string, Tensor> out;
   for (const HfTensor& t : m.tensors) {
@@ -426,9 +431,13 @@ void export_hf(const ModelConfig& config, const ParameterStore& store, const std
                     v.describe(), shape_string(p.internal_shape));
       copy_into_hf(p, v.f32(), t.shape, hf.f32());
     }
+    if (dtype != DType::kF32) {
+      Tensor narrow = Tensor::empty(t.shape, dtype);
+      ops::cast(hf, narrow);
+      hf = std::move(narrow);
+    }
     out.emplace((t.prefixed ? m.prefixes.front() : std::string()) + t.name, std::move(hf));
   }
-  const std::string config_text = hf_config_json(config, eod_id);
 
   std::error_code ec;
   std::filesystem::create_directories(output_dir, ec);

@@ -25,14 +25,15 @@ HfFamily hf_family(const ModelConfig& config);
 // naming the HF tensor, the file and the model field that likely differs.
 void import_hf(const ModelConfig& config, const std::string& path, ParameterStore& store);
 
-// Writes `output_dir/model.safetensors` (F32, HF names; GPT-2 without the "transformer." prefix,
-// Conv1D weights transposed back, c_attn fused) and `output_dir/config.json` (HF style). Each file
+// Writes `output_dir/model.safetensors` (F32, or BF16 rounded to nearest even when `dtype` is bf16;
+// HF names; GPT-2 without the "transformer." prefix, Conv1D weights transposed back, c_attn fused) and `output_dir/config.json` (HF style). Each file
 // is written atomically; `output_dir` is created when missing. `eod_id`, when the tokenizer is
 // known: config.json's eos_token_id and bos_token_id (GPT-2's convention: one end-of-text token).
 void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir,
-               std::optional<int32_t> eod_id = std::nullopt);
+               std::optional<int32_t> eod_id = std::nullopt, DType dtype = DType::kF32);
 
-// The HF config.json text for `config` (pretty printed, sorted keys).
-std::string hf_config_json(const ModelConfig& config, std::optional<int32_t> eod_id = std::nullopt);
+// The HF config.json text for `config` (pretty printed, sorted keys); torch_dtype names `dtype`.
+std::string hf_config_json(const ModelConfig& config, std::optional<int32_t> eod_id = std::nullopt,
+                           DType dtype = DType::kF32);
 
 }  // namespace lattice

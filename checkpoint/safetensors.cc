@@ -92,6 +92,7 @@ const char* safetensors_dtype_of(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "F32";
     case DType::kI32: return "I32";
+    case DType::kBF16: return "BF16";
   }
   return "?";
 }
@@ -131,8 +132,6 @@ float half_to_float(uint16_t h) {
   }
   return std::bit_cast<float>(bits);
 }
-
-float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -314,7 +313,22 @@ Tensor SafetensorsFile::read_f32(const std::string& name) const {
 Tensor SafetensorsFile::read_i32(const std::string& name) const {
   const SafetensorsEntry& e = entry(name);
   if (e.dtype != "I32") bad_tensor(path_, name, fmt::format("dtype is {}, expected I32", e.dtype));
-  Tensor t = Tensor::empty(e.shape, DType::kI32, Device::kCpu);
+  return read(name);
+}
+
+Tensor SafetensorsFile::read(const std::string& name) const {
+  const SafetensorsEntry& e = entry(name);
+  DType dtype;
+  if (e.dtype == "F32") {
+    dtype = DType::kF32;
+  } else if (e.dtype == "BF16") {
+    dtype = DType::kBF16;
+  } else if (e.dtype == "I32") {
+    dtype = DType::kI32;
+  } else {
+    return read_f32(name);  // F16 widens; other dtypes are read_f32's InputError
+  }
+  Tensor t = Tensor::empty(e.shape, dtype, Device::kCpu);
   if (t.numel() > 0) std::memcpy(t.raw(), data(e), t.bytes());
   return t;
 }
@@ -359,8 +373,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
 std::map<std::string, Tensor> read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   SafetensorsFile file(path);
   std::map<std::string, Tensor> out;
-  for (const std::string& name : file.names())
-    out.emplace(name, file.entry(name).dtype == "I32" ? file.read_i32(name) : file.read_f32(name));
+  for (const std::string& name : file.names()) out.emplace(name, file.read(name));
   if (metadata != nullptr) *metadata = file.metadata();
   return out;
 }

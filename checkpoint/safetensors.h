@@ -1,5 +1,5 @@
 // safetensors reader and writer: the Hugging Face tensor file format (u64 LE header length, JSON
-// header, one data buffer). Reads F32/F16/BF16 (and I32) into host tensors; writes F32/I32 atomically.
+// header, one data buffer). Reads F32/F16/BF16 (and I32) into host tensors; writes F32/BF16/I32 atomically.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/tensor.h"
 
 namespace lattice {
@@ -47,6 +48,9 @@ class SafetensorsFile {
   Tensor read_f32(const std::string& name) const;
   // The tensor as a host i32 tensor (dtype I32 only).
   Tensor read_i32(const std::string& name) const;
+  // The tensor in its stored dtype as a host tensor: F32 as f32, BF16 as bf16, I32 as i32; F16 is
+  // widened to f32 (Tensor has no f16); other dtypes are an InputError naming the tensor.
+  Tensor read(const std::string& name) const;
   // The tensor's bytes in the mapping (entry(name).end - begin of them), valid while this object
   // lives: for readers that copy only part of a tensor (checkpoint resharding).
   const void* raw(const std::string& name) const { return data(entry(name)); }
@@ -66,7 +70,7 @@ class SafetensorsFile {
 // back).
 using WriteObserver = std::function<void(const void* data, size_t bytes)>;
 
-// Writes host tensors (F32 or I32, any shape including 0-d) to `path` in the safetensors format:
+// Writes host tensors (f32, bf16 or i32, any shape including 0-d) to `path` in the safetensors format:
 // header padded with spaces to 8-byte alignment, "__metadata__" first, tensors laid out in name
 // order (the Python library's order for same-size dtypes). Written to `path.tmp`, fsynced, then
 // renamed, so the final path never holds a half-written file. `observer`, when set, sees the bytes.
@@ -74,15 +78,14 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
                        const std::map<std::string, std::string>& metadata = {},
                        const WriteObserver& observer = {});
 
-// Reads every tensor of a file: I32 as i32, F32/F16/BF16 as f32, others an InputError.
+// Reads every tensor of a file as SafetensorsFile::read does.
 std::map<std::string, Tensor> read_safetensors(const std::string& path,
                                                std::map<std::string, std::string>* metadata = nullptr);
 
 // Writes `contents` to `path` atomically (path.tmp, fsync, rename, fsync of the directory).
 void write_file_atomically(const std::string& path, const std::string& contents);
 
-// IEEE half and bfloat16 to float, exactly.
+// IEEE half to float, exactly (bfloat16: kernels/bf16.h).
 float half_to_float(uint16_t h);
-float bfloat16_to_float(uint16_t b);
 
 }  // namespace lattice

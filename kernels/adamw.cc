@@ -1,7 +1,7 @@
-// ops::adamw_update: argument checks and device dispatch for the fused AdamW step.
+// ops::adamw_update: argument checks and backend dispatch for the fused AdamW step.
 #include <fmt/format.h>
 
-#include "kernels/cpu/adamw.h"
+#include "kernels/backend.h"
 #include "kernels/error.h"
 #include "kernels/ops.h"
 
@@ -10,6 +10,7 @@ namespace lattice::ops {
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWParams& p) {
   LATTICE_CHECK(param.defined() && grad.defined() && exp_avg.defined() && exp_avg_sq.defined(),
                 "adamw_update: every tensor must be defined");
+  const Backend& be = backend_for("adamw_update", {&param, &grad, &exp_avg, &exp_avg_sq});
   LATTICE_CHECK(param.dtype() == DType::kF32 && grad.dtype() == DType::kF32 && exp_avg.dtype() == DType::kF32 &&
                     exp_avg_sq.dtype() == DType::kF32,
                 "adamw_update: expected f32 tensors, got param {}, grad {}, exp_avg {}, exp_avg_sq {}",
@@ -18,13 +19,8 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
                     exp_avg_sq.numel() == param.numel(),
                 "adamw_update: sizes differ: param {}, grad {}, exp_avg {}, exp_avg_sq {}", param.describe(),
                 grad.describe(), exp_avg.describe(), exp_avg_sq.describe());
-  LATTICE_CHECK(grad.device() == param.device() && exp_avg.device() == param.device() &&
-                    exp_avg_sq.device() == param.device(),
-                "adamw_update: tensors on different devices: param {}, grad {}, exp_avg {}, exp_avg_sq {}",
-                param.describe(), grad.describe(), exp_avg.describe(), exp_avg_sq.describe());
   LATTICE_CHECK(p.step >= 1, "adamw_update: step is 1-based, got {}", p.step);
-  if (param.device() != Device::kCpu) throw Error("adamw_update: CUDA backend not built");
-  cpu::adamw_update(param, grad, exp_avg, exp_avg_sq, p);
+  be.adamw_update(param.f32(), grad.f32(), exp_avg.f32(), exp_avg_sq.f32(), param.numel(), p);
 }
 
 }  // namespace lattice::ops

@@ -1,32 +1,16 @@
 // The public ops (kernels/ops.h): check devices, dtypes and shapes with messages that name the op
-// and the shapes, then dispatch to the CPU kernels in kernels/cpu/. adamw_update lives in adamw.cc.
+// and the shapes, then call the kernel of the tensors' backend (kernels/backend.h). adamw_update
+// lives in adamw.cc.
 #include "kernels/ops.h"
-
-#include <initializer_list>
 
 #include <fmt/format.h>
 
-#include "kernels/cpu/activation.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/init.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/norm.h"
-#include "kernels/cpu/rope.h"
+#include "kernels/backend.h"
 #include "kernels/error.h"
 
 namespace lattice::ops {
 
 namespace {
-
-// Every defined tensor must be on the CPU: this build has no CUDA backend.
-void need_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    if (t->defined() && t->device() != Device::kCpu) throw Error(fmt::format("{}: CUDA backend not built", op));
-  }
-}
 
 void need_f32(const char* op, const char* name, const Tensor& t) {
   LATTICE_CHECK(t.defined(), "{}: `{}` is undefined", op, name);
@@ -62,54 +46,72 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 // ---- elementwise and reductions ----
 
 void fill(Tensor& x, float value) {
-  need_cpu("fill", {&x});
+  const Backend& be = backend_for("fill", {&x});
   need_f32("fill", "x", x);
-  cpu::fill(x.f32(), x.numel(), value);
+  be.fill(x.f32(), x.numel(), value);
 }
 
 void copy(const Tensor& src, Tensor& dst) {
-  need_cpu("copy", {&src, &dst});
+  const Backend& be = backend_for("copy", {&src, &dst});
   LATTICE_CHECK(src.defined() && dst.defined(), "copy: undefined tensor (src {}, dst {})", src.defined(),
                 dst.defined());
   LATTICE_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
                 "copy: src {} and dst {} differ in dtype or element count", src.describe(), dst.describe());
-  cpu::copy(src.raw(), dst.raw(), static_cast<int64_t>(src.bytes()));
+  be.copy(src.raw(), dst.raw(), static_cast<int64_t>(src.bytes()));
 }
 
 void scale(Tensor& x, float alpha) {
-  need_cpu("scale", {&x});
+  const Backend& be = backend_for("scale", {&x});
   need_f32("scale", "x", x);
-  cpu::scale(x.f32(), x.numel(), alpha);
+  be.scale(x.f32(), x.numel(), alpha);
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y) {
-  need_cpu("axpy", {&x, &y});
+  const Backend& be = backend_for("axpy", {&x, &y});
   need_f32("axpy", "x", x);
   need_f32("axpy", "y", y);
   LATTICE_CHECK(x.numel() == y.numel(), "axpy: x {} and y {} differ in element count", x.describe(), y.describe());
-  cpu::axpy(alpha, x.f32(), y.f32(), x.numel());
+  be.axpy(alpha, x.f32(), y.f32(), x.numel());
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  need_cpu("add", {&a, &b, &out});
+  const Backend& be = backend_for("add", {&a, &b, &out});
   need_f32("add", "a", a);
   need_f32("add", "b", b);
   need_f32("add", "out", out);
   LATTICE_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: a {}, b {}, out {} differ in element count",
                 a.describe(), b.describe(), out.describe());
-  cpu::add(a.f32(), b.f32(), out.f32(), a.numel());
+  be.add(a.f32(), b.f32(), out.f32(), a.numel());
+}
+
+void cast(const Tensor& src, Tensor& dst) {
+  const Backend& be = backend_for("cast", {&src, &dst});
+  LATTICE_CHECK(src.defined() && dst.defined(), "cast: undefined tensor (src {}, dst {})", src.defined(),
+                dst.defined());
+  LATTICE_CHECK(src.numel() == dst.numel(), "cast: src {} and dst {} differ in element count", src.describe(),
+                dst.describe());
+  if (src.dtype() == dst.dtype()) {
+    be.copy(src.raw(), dst.raw(), static_cast<int64_t>(src.bytes()));
+  } else if (src.dtype() == DType::kF32 && dst.dtype() == DType::kBF16) {
+    be.f32_to_bf16(src.f32(), dst.bf16(), src.numel());
+  } else if (src.dtype() == DType::kBF16 && dst.dtype() == DType::kF32) {
+    be.bf16_to_f32(src.bf16(), dst.f32(), src.numel());
+  } else {
+    throw Error(fmt::format("cast: no conversion from {} to {} (f32 <-> bf16, or equal dtypes)", src.describe(),
+                            dst.describe()));
+  }
 }
 
 double sum_squares(const Tensor& x) {
-  need_cpu("sum_squares", {&x});
+  const Backend& be = backend_for("sum_squares", {&x});
   need_f32("sum_squares", "x", x);
-  return cpu::sum_squares(x.f32(), x.numel());
+  return be.sum_squares(x.f32(), x.numel());
 }
 
 // ---- matrix multiply ----
 
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
-  need_cpu("matmul", {&a, &b, &c});
+  const Backend& be = backend_for("matmul", {&a, &b, &c});
   need_f32("matmul", "a", a);
   need_f32("matmul", "b", b);
   need_f32("matmul", "c", c);
@@ -127,36 +129,36 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   if (m == 0 || n == 0) return;
   if (k == 0) {  // empty product: c = beta * c (BLAS rejects lda = 0)
     if (beta == 0.0f) {
-      cpu::fill(c.f32(), c.numel(), 0.0f);
+      be.fill(c.f32(), c.numel(), 0.0f);
     } else {
-      cpu::scale(c.f32(), c.numel(), beta);
+      be.scale(c.f32(), c.numel(), beta);
     }
     return;
   }
-  cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a.f32(), a_cols, b.f32(), b_cols, beta, c.f32(), n);
+  be.sgemm(trans_a, trans_b, m, n, k, alpha, a.f32(), a_cols, b.f32(), b_cols, beta, c.f32(), n);
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {
-  need_cpu("add_bias", {&y, &bias});
+  const Backend& be = backend_for("add_bias", {&y, &bias});
   need_f32("add_bias", "y", y);
   need_f32("add_bias", "bias", bias);
   need_numel("add_bias", "bias", bias, last_dim(y), fmt::format("last dim of y {}", y.describe()).c_str());
-  cpu::add_bias(y.f32(), bias.f32(), flat_rows(y), last_dim(y));
+  be.add_bias(y.f32(), bias.f32(), flat_rows(y), last_dim(y));
 }
 
 void bias_backward(const Tensor& dy, Tensor& dbias) {
-  need_cpu("bias_backward", {&dy, &dbias});
+  const Backend& be = backend_for("bias_backward", {&dy, &dbias});
   need_f32("bias_backward", "dy", dy);
   need_f32("bias_backward", "dbias", dbias);
   need_numel("bias_backward", "dbias", dbias, last_dim(dy), fmt::format("last dim of dy {}", dy.describe()).c_str());
-  cpu::bias_backward(dy.f32(), dbias.f32(), flat_rows(dy), last_dim(dy));
+  be.bias_backward(dy.f32(), dbias.f32(), flat_rows(dy), last_dim(dy));
 }
 
 // ---- embeddings ----
 
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
   const char* op = "embedding_forward";
-  need_cpu(op, {&ids, &table, &out});
+  const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
   need_f32(op, "table", table);
   need_f32(op, "out", out);
@@ -164,13 +166,13 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
   const int64_t n = ids.numel(), v = table.dim(0), h = table.dim(1);
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
-  cpu::check_indices(op, "token id", ids.i32(), n, v);
-  cpu::embedding_forward(ids.i32(), table.f32(), out.f32(), n, h);
+  be.check_indices(op, "token id", ids.i32(), n, v);
+  be.embedding_forward(ids.i32(), table.f32(), out.f32(), n, h);
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
   const char* op = "embedding_backward";
-  need_cpu(op, {&ids, &dout, &dtable});
+  const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
   need_f32(op, "dout", dout);
   need_f32(op, "dtable", dtable);
@@ -178,34 +180,34 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
   const int64_t n = ids.numel(), v = dtable.dim(0), h = dtable.dim(1);
   LATTICE_CHECK(last_dim(dout) == h && dout.numel() == n * h, "{}: dout {} must be [{}, {}] for ids {} and dtable {}",
                 op, dout.describe(), n, h, ids.describe(), dtable.describe());
-  cpu::check_indices(op, "token id", ids.i32(), n, v);
-  cpu::embedding_backward(ids.i32(), dout.f32(), dtable.f32(), n, h);
+  be.check_indices(op, "token id", ids.i32(), n, v);
+  be.embedding_backward(ids.i32(), dout.f32(), dtable.f32(), n, h);
 }
 
 void add_position_embedding(Tensor& x, const Tensor& table) {
   const char* op = "add_position_embedding";
-  need_cpu(op, {&x, &table});
+  const Backend& be = backend_for(op, {&x, &table});
   need_f32(op, "x", x);
   need_f32(op, "table", table);
   LATTICE_CHECK(x.rank() == 3 && table.rank() == 2 && table.dim(1) == x.dim(2) && table.dim(0) >= x.dim(1),
                 "{}: x {} must be [B, T, H] and table {} [P >= T, H]", op, x.describe(), table.describe());
-  cpu::add_position_embedding(x.f32(), table.f32(), x.dim(0), x.dim(1), x.dim(2));
+  be.add_position_embedding(x.f32(), table.f32(), x.dim(0), x.dim(1), x.dim(2));
 }
 
 void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
   const char* op = "position_embedding_backward";
-  need_cpu(op, {&dx, &dtable});
+  const Backend& be = backend_for(op, {&dx, &dtable});
   need_f32(op, "dx", dx);
   need_f32(op, "dtable", dtable);
   LATTICE_CHECK(dx.rank() == 3 && dtable.rank() == 2 && dtable.dim(1) == dx.dim(2) && dtable.dim(0) >= dx.dim(1),
                 "{}: dx {} must be [B, T, H] and dtable {} [P >= T, H]", op, dx.describe(), dtable.describe());
-  cpu::position_embedding_backward(dx.f32(), dtable.f32(), dx.dim(0), dx.dim(1), dx.dim(2));
+  be.position_embedding_backward(dx.f32(), dtable.f32(), dx.dim(0), dx.dim(1), dx.dim(2));
 }
 
 void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t first_row, int64_t vocab_size,
                              Tensor& out) {
   const char* op = "embedding_forward_shard";
-  need_cpu(op, {&ids, &table, &out});
+  const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
   need_f32(op, "table", table);
   need_f32(op, "out", out);
@@ -214,14 +216,14 @@ void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t fir
   const int64_t n = ids.numel(), h = table.dim(1);
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
-  cpu::check_indices(op, "token id", ids.i32(), n, vocab_size);
-  cpu::embedding_forward_shard(ids.i32(), table.f32(), out.f32(), n, h, first_row, table.dim(0));
+  be.check_indices(op, "token id", ids.i32(), n, vocab_size);
+  be.embedding_forward_shard(ids.i32(), table.f32(), out.f32(), n, h, first_row, table.dim(0));
 }
 
 void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t first_row, int64_t vocab_size,
                               Tensor& dtable) {
   const char* op = "embedding_backward_shard";
-  need_cpu(op, {&ids, &dout, &dtable});
+  const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
   need_f32(op, "dout", dout);
   need_f32(op, "dtable", dtable);
@@ -230,32 +232,32 @@ void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t fir
   const int64_t n = ids.numel(), h = dtable.dim(1);
   LATTICE_CHECK(last_dim(dout) == h && dout.numel() == n * h, "{}: dout {} must be [{}, {}] for ids {} and dtable {}",
                 op, dout.describe(), n, h, ids.describe(), dtable.describe());
-  cpu::check_indices(op, "token id", ids.i32(), n, vocab_size);
-  cpu::embedding_backward_shard(ids.i32(), dout.f32(), dtable.f32(), n, h, first_row, dtable.dim(0));
+  be.check_indices(op, "token id", ids.i32(), n, vocab_size);
+  be.embedding_backward_shard(ids.i32(), dout.f32(), dtable.f32(), n, h, first_row, dtable.dim(0));
 }
 
 void add_position_embedding(Tensor& x, const Tensor& table, int64_t seq_length, int64_t first_token) {
   const char* op = "add_position_embedding";
-  need_cpu(op, {&x, &table});
+  const Backend& be = backend_for(op, {&x, &table});
   need_f32(op, "x", x);
   need_f32(op, "table", table);
   LATTICE_CHECK(table.rank() == 2 && last_dim(x) == table.dim(1) && seq_length >= 1 && table.dim(0) >= seq_length &&
                     first_token >= 0,
                 "{}: x {} must be [N, H], table {} [P >= T, H] with T = {} >= 1, first token {} >= 0", op,
                 x.describe(), table.describe(), seq_length, first_token);
-  cpu::add_position_embedding_tokens(x.f32(), table.f32(), flat_rows(x), last_dim(x), seq_length, first_token);
+  be.add_position_embedding_tokens(x.f32(), table.f32(), flat_rows(x), last_dim(x), seq_length, first_token);
 }
 
 void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t first_token, Tensor& dtable) {
   const char* op = "position_embedding_backward";
-  need_cpu(op, {&dx, &dtable});
+  const Backend& be = backend_for(op, {&dx, &dtable});
   need_f32(op, "dx", dx);
   need_f32(op, "dtable", dtable);
   LATTICE_CHECK(dtable.rank() == 2 && last_dim(dx) == dtable.dim(1) && seq_length >= 1 &&
                     dtable.dim(0) >= seq_length && first_token >= 0,
                 "{}: dx {} must be [N, H], dtable {} [P >= T, H] with T = {} >= 1, first token {} >= 0", op,
                 dx.describe(), dtable.describe(), seq_length, first_token);
-  cpu::position_embedding_backward_tokens(dx.f32(), dtable.f32(), flat_rows(dx), last_dim(dx), seq_length,
+  be.position_embedding_backward_tokens(dx.f32(), dtable.f32(), flat_rows(dx), last_dim(dx), seq_length,
                                           first_token);
 }
 
@@ -264,7 +266,7 @@ void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t f
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
                        Tensor& mean, Tensor& rstd) {
   const char* op = "layernorm_forward";
-  need_cpu(op, {&x, &gamma, &beta, &y, &mean, &rstd});
+  const Backend& be = backend_for(op, {&x, &gamma, &beta, &y, &mean, &rstd});
   for (auto [name, t] : {std::pair{"x", &x}, {"gamma", &gamma}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}}) {
     need_f32(op, name, *t);
   }
@@ -277,14 +279,14 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   need_numel(op, "y", y, x.numel(), "same as x");
   need_numel(op, "mean", mean, n, "one per row of x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
-  cpu::layernorm_forward(x.f32(), gamma.f32(), beta.defined() ? beta.f32() : nullptr, eps, y.f32(), mean.f32(),
+  be.layernorm_forward(x.f32(), gamma.f32(), beta.defined() ? beta.f32() : nullptr, eps, y.f32(), mean.f32(),
                          rstd.f32(), n, h);
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const char* op = "layernorm_backward";
-  need_cpu(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
+  const Backend& be = backend_for(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"mean", &mean}, {"rstd", &rstd},
                          {"dx", &dx}, {"dgamma", &dgamma}}) {
     need_f32(op, name, *t);
@@ -300,25 +302,25 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   }
   need_numel(op, "mean", mean, n, "one per row of x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
-  cpu::layernorm_backward(dy.f32(), x.f32(), gamma.f32(), mean.f32(), rstd.f32(), dx.f32(), dgamma.f32(),
+  be.layernorm_backward(dy.f32(), x.f32(), gamma.f32(), mean.f32(), rstd.f32(), dx.f32(), dgamma.f32(),
                           dbeta.defined() ? dbeta.f32() : nullptr, n, h);
 }
 
 void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd) {
   const char* op = "rmsnorm_forward";
-  need_cpu(op, {&x, &gamma, &y, &rstd});
+  const Backend& be = backend_for(op, {&x, &gamma, &y, &rstd});
   for (auto [name, t] : {std::pair{"x", &x}, {"gamma", &gamma}, {"y", &y}, {"rstd", &rstd}}) need_f32(op, name, *t);
   const int64_t h = last_dim(x), n = flat_rows(x);
   need_numel(op, "gamma", gamma, h, "H");
   need_numel(op, "y", y, x.numel(), "same as x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
-  cpu::rmsnorm_forward(x.f32(), gamma.f32(), eps, y.f32(), rstd.f32(), n, h);
+  be.rmsnorm_forward(x.f32(), gamma.f32(), eps, y.f32(), rstd.f32(), n, h);
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
                       Tensor& dgamma) {
   const char* op = "rmsnorm_backward";
-  need_cpu(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma});
+  const Backend& be = backend_for(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"rstd", &rstd}, {"dx", &dx},
                          {"dgamma", &dgamma}}) {
     need_f32(op, name, *t);
@@ -329,59 +331,59 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, co
   need_numel(op, "gamma", gamma, h, "H");
   need_numel(op, "dgamma", dgamma, h, "H");
   need_numel(op, "rstd", rstd, n, "one per row of x");
-  cpu::rmsnorm_backward(dy.f32(), x.f32(), gamma.f32(), rstd.f32(), dx.f32(), dgamma.f32(), n, h);
+  be.rmsnorm_backward(dy.f32(), x.f32(), gamma.f32(), rstd.f32(), dx.f32(), dgamma.f32(), n, h);
 }
 
 // ---- activations ----
 
 void gelu_forward(const Tensor& x, Tensor& y) {
-  need_cpu("gelu_forward", {&x, &y});
+  const Backend& be = backend_for("gelu_forward", {&x, &y});
   need_f32("gelu_forward", "x", x);
   need_f32("gelu_forward", "y", y);
   need_numel("gelu_forward", "y", y, x.numel(), "same as x");
-  cpu::gelu_forward(x.f32(), y.f32(), x.numel());
+  be.gelu_forward(x.f32(), y.f32(), x.numel());
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
   const char* op = "gelu_backward";
-  need_cpu(op, {&dy, &x, &dx});
+  const Backend& be = backend_for(op, {&dy, &x, &dx});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"dx", &dx}}) need_f32(op, name, *t);
   need_numel(op, "dy", dy, x.numel(), "same as x");
   need_numel(op, "dx", dx, x.numel(), "same as x");
-  cpu::gelu_backward(dy.f32(), x.f32(), dx.f32(), x.numel());
+  be.gelu_backward(dy.f32(), x.f32(), dx.f32(), x.numel());
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y) {
   const char* op = "swiglu_forward";
-  need_cpu(op, {&gate, &up, &y});
+  const Backend& be = backend_for(op, {&gate, &up, &y});
   for (auto [name, t] : {std::pair{"gate", &gate}, {"up", &up}, {"y", &y}}) need_f32(op, name, *t);
   need_numel(op, "up", up, gate.numel(), "same as gate");
   need_numel(op, "y", y, gate.numel(), "same as gate");
-  cpu::swiglu_forward(gate.f32(), up.f32(), y.f32(), gate.numel());
+  be.swiglu_forward(gate.f32(), up.f32(), y.f32(), gate.numel());
 }
 
 void swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
   const char* op = "swiglu_backward";
-  need_cpu(op, {&dy, &gate, &up, &dgate, &dup});
+  const Backend& be = backend_for(op, {&dy, &gate, &up, &dgate, &dup});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"gate", &gate}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}}) {
     need_f32(op, name, *t);
   }
   for (auto [name, t] : {std::pair{"dy", &dy}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}}) {
     need_numel(op, name, *t, gate.numel(), "same as gate");
   }
-  cpu::swiglu_backward(dy.f32(), gate.f32(), up.f32(), dgate.f32(), dup.f32(), gate.numel());
+  be.swiglu_backward(dy.f32(), gate.f32(), up.f32(), dgate.f32(), dup.f32(), gate.numel());
 }
 
 // ---- rotary position embedding ----
 
 namespace {
 void rope_dispatch(const char* op, Tensor& x, float theta, bool inverse) {
-  need_cpu(op, {&x});
+  const Backend& be = backend_for(op, {&x});
   need_f32(op, "x", x);
   LATTICE_CHECK(x.rank() == 4 && x.dim(3) % 2 == 0, "{}: x {} must be [B, T, heads, D] with D even", op,
                 x.describe());
   LATTICE_CHECK(theta > 0.0f, "{}: theta must be positive, got {}", op, theta);
-  cpu::rope(x.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, inverse);
+  be.rope(x.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, inverse);
 }
 }  // namespace
 
@@ -391,7 +393,7 @@ void rope_backward(Tensor& dx, float theta) { rope_dispatch("rope_backward", dx,
 // ---- causal self-attention ----
 
 namespace {
-cpu::AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
   need_f32(op, "q", q);
   need_f32(op, "k", k);
   need_f32(op, "v", v);
@@ -402,26 +404,26 @@ cpu::AttentionShape attention_shape(const char* op, const Tensor& q, const Tenso
                     q.dim(2) % k.dim(2) == 0,
                 "{}: q {} and k/v {} need equal B, T, D and Hq a multiple of Hkv", op, q.describe(), k.describe());
   LATTICE_CHECK(q.dim(3) > 0, "{}: head dim of q {} must be positive", op, q.describe());
-  return cpu::AttentionShape{q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)};
+  return AttentionShape{q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)};
 }
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
-  need_cpu(op, {&q, &k, &v, &out, &lse});
-  const cpu::AttentionShape s = attention_shape(op, q, k, v);
+  const Backend& be = backend_for(op, {&q, &k, &v, &out, &lse});
+  const AttentionShape s = attention_shape(op, q, k, v);
   need_f32(op, "out", out);
   need_f32(op, "lse", lse);
   need_numel(op, "out", out, q.numel(), "same as q");
   need_numel(op, "lse", lse, s.batch * s.q_heads * s.seq, "[B, Hq, T]");
-  cpu::attention_forward(q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), s);
+  be.attention_forward(q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), s);
 }
 
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv) {
   const char* op = "attention_backward";
-  need_cpu(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
-  const cpu::AttentionShape s = attention_shape(op, q, k, v);
+  const Backend& be = backend_for(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
+  const AttentionShape s = attention_shape(op, q, k, v);
   for (auto [name, t] : {std::pair{"dout", &dout}, {"out", &out}, {"lse", &lse}, {"dq", &dq}, {"dk", &dk},
                          {"dv", &dv}}) {
     need_f32(op, name, *t);
@@ -432,7 +434,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   need_numel(op, "dk", dk, k.numel(), "same as k");
   need_numel(op, "dv", dv, v.numel(), "same as v");
   need_numel(op, "lse", lse, s.batch * s.q_heads * s.seq, "[B, Hq, T]");
-  cpu::attention_backward(dout.f32(), q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), dq.f32(), dk.f32(), dv.f32(),
+  be.attention_backward(dout.f32(), q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), dq.f32(), dk.f32(), dv.f32(),
                           s);
 }
 
@@ -440,7 +442,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse) {
   const char* op = "cross_entropy_forward";
-  need_cpu(op, {&logits, &targets, &losses, &lse});
+  const Backend& be = backend_for(op, {&logits, &targets, &losses, &lse});
   need_f32(op, "logits", logits);
   need_i32(op, "targets", targets);
   need_f32(op, "losses", losses);
@@ -450,14 +452,14 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
   need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
   need_numel(op, "losses", losses, n, "one per row of logits");
   need_numel(op, "lse", lse, n, "one per row of logits");
-  cpu::check_indices(op, "target", targets.i32(), n, v);
-  cpu::cross_entropy_forward(logits.f32(), targets.i32(), losses.f32(), lse.f32(), n, v);
+  be.check_indices(op, "target", targets.i32(), n, v);
+  be.cross_entropy_forward(logits.f32(), targets.i32(), losses.f32(), lse.f32(), n, v);
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
                             Tensor& dlogits) {
   const char* op = "cross_entropy_backward";
-  need_cpu(op, {&logits, &targets, &lse, &dlogits});
+  const Backend& be = backend_for(op, {&logits, &targets, &lse, &dlogits});
   need_f32(op, "logits", logits);
   need_i32(op, "targets", targets);
   need_f32(op, "lse", lse);
@@ -468,8 +470,8 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   need_numel(op, "dlogits", dlogits, logits.numel(), "same as logits");
   LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
                 dlogits.describe(), logits.describe());
-  cpu::check_indices(op, "target", targets.i32(), n, v);
-  cpu::cross_entropy_backward(logits.f32(), targets.i32(), lse.f32(), grad_scale, dlogits.f32(), n, v);
+  be.check_indices(op, "target", targets.i32(), n, v);
+  be.cross_entropy_backward(logits.f32(), targets.i32(), lse.f32(), grad_scale, dlogits.f32(), n, v);
 }
 
 // ---- vocab-parallel loss ----
@@ -486,18 +488,18 @@ void check_shard(const char* op, const Tensor& logits, int64_t first_col, int64_
 
 void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& row_max) {
   const char* op = "cross_entropy_shard_max";
-  need_cpu(op, {&logits, &row_max});
+  const Backend& be = backend_for(op, {&logits, &row_max});
   check_shard(op, logits, 0, valid_cols);
   need_f32(op, "row_max", row_max);
   const int64_t n = flat_rows(logits);
   need_numel(op, "row_max", row_max, n, "one per row of logits");
-  cpu::cross_entropy_shard_max(logits.f32(), row_max.f32(), n, last_dim(logits), valid_cols);
+  be.cross_entropy_shard_max(logits.f32(), row_max.f32(), n, last_dim(logits), valid_cols);
 }
 
 void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const Tensor& row_max, int64_t first_col,
                               int64_t valid_cols, int64_t vocab_size, Tensor& sums) {
   const char* op = "cross_entropy_shard_sums";
-  need_cpu(op, {&logits, &targets, &row_max, &sums});
+  const Backend& be = backend_for(op, {&logits, &targets, &row_max, &sums});
   check_shard(op, logits, first_col, valid_cols);
   need_i32(op, "targets", targets);
   need_f32(op, "row_max", row_max);
@@ -506,14 +508,14 @@ void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const
   need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
   need_numel(op, "row_max", row_max, n, "one per row of logits");
   need_numel(op, "sums", sums, 2 * n, "[2, N]: sum of exponentials and target logit per row");
-  cpu::check_indices(op, "target", targets.i32(), n, vocab_size);
-  cpu::cross_entropy_shard_sums(logits.f32(), targets.i32(), row_max.f32(), sums.f32(), sums.f32() + n, n,
+  be.check_indices(op, "target", targets.i32(), n, vocab_size);
+  be.cross_entropy_shard_sums(logits.f32(), targets.i32(), row_max.f32(), sums.f32(), sums.f32() + n, n,
                                 last_dim(logits), first_col, valid_cols);
 }
 
 void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor& losses, Tensor& lse) {
   const char* op = "cross_entropy_shard_loss";
-  need_cpu(op, {&row_max, &sums, &losses, &lse});
+  const Backend& be = backend_for(op, {&row_max, &sums, &losses, &lse});
   for (auto [name, t] : {std::pair{"row_max", &row_max}, {"sums", &sums}, {"losses", &losses}, {"lse", &lse}}) {
     need_f32(op, name, *t);
   }
@@ -521,13 +523,13 @@ void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor&
   need_numel(op, "sums", sums, 2 * n, "[2, N]");
   need_numel(op, "losses", losses, n, "one per row");
   need_numel(op, "lse", lse, n, "one per row");
-  cpu::cross_entropy_shard_loss(row_max.f32(), sums.f32(), sums.f32() + n, losses.f32(), lse.f32(), n);
+  be.cross_entropy_shard_loss(row_max.f32(), sums.f32(), sums.f32() + n, losses.f32(), lse.f32(), n);
 }
 
 void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
                                   int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits) {
   const char* op = "cross_entropy_shard_backward";
-  need_cpu(op, {&logits, &targets, &lse, &dlogits});
+  const Backend& be = backend_for(op, {&logits, &targets, &lse, &dlogits});
   check_shard(op, logits, first_col, valid_cols);
   need_i32(op, "targets", targets);
   need_f32(op, "lse", lse);
@@ -538,8 +540,8 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, c
   need_numel(op, "dlogits", dlogits, logits.numel(), "same as logits");
   LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
                 dlogits.describe(), logits.describe());
-  cpu::check_indices(op, "target", targets.i32(), n, vocab_size);
-  cpu::cross_entropy_shard_backward(logits.f32(), targets.i32(), lse.f32(), grad_scale, dlogits.f32(), n, v,
+  be.check_indices(op, "target", targets.i32(), n, vocab_size);
+  be.cross_entropy_shard_backward(logits.f32(), targets.i32(), lse.f32(), grad_scale, dlogits.f32(), n, v,
                                     first_col, valid_cols);
 }
 
@@ -548,7 +550,7 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, c
 void fill_normal(Tensor& x, const Shape& global_shape, const Shape& box_offset, uint64_t seed, uint64_t stream,
                  float std) {
   const char* op = "fill_normal";
-  need_cpu(op, {&x});
+  const Backend& be = backend_for(op, {&x});
   need_f32(op, "x", x);
   const Shape& box = x.shape();
   bool ok = global_shape.size() == box.size() && box_offset.size() == box.size();
@@ -557,7 +559,7 @@ void fill_normal(Tensor& x, const Shape& global_shape, const Shape& box_offset, 
   }
   LATTICE_CHECK(ok, "{}: box {} at offset {} does not fit in global shape {}", op, shape_string(box),
                 shape_string(box_offset), shape_string(global_shape));
-  cpu::fill_normal(x.f32(), box, global_shape, box_offset, seed, stream, std);
+  be.fill_normal(x.f32(), box, global_shape, box_offset, seed, stream, std);
 }
 
 }  // namespace lattice::ops

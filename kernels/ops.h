@@ -1,6 +1,7 @@
 // The device-agnostic compute API. Every element-level operation of the model, the loss and the
-// optimizer is one of these calls; each dispatches on the tensors' device (CPU now, CUDA later).
-// Conventions: f32, contiguous row-major; "[N, H]" means any tensor whose elements are N rows of
+// optimizer is one of these calls; each checks its arguments, then runs the kernel of the backend of
+// the tensors' device (kernels/backend.h; CPU now, CUDA later). Tensors of one call share a device.
+// Conventions: f32 unless said, contiguous row-major; "[N, H]" means any tensor whose elements are N rows of
 // H (leading dims are flattened). Functions named *_backward ACCUMULATE (+=) into parameter
 // gradients and OVERWRITE (=) activation gradients, unless the comment says otherwise.
 #pragma once
@@ -18,6 +19,9 @@ void scale(Tensor& x, float alpha);                             // x *= alpha
 void axpy(float alpha, const Tensor& x, Tensor& y);             // y += alpha * x
 void add(const Tensor& a, const Tensor& b, Tensor& out);        // out = a + b (out may alias a or b)
 double sum_squares(const Tensor& x);                            // sum x^2 in double; host value
+// dst = src converted to dst's dtype (same numel): f32 -> bf16 rounds to nearest even (NaN stays a
+// quiet NaN, ±Inf and overflow give ±Inf), bf16 -> f32 is exact, equal dtypes copy.
+void cast(const Tensor& src, Tensor& dst);
 
 // ---- matrix multiply (BLAS / cuBLASLt) ----
 // c = alpha * op(a) @ op(b) + beta * c, with a, b, c viewed as 2-D matrices:

@@ -16,6 +16,7 @@ const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "f32";
     case DType::kI32: return "i32";
+    case DType::kBF16: return "bf16";
   }
   return "?";
 }
@@ -24,6 +25,7 @@ size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::kF32: return 4;
     case DType::kI32: return 4;
+    case DType::kBF16: return 2;
   }
   return 0;
 }
@@ -36,25 +38,40 @@ int64_t shape_numel(const Shape& shape) {
 
 std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-Storage::Storage(Device device, size_t bytes) : device_(device), bytes_(bytes), data_(nullptr) {
-  if (device != Device::kCpu) {
-    throw Error("CUDA tensors need a build with --config=cuda; this binary is CPU only");
-  }
-  // 64-byte alignment for vector loads; never a zero-sized request.
-  size_t rounded = ((bytes + 63) / 64) * 64;
-  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (data_ == nullptr) throw Error(fmt::format("out of host memory allocating {} bytes", bytes));
+size_t tensor_bytes(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) LATTICE_CHECK(d >= 0, "negative dimension in shape {}", shape_string(shape));
+  return static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::Storage(Device device, void* data, size_t bytes, Release release)
+    : device_(device), bytes_(bytes), data_(data), release_(release) {}
+
+std::shared_ptr<Storage> Storage::host(size_t bytes) {
+  // 64-byte alignment for vector loads; never a zero-sized request.
+  size_t rounded = ((bytes + 63) / 64) * 64;
+  void* data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (data == nullptr) throw Error(fmt::format("out of host memory allocating {} bytes", bytes));
+  return std::make_shared<Storage>(Device::kCpu, data, bytes, std::free);
+}
+
+Storage::~Storage() { release_(data_); }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape) LATTICE_CHECK(d >= 0, "negative dimension in shape {}", shape_string(shape));
+  if (device != Device::kCpu) {
+    throw Error(fmt::format("Tensor::empty allocates host memory; allocate {} tensors from a DeviceContext",
+                            device_name(device)));
+  }
+  return over(Storage::host(tensor_bytes(shape, dtype)), shape, dtype);
+}
+
+Tensor Tensor::over(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
+  LATTICE_CHECK(storage->bytes() == tensor_bytes(shape, dtype),
+                "a storage of {} bytes cannot hold {}{}", storage->bytes(), dtype_name(dtype), shape_string(shape));
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
-  t.device_ = device;
-  t.storage_ = std::make_shared<Storage>(device, static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
+  t.device_ = storage->device();
+  t.storage_ = std::move(storage);
   return t;
 }
 
@@ -108,6 +125,11 @@ float* Tensor::f32() const {
 int32_t* Tensor::i32() const {
   LATTICE_CHECK(dtype_ == DType::kI32, "expected i32, got {}", describe());
   return static_cast<int32_t*>(raw());
+}
+
+uint16_t* Tensor::bf16() const {
+  LATTICE_CHECK(dtype_ == DType::kBF16, "expected bf16, got {}", describe());
+  return static_cast<uint16_t*>(raw());
 }
 
 std::string Tensor::describe() const {

@@ -12,7 +12,8 @@
 namespace lattice {
 
 enum class Device { kCpu, kCuda };
-enum class DType { kF32, kI32 };
+// kBF16: bfloat16 stored as its 16 raw bits (the top half of an f32); see kernels/bf16.h.
+enum class DType { kF32, kI32, kBF16 };
 
 const char* device_name(Device device);
 const char* dtype_name(DType dtype);
@@ -21,11 +22,17 @@ size_t dtype_size(DType dtype);
 using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);
+// Bytes of a tensor of `shape` and `dtype`; a negative dimension is an error.
+size_t tensor_bytes(const Shape& shape, DType dtype);
 
-// Owns one allocation on one device.
+// Owns one allocation on one device and hands it back to the allocator that made it.
 class Storage {
  public:
-  Storage(Device device, size_t bytes);
+  using Release = void (*)(void* data);
+  // Adopts `data` (`bytes` long, on `device`); the destructor calls release(data).
+  Storage(Device device, void* data, size_t bytes, Release release);
+  // Host memory, 64-byte aligned for vector loads.
+  static std::shared_ptr<Storage> host(size_t bytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -38,15 +45,20 @@ class Storage {
   Device device_;
   size_t bytes_;
   void* data_;
+  Release release_;
 };
 
 class Tensor {
  public:
   Tensor() = default;
 
-  // Uninitialized memory: callers that need zeros call zeros() or kernels::fill.
+  // Host tensors. Uninitialized memory: callers that need zeros call zeros() or kernels::fill.
+  // Device tensors come from a DeviceContext (kernels/device_context.h); `device` other than kCpu
+  // is an error that says so.
   static Tensor empty(const Shape& shape, DType dtype = DType::kF32, Device device = Device::kCpu);
   static Tensor zeros(const Shape& shape, DType dtype = DType::kF32, Device device = Device::kCpu);
+  // A tensor over all of `storage` (which must hold exactly shape × dtype bytes), on its device.
+  static Tensor over(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
   Device device() const { return device_; }
@@ -67,6 +79,7 @@ class Tensor {
   // Raw device pointer (host pointer for CPU tensors); checks the dtype.
   float* f32() const;
   int32_t* i32() const;
+  uint16_t* bf16() const;  // raw bfloat16 bits
   void* raw() const;
 
   std::string describe() const;  // "f32[4, 64, 768] cpu"

@@ -27,7 +27,7 @@ void adamw_loop(int64_t n, float* __restrict pw, const float* __restrict gw, flo
 
 }  // namespace
 
-void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const ops::AdamWParams& p) {
   // Bias corrections once per call, in double: bc = 1 - beta^t.
   const double t = static_cast<double>(p.step);
@@ -40,7 +40,7 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
   const float decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * static_cast<double>(p.weight_decay));
   const float one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
   const float one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
-  adamw_loop(param.numel(), param.f32(), grad.f32(), exp_avg.f32(), exp_avg_sq.f32(), p.grad_scale, p.beta1,
+  adamw_loop(n, param, grad, exp_avg, exp_avg_sq, p.grad_scale, p.beta1,
              one_minus_b1, p.beta2, one_minus_b2, p.eps, inv_sqrt_bc2, step_size, decay);
 }
 

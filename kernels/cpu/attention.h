@@ -4,11 +4,9 @@
 
 #include <cstdint>
 
-namespace lattice::cpu {
+#include "kernels/attention_shape.h"
 
-struct AttentionShape {
-  int64_t batch, seq, q_heads, kv_heads, head_dim;
-};
+namespace lattice::cpu {
 
 // q[B, T, Hq, D], k/v[B, T, Hkv, D] -> out[B, T, Hq, D], lse[B, Hq, T].
 void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse,

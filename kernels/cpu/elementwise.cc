@@ -1,4 +1,4 @@
-// CPU elementwise kernels: fill/copy/scale/axpy/add/sum_squares and the bias pair.
+// CPU elementwise kernels: zero/fill/copy/scale/axpy/add/sum_squares and the bias pair.
 #include "kernels/cpu/elementwise.h"
 
 #include <algorithm>
@@ -10,6 +10,10 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 }  // namespace
+
+void zero(void* data, int64_t bytes) {
+  if (bytes > 0) std::memset(data, 0, static_cast<size_t>(bytes));
+}
 
 void fill(float* x, int64_t n, float value) {
 #pragma omp parallel for simd if (n > kParallelMin) schedule(static)

@@ -1,4 +1,4 @@
-// CPU elementwise kernels and bias add/reduce on raw f32 buffers (behind ops.h's dispatch).
+// CPU elementwise kernels (and zero/copy of raw bytes), bias add/reduce on raw f32 buffers (behind ops.h's dispatch).
 // All loops are OpenMP-parallel over elements or rows and vectorized in the inner loop.
 #pragma once
 
@@ -6,6 +6,7 @@
 
 namespace lattice::cpu {
 
+void zero(void* data, int64_t bytes);
 void fill(float* x, int64_t n, float value);
 void copy(const void* src, void* dst, int64_t bytes);
 void scale(float* x, int64_t n, float alpha);

@@ -12,6 +12,7 @@
 #include "checkpoint/hf_interop.h"
 #include "checkpoint/safetensors.h"
 #include "kernels/error.h"
+#include "kernels/ops.h"
 #include "model/model_parameters.h"
 #include "tests/checkpoint/python_helper.h"
 
@@ -304,6 +305,29 @@ TEST_CASE("HF model directories from the Python library: model.safetensors, or s
     std::filesystem::create_directories(empty);
     REQUIRE_THAT(import_error(c, empty), Catch::Contains(empty) && Catch::Contains("model.safetensors.index.json"));
   }
+}
+
+TEST_CASE("a bf16 export holds BF16 tensors and imports back as the rounded values") {
+  const ModelConfig c = tiny_llama();
+  ParameterStore src(model_parameter_specs(c));
+  fill_distinct(src);
+  const std::string dir = fresh_dir("export_bf16");
+  export_hf(c, src, dir, std::nullopt, DType::kBF16);
+  REQUIRE(nlohmann::json::parse(std::ifstream(dir + "/config.json"))["torch_dtype"] == "bfloat16");
+  const SafetensorsFile file(dir + "/model.safetensors");
+  for (const std::string& name : file.names()) {
+    INFO(name);
+    REQUIRE(file.entry(name).dtype == "BF16");
+  }
+  // Import casts to f32; the expected values are the f32 ones rounded through bf16.
+  ParameterStore got(model_parameter_specs(c));
+  import_hf(c, dir, got);
+  Tensor narrow = Tensor::empty({src.numel()}, DType::kBF16);
+  ops::cast(src.flat_values(), narrow);
+  ParameterStore want(model_parameter_specs(c));
+  ops::cast(narrow, want.flat_values());
+  REQUIRE(same_values(got, want));
+  REQUIRE_FALSE(same_values(got, src));  // the values did need rounding
 }
 
 TEST_CASE("HF import errors name the tensor, the file and the field to fix") {

@@ -181,6 +181,27 @@ TEST_CASE("BF16 tensors read as f32") {
   REQUIRE(t.f32()[2] == 0.5f);
 }
 
+TEST_CASE("bf16 tensors round trip as BF16 and widen with read_f32") {
+  const std::string path = test_tmpdir() + "/bf16_roundtrip.safetensors";
+  Tensor w = Tensor::empty({2, 2}, DType::kBF16);
+  const uint16_t bits[4] = {0x3f80, 0xc0a0, 0x7fc0, 0x0001};  // 1, -5, NaN, smallest subnormal
+  std::memcpy(w.raw(), bits, sizeof bits);
+  write_safetensors(path, {{"w", w}, {"ids", make_f32({1}, 2.0f, 0.0f)}});
+  SafetensorsFile f(path);
+  REQUIRE(f.entry("w").dtype == "BF16");
+  REQUIRE(f.entry("w").end - f.entry("w").begin == 8);
+  Tensor back = f.read("w");
+  REQUIRE(back.dtype() == DType::kBF16);
+  REQUIRE(back.shape() == Shape{2, 2});
+  REQUIRE(std::memcmp(back.raw(), bits, sizeof bits) == 0);
+  REQUIRE(read_safetensors(path).at("w").dtype() == DType::kBF16);
+  REQUIRE(f.read("ids").dtype() == DType::kF32);
+  Tensor wide = f.read_f32("w");
+  REQUIRE(wide.f32()[1] == -5.0f);
+  REQUIRE(std::isnan(wide.f32()[2]));
+  REQUIRE(wide.f32()[3] == std::ldexp(1.0f, -133));
+}
+
 TEST_CASE("malformed safetensors files are InputErrors naming the file and tensor") {
   const std::string good_header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   const std::string data8(8, '\0');

@@ -1,0 +1,124 @@
+// Backend: the table of one device's kernels that kernels/ops.cc dispatches to (one per backend:
+// kernels/cpu/cpu_backend.cc now, kernels/cuda later), and the registry that maps a device to it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "kernels/attention_shape.h"
+#include "kernels/ops.h"
+#include "kernels/tensor.h"
+
+namespace lattice {
+
+// Kernels take raw device pointers and sizes that ops.cc has already checked (dtypes, shapes,
+// devices), so an entry only computes. Entries enqueue on the backend's compute stream, the one its
+// DeviceContext owns (CPU: run inline). Argument meanings are those of the ops.h call of the same
+// name; kernels/cpu/*.h spell out the raw forms.
+struct Backend {
+  Device device;
+
+  // ---- memory (bytes on this device; host pointers are pageable host memory) ----
+  std::shared_ptr<Storage> (*allocate)(size_t bytes);
+  void (*zero)(void* data, int64_t bytes);
+  void (*copy)(const void* src, void* dst, int64_t bytes);  // device to device, may overlap
+  // Return once the destination holds the data (the GPU stages through pinned memory).
+  void (*copy_to_host)(const void* src, void* host_dst, int64_t bytes);
+  void (*copy_from_host)(const void* host_src, void* dst, int64_t bytes);
+
+  // ---- elementwise and reductions ----
+  void (*fill)(float* x, int64_t n, float value);
+  void (*scale)(float* x, int64_t n, float alpha);
+  void (*axpy)(float alpha, const float* x, float* y, int64_t n);
+  void (*add)(const float* a, const float* b, float* out, int64_t n);
+  double (*sum_squares)(const float* x, int64_t n);  // returns a host value (synchronizes)
+  void (*add_bias)(float* y, const float* bias, int64_t rows, int64_t cols);
+  void (*bias_backward)(const float* dy, float* dbias, int64_t rows, int64_t cols);
+  void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+
+  // ---- matrix multiply: row-major c[M, N] = alpha op(a) op(b) + beta c, with row strides ----
+  void (*sgemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+  // ---- embeddings ----
+  // Throws lattice::Error naming `op`, the first id outside [0, vocab) and its position.
+  void (*check_indices)(const char* op, const char* what, const int32_t* ids, int64_t n, int64_t vocab);
+  void (*embedding_forward)(const int32_t* ids, const float* table, float* out, int64_t n, int64_t hidden);
+  void (*embedding_backward)(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t hidden);
+  void (*add_position_embedding)(float* x, const float* table, int64_t batch, int64_t seq, int64_t hidden);
+  void (*position_embedding_backward)(const float* dx, float* dtable, int64_t batch, int64_t seq, int64_t hidden);
+  void (*embedding_forward_shard)(const int32_t* ids, const float* table, float* out, int64_t n, int64_t hidden,
+                                  int64_t first_row, int64_t rows);
+  void (*embedding_backward_shard)(const int32_t* ids, const float* dout, float* dtable, int64_t n,
+                                   int64_t hidden, int64_t first_row, int64_t rows);
+  void (*add_position_embedding_tokens)(float* x, const float* table, int64_t n, int64_t hidden, int64_t seq,
+                                        int64_t first_token);
+  void (*position_embedding_backward_tokens)(const float* dx, float* dtable, int64_t n, int64_t hidden,
+                                             int64_t seq, int64_t first_token);
+
+  // ---- normalization (beta / dbeta may be null) ----
+  void (*layernorm_forward)(const float* x, const float* gamma, const float* beta, float eps, float* y,
+                            float* mean, float* rstd, int64_t rows, int64_t hidden);
+  void (*layernorm_backward)(const float* dy, const float* x, const float* gamma, const float* mean,
+                             const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
+                             int64_t hidden);
+  void (*rmsnorm_forward)(const float* x, const float* gamma, float eps, float* y, float* rstd, int64_t rows,
+                          int64_t hidden);
+  void (*rmsnorm_backward)(const float* dy, const float* x, const float* gamma, const float* rstd, float* dx,
+                           float* dgamma, int64_t rows, int64_t hidden);
+
+  // ---- activations ----
+  void (*gelu_forward)(const float* x, float* y, int64_t n);
+  void (*gelu_backward)(const float* dy, const float* x, float* dx, int64_t n);
+  void (*swiglu_forward)(const float* gate, const float* up, float* y, int64_t n);
+  void (*swiglu_backward)(const float* dy, const float* gate, const float* up, float* dgate, float* dup,
+                          int64_t n);
+
+  // ---- rotary position embedding (inverse: the backward rotation) ----
+  void (*rope)(float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, float theta, bool inverse);
+
+  // ---- causal self-attention ----
+  void (*attention_forward)(const float* q, const float* k, const float* v, float* out, float* lse,
+                            const AttentionShape& s);
+  void (*attention_backward)(const float* dout, const float* q, const float* k, const float* v,
+                             const float* out, const float* lse, float* dq, float* dk, float* dv,
+                             const AttentionShape& s);
+
+  // ---- loss ----
+  void (*cross_entropy_forward)(const float* logits, const int32_t* targets, float* losses, float* lse,
+                                int64_t rows, int64_t vocab);
+  void (*cross_entropy_backward)(const float* logits, const int32_t* targets, const float* lse, float grad_scale,
+                                 float* dlogits, int64_t rows, int64_t vocab);
+  void (*cross_entropy_shard_max)(const float* logits, float* row_max, int64_t rows, int64_t cols, int64_t valid);
+  void (*cross_entropy_shard_sums)(const float* logits, const int32_t* targets, const float* row_max,
+                                   float* sum_exp, float* target_logit, int64_t rows, int64_t cols,
+                                   int64_t first_col, int64_t valid);
+  void (*cross_entropy_shard_loss)(const float* row_max, const float* sum_exp, const float* target_logit,
+                                   float* losses, float* lse, int64_t rows);
+  void (*cross_entropy_shard_backward)(const float* logits, const int32_t* targets, const float* lse,
+                                       float grad_scale, float* dlogits, int64_t rows, int64_t cols,
+                                       int64_t first_col, int64_t valid);
+
+  // ---- initialization and optimizer ----
+  void (*fill_normal)(float* x, const std::vector<int64_t>& box_shape, const std::vector<int64_t>& global_shape,
+                      const std::vector<int64_t>& box_offset, uint64_t seed, uint64_t stream, float std);
+  void (*adamw_update)(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                       const ops::AdamWParams& p);
+};
+
+// The backend of `device`; a device whose backend is not in this binary is a lattice::Error naming
+// `op` (the operation that asked) and the device.
+const Backend& backend_for(const char* op, Device device);
+// The backend of the device that every defined tensor in `tensors` is on (CPU when none is
+// defined); tensors on two devices are an error naming `op` and both tensors.
+const Backend& backend_for(const char* op, std::initializer_list<const Tensor*> tensors);
+
+// Makes `backend` (null: none) the one of `device` and returns the previous one. The CUDA build
+// registers its table at startup; tests swap in tables to check the harness.
+const Backend* set_backend(Device device, const Backend* backend);
+
+}  // namespace lattice

@@ -1,0 +1,325 @@
+// The op cases of the backend harness and the comparison of a candidate backend with the CPU.
+#include "tests/kernels/backend_harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/device_context.h"
+#include "kernels/error.h"
+#include "kernels/ops.h"
+
+namespace lattice::test {
+
+namespace {
+
+// Draws the inputs of one case on the host.
+class Inputs {
+ public:
+  explicit Inputs(uint64_t seed) : gen_(seed) {}
+  Tensor uniform(const Shape& shape, float lo = -1.0f, float hi = 1.0f) {
+    Tensor t = Tensor::empty(shape);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(gen_);
+    return t;
+  }
+  Tensor ids(const Shape& shape, int32_t lo, int32_t hi) {  // uniform in [lo, hi)
+    Tensor t = Tensor::empty(shape, DType::kI32);
+    std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
+    for (int64_t i = 0; i < t.numel(); ++i) t.i32()[i] = dist(gen_);
+    return t;
+  }
+  Tensor bf16(const Shape& shape) {  // any bit pattern: NaNs, Infs and subnormals included
+    Tensor t = Tensor::empty(shape, DType::kBF16);
+    std::uniform_int_distribution<uint32_t> dist(0, 0xffff);
+    for (int64_t i = 0; i < t.numel(); ++i) t.bf16()[i] = static_cast<uint16_t>(dist(gen_));
+    return t;
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+using Tensors = std::vector<Tensor>;
+
+// One call of one op: `make` draws every tensor the op touches (outputs too, so accumulating ops
+// start from non-zero values); `run` calls the op on them, on whatever device they are, and
+// returns any host scalars the op produces.
+struct OpCase {
+  std::string op;    // the ops.h name
+  std::string what;  // the variant
+  double tolerance;
+  std::function<Tensors(Inputs&)> make;
+  std::function<std::vector<double>(Tensors&)> run;
+};
+
+std::vector<double> none() { return {}; }
+
+std::vector<OpCase> cases() {
+  using In = Inputs;
+  using T = Tensors;
+  constexpr int64_t N = 6, H = 20, V = 11;
+  const ops::AdamWParams adam{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                              .step = 3, .grad_scale = 0.5f};
+  std::vector<OpCase> c = {
+      {"fill", "", 0, [](In& in) { return T{in.uniform({N, H})}; },
+       [](T& t) { ops::fill(t[0], 0.25f); return none(); }},
+      {"copy", "", 0, [](In& in) { return T{in.uniform({N, H}), in.uniform({H, N})}; },
+       [](T& t) { ops::copy(t[0], t[1]); return none(); }},
+      {"scale", "", 1e-6, [](In& in) { return T{in.uniform({N, H})}; },
+       [](T& t) { ops::scale(t[0], -1.5f); return none(); }},
+      {"axpy", "", 1e-6, [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H})}; },
+       [](T& t) { ops::axpy(0.75f, t[0], t[1]); return none(); }},
+      {"add", "", 1e-6, [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H}), in.uniform({N, H})}; },
+       [](T& t) { ops::add(t[0], t[1], t[2]); return none(); }},
+      {"add", "out aliases a", 1e-6, [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H})}; },
+       [](T& t) { ops::add(t[0], t[1], t[0]); return none(); }},
+      {"sum_squares", "", 1e-6, [](In& in) { return T{in.uniform({70000})}; },
+       [](T& t) { return std::vector<double>{ops::sum_squares(t[0])}; }},
+      {"cast", "f32 -> bf16", 0,
+       [](In& in) { return T{in.uniform({N, H}, -1e3f, 1e3f), Tensor::zeros({N, H}, DType::kBF16)}; },
+       [](T& t) { ops::cast(t[0], t[1]); return none(); }},
+      {"cast", "bf16 -> f32", 0, [](In& in) { return T{in.bf16({N, H}), in.uniform({N, H})}; },
+       [](T& t) { ops::cast(t[0], t[1]); return none(); }},
+      {"add_bias", "", 1e-6, [](In& in) { return T{in.uniform({2, 3, H}), in.uniform({H})}; },
+       [](T& t) { ops::add_bias(t[0], t[1]); return none(); }},
+      {"bias_backward", "", 1e-5, [](In& in) { return T{in.uniform({2, 3, H}), in.uniform({H})}; },
+       [](T& t) { ops::bias_backward(t[0], t[1]); return none(); }},
+      {"embedding_forward", "", 0,
+       [](In& in) { return T{in.ids({N}, 0, V), in.uniform({V, H}), in.uniform({N, H})}; },
+       [](T& t) { ops::embedding_forward(t[0], t[1], t[2]); return none(); }},
+      {"embedding_forward", "id out of range", 0,
+       [](In& in) { return T{in.ids({N}, V, V + 3), in.uniform({V, H}), in.uniform({N, H})}; },
+       [](T& t) { ops::embedding_forward(t[0], t[1], t[2]); return none(); }},
+      {"embedding_backward", "", 1e-6,
+       [](In& in) { return T{in.ids({N}, 0, 3), in.uniform({N, H}), in.uniform({V, H})}; },
+       [](T& t) { ops::embedding_backward(t[0], t[1], t[2]); return none(); }},
+      {"add_position_embedding", "[B, T, H]", 1e-6,
+       [](In& in) { return T{in.uniform({2, 3, H}), in.uniform({5, H})}; },
+       [](T& t) { ops::add_position_embedding(t[0], t[1]); return none(); }},
+      {"position_embedding_backward", "[B, T, H]", 1e-6,
+       [](In& in) { return T{in.uniform({2, 3, H}), in.uniform({5, H})}; },
+       [](T& t) { ops::position_embedding_backward(t[0], t[1]); return none(); }},
+      {"embedding_forward_shard", "", 0,
+       [](In& in) { return T{in.ids({N}, 0, V), in.uniform({4, H}), in.uniform({N, H})}; },
+       [](T& t) { ops::embedding_forward_shard(t[0], t[1], 4, V, t[2]); return none(); }},
+      {"embedding_backward_shard", "", 1e-6,
+       [](In& in) { return T{in.ids({N}, 0, V), in.uniform({N, H}), in.uniform({4, H})}; },
+       [](T& t) { ops::embedding_backward_shard(t[0], t[1], 4, V, t[2]); return none(); }},
+      {"add_position_embedding", "token run", 1e-6,
+       [](In& in) { return T{in.uniform({N, H}), in.uniform({5, H})}; },
+       [](T& t) { ops::add_position_embedding(t[0], t[1], 4, 3); return none(); }},
+      {"position_embedding_backward", "token run", 1e-6,
+       [](In& in) { return T{in.uniform({N, H}), in.uniform({5, H})}; },
+       [](T& t) { ops::position_embedding_backward(t[0], 4, 3, t[1]); return none(); }},
+      {"layernorm_forward", "with beta", 1e-5,
+       [](In& in) {
+         return T{in.uniform({N, H}), in.uniform({H}), in.uniform({H}), in.uniform({N, H}), in.uniform({N}),
+                  in.uniform({N})};
+       },
+       [](T& t) { ops::layernorm_forward(t[0], t[1], t[2], 1e-5f, t[3], t[4], t[5]); return none(); }},
+      {"layernorm_forward", "without beta", 1e-5,
+       [](In& in) { return T{in.uniform({N, H}), in.uniform({H}), in.uniform({N, H}), in.uniform({N}), in.uniform({N})}; },
+       [](T& t) { ops::layernorm_forward(t[0], t[1], Tensor(), 1e-5f, t[2], t[3], t[4]); return none(); }},
+      {"layernorm_backward", "", 1e-5,
+       [](In& in) {
+         return T{in.uniform({N, H}), in.uniform({N, H}), in.uniform({H}), in.uniform({N}), in.uniform({N}, 0.5f, 2.0f),
+                  in.uniform({N, H}), in.uniform({H}), in.uniform({H})};
+       },
+       [](T& t) { ops::layernorm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); return none(); }},
+      {"rmsnorm_forward", "", 1e-5,
+       [](In& in) { return T{in.uniform({N, H}), in.uniform({H}), in.uniform({N, H}), in.uniform({N})}; },
+       [](T& t) { ops::rmsnorm_forward(t[0], t[1], 1e-5f, t[2], t[3]); return none(); }},
+      {"rmsnorm_backward", "", 1e-5,
+       [](In& in) {
+         return T{in.uniform({N, H}), in.uniform({N, H}), in.uniform({H}), in.uniform({N}, 0.5f, 2.0f),
+                  in.uniform({N, H}), in.uniform({H})};
+       },
+       [](T& t) { ops::rmsnorm_backward(t[0], t[1], t[2], t[3], t[4], t[5]); return none(); }},
+      {"gelu_forward", "", 1e-6, [](In& in) { return T{in.uniform({N, H}, -4, 4), in.uniform({N, H})}; },
+       [](T& t) { ops::gelu_forward(t[0], t[1]); return none(); }},
+      {"gelu_backward", "", 1e-6,
+       [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H}, -4, 4), in.uniform({N, H})}; },
+       [](T& t) { ops::gelu_backward(t[0], t[1], t[2]); return none(); }},
+      {"swiglu_forward", "", 1e-6,
+       [](In& in) { return T{in.uniform({N, H}, -4, 4), in.uniform({N, H}), in.uniform({N, H})}; },
+       [](T& t) { ops::swiglu_forward(t[0], t[1], t[2]); return none(); }},
+      {"swiglu_backward", "", 1e-6,
+       [](In& in) {
+         return T{in.uniform({N, H}), in.uniform({N, H}, -4, 4), in.uniform({N, H}), in.uniform({N, H}),
+                  in.uniform({N, H})};
+       },
+       [](T& t) { ops::swiglu_backward(t[0], t[1], t[2], t[3], t[4]); return none(); }},
+      {"rope_forward", "", 1e-5, [](In& in) { return T{in.uniform({2, 5, 3, 8})}; },
+       [](T& t) { ops::rope_forward(t[0], 10000.0f); return none(); }},
+      {"rope_backward", "", 1e-5, [](In& in) { return T{in.uniform({2, 5, 3, 8})}; },
+       [](T& t) { ops::rope_backward(t[0], 10000.0f); return none(); }},
+      {"attention_forward", "GQA 4:2", 1e-5,
+       [](In& in) {
+         return T{in.uniform({2, 5, 4, 8}), in.uniform({2, 5, 2, 8}), in.uniform({2, 5, 2, 8}),
+                  in.uniform({2, 5, 4, 8}), in.uniform({2, 4, 5})};
+       },
+       [](T& t) { ops::attention_forward(t[0], t[1], t[2], t[3], t[4]); return none(); }},
+      {"attention_backward", "GQA 4:2", 1e-4,
+       [](In& in) {
+         T t{in.uniform({2, 5, 4, 8}), in.uniform({2, 5, 4, 8}), in.uniform({2, 5, 2, 8}), in.uniform({2, 5, 2, 8}),
+             in.uniform({2, 5, 4, 8}), in.uniform({2, 4, 5}),  in.uniform({2, 5, 4, 8}), in.uniform({2, 5, 2, 8}),
+             in.uniform({2, 5, 2, 8})};
+         ops::attention_forward(t[1], t[2], t[3], t[4], t[5]);  // a consistent out and lse
+         return t;
+       },
+       [](T& t) { ops::attention_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]); return none(); }},
+      {"cross_entropy_forward", "", 1e-5,
+       [](In& in) { return T{in.uniform({N, V}, -3, 3), in.ids({N}, 0, V), in.uniform({N}), in.uniform({N})}; },
+       [](T& t) { ops::cross_entropy_forward(t[0], t[1], t[2], t[3]); return none(); }},
+      {"cross_entropy_backward", "", 1e-5,
+       [](In& in) {
+         T t{in.uniform({N, V}, -3, 3), in.ids({N}, 0, V), in.uniform({N}), in.uniform({N, V})};
+         Tensor losses = Tensor::empty({N});
+         ops::cross_entropy_forward(t[0], t[1], losses, t[2]);
+         return t;
+       },
+       [](T& t) { ops::cross_entropy_backward(t[0], t[1], t[2], 0.5f, t[3]); return none(); }},
+      {"cross_entropy_shard_max", "", 0, [](In& in) { return T{in.uniform({N, 8}, -3, 3), in.uniform({N})}; },
+       [](T& t) { ops::cross_entropy_shard_max(t[0], 6, t[1]); return none(); }},
+      {"cross_entropy_shard_sums", "", 1e-5,
+       [](In& in) {
+         return T{in.uniform({N, 8}, -3, 3), in.ids({N}, 0, 14), in.uniform({N}, 2, 3), in.uniform({2, N})};
+       },
+       [](T& t) { ops::cross_entropy_shard_sums(t[0], t[1], t[2], 8, 6, 14, t[3]); return none(); }},
+      {"cross_entropy_shard_loss", "", 1e-6,
+       [](In& in) { return T{in.uniform({N}), in.uniform({2, N}, 0.5f, 4), in.uniform({N}), in.uniform({N})}; },
+       [](T& t) { ops::cross_entropy_shard_loss(t[0], t[1], t[2], t[3]); return none(); }},
+      {"cross_entropy_shard_backward", "", 1e-5,
+       [](In& in) {
+         return T{in.uniform({N, 8}, -3, 3), in.ids({N}, 0, 14), in.uniform({N}, 3, 4), in.uniform({N, 8})};
+       },
+       [](T& t) { ops::cross_entropy_shard_backward(t[0], t[1], t[2], 0.5f, 8, 6, 14, t[3]); return none(); }},
+      {"adamw_update", "", 1e-6,
+       [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H}), in.uniform({N, H}), in.uniform({N, H}, 0, 1)}; },
+       [adam](T& t) { ops::adamw_update(t[0], t[1], t[2], t[3], adam); return none(); }},
+      {"fill_normal", "box of a global tensor", 1e-5, [](In& in) { return T{in.uniform({3, 4})}; },
+       [](T& t) { ops::fill_normal(t[0], {8, 10}, {2, 5}, 1234, 99, 0.02f); return none(); }},
+  };
+  // Every transpose combination, accumulating into c, and the empty product.
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      c.push_back({"matmul", fmt::format("trans_a {} trans_b {}", ta, tb), 1e-5,
+                   [ta, tb](In& in) {
+                     return T{in.uniform(ta ? Shape{9, 7} : Shape{7, 9}), in.uniform(tb ? Shape{5, 9} : Shape{9, 5}),
+                              in.uniform({7, 5})};
+                   },
+                   [ta, tb](T& t) { ops::matmul(t[0], ta, t[1], tb, t[2], 0.5f, 1.0f); return none(); }});
+    }
+  }
+  c.push_back({"matmul", "k = 0", 0, [](In& in) { return T{in.uniform({0, 7}), in.uniform({0, 5}), in.uniform({7, 5})}; },
+               [](T& t) { ops::matmul(t[0], true, t[1], false, t[2], 1.0f, 0.5f); return none(); }});
+  return c;
+}
+
+// The result of one run of a case: the tensors on the host, the scalars, or the error.
+struct Outcome {
+  Tensors tensors;
+  std::vector<double> scalars;
+  std::string error;  // empty: no error
+};
+
+Outcome run_on(const DeviceContext& ctx, const OpCase& c, const Tensors& host_inputs) {
+  Outcome o;
+  Tensors t;
+  for (const Tensor& h : host_inputs) t.push_back(ctx.to_device(h));
+  try {
+    o.scalars = c.run(t);
+  } catch (const Error& e) {
+    o.error = e.what();
+  }
+  for (const Tensor& d : t) o.tensors.push_back(ctx.to_host(d));
+  return o;
+}
+
+bool close(double got, double want, double tol) {
+  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
+  return std::abs(got - want) <= tol * std::max(1.0, std::abs(want));
+}
+
+// The first difference between two host tensors of equal shape, or "".
+std::string compare(const Tensor& got, const Tensor& want, double tol) {
+  if (got.dtype() != DType::kF32 || tol == 0.0) {
+    if (got.bytes() == 0 || std::memcmp(got.raw(), want.raw(), got.bytes()) == 0) return "";
+    const size_t esize = dtype_size(got.dtype());
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      if (std::memcmp(static_cast<const char*>(got.raw()) + i * esize,
+                      static_cast<const char*>(want.raw()) + i * esize, esize) != 0) {
+        return fmt::format("element {} differs bitwise", i);
+      }
+    }
+  }
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    if (!close(got.f32()[i], want.f32()[i], tol)) {
+      return fmt::format("element {}: {} vs CPU {} (tolerance {})", i, got.f32()[i], want.f32()[i], tol);
+    }
+  }
+  return "";
+}
+
+std::shared_ptr<Storage> allocate_posing_as_cuda(size_t bytes) {
+  void* data = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+  LATTICE_CHECK(data != nullptr, "out of host memory allocating {} bytes", bytes);
+  return std::make_shared<Storage>(Device::kCuda, data, bytes, std::free);
+}
+
+}  // namespace
+
+std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t seed) {
+  const DeviceContext candidate(device);
+  const DeviceContext oracle(Device::kCpu);
+  std::vector<OpMismatch> found;
+  uint64_t case_seed = seed;
+  for (const OpCase& c : cases()) {
+    Inputs in(case_seed++);
+    const Tensors inputs = c.make(in);
+    const Outcome got = run_on(candidate, c, inputs);
+    const Outcome want = run_on(oracle, c, inputs);
+    const std::string name = c.what.empty() ? c.op : fmt::format("{} ({})", c.op, c.what);
+    auto report = [&](std::string detail) { found.push_back({name, std::move(detail)}); };
+    if (got.error.empty() != want.error.empty()) {
+      report(fmt::format("throws on one side only: {} vs CPU {}", got.error.empty() ? "no error" : got.error,
+                         want.error.empty() ? "no error" : want.error));
+      continue;
+    }
+    const double tol = exact ? 0.0 : c.tolerance;
+    for (size_t i = 0; i < got.scalars.size(); ++i) {
+      if (exact ? got.scalars[i] != want.scalars[i] : !close(got.scalars[i], want.scalars[i], tol)) {
+        report(fmt::format("result {}: {} vs CPU {}", i, got.scalars[i], want.scalars[i]));
+      }
+    }
+    for (size_t i = 0; i < got.tensors.size(); ++i) {
+      const std::string diff = compare(got.tensors[i], want.tensors[i], tol);
+      if (!diff.empty()) report(fmt::format("tensor argument {} ({}): {}", i, want.tensors[i].describe(), diff));
+    }
+  }
+  return found;
+}
+
+std::vector<std::string> harness_op_names() {
+  std::vector<std::string> names;
+  for (const OpCase& c : cases()) {
+    if (std::find(names.begin(), names.end(), c.op) == names.end()) names.push_back(c.op);
+  }
+  return names;
+}
+
+Backend cuda_stand_in() {
+  Backend b = cpu::backend();
+  b.device = Device::kCuda;
+  b.allocate = &allocate_posing_as_cuda;
+  return b;
+}
+
+}  // namespace lattice::test

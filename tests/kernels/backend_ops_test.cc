@@ -1,0 +1,129 @@
+// The backend-vs-CPU harness run with the CPU backend itself (it must agree bit for bit), with the
+// CPU kernels posing as another device's backend, and with deliberately broken tables, which it
+// must report; plus dispatch errors: a backend not built, tensors on two devices.
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "kernels/device_context.h"
+#include "kernels/error.h"
+#include "kernels/ops.h"
+#include "tests/kernels/backend_harness.h"
+
+using namespace lattice;
+using lattice::test::compare_backend_ops;
+using lattice::test::cuda_stand_in;
+using lattice::test::OpMismatch;
+using lattice::test::ScopedBackend;
+
+namespace {
+
+std::string listing(const std::vector<OpMismatch>& m) {
+  std::string s;
+  for (const OpMismatch& x : m) s += x.op + ": " + x.detail + "\n";
+  return s;
+}
+
+// Whether `name` ("op" or "op (variant)") is among the mismatches.
+bool reports(const std::vector<OpMismatch>& m, const std::string& name) {
+  for (const OpMismatch& x : m)
+    if (x.op == name) return true;
+  return false;
+}
+
+void wrong_gelu(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;  // ReLU, not GELU
+}
+
+[[noreturn]] void refusing_check_indices(const char* op, const char*, const int32_t*, int64_t, int64_t) {
+  throw Error(fmt::format("{}: every id refused", op));
+}
+
+}  // namespace
+
+TEST_CASE("the CPU backend agrees with the CPU oracle bit for bit") {
+  const auto mismatches = compare_backend_ops(Device::kCpu, /*exact=*/true);
+  INFO(listing(mismatches));
+  REQUIRE(mismatches.empty());
+}
+
+TEST_CASE("the harness covers every op of kernels/ops.h") {
+  std::ifstream in("kernels/ops.h");
+  REQUIRE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  std::set<std::string> declared;
+  const std::regex decl(R"(\n(?:void|double) (\w+)\()");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), decl); it != std::sregex_iterator(); ++it) {
+    declared.insert((*it)[1]);
+  }
+  REQUIRE(declared.size() > 30);
+  const auto names = test::harness_op_names();
+  const std::set<std::string> covered(names.begin(), names.end());
+  for (const std::string& op : declared) {
+    INFO(op);
+    CHECK(covered.count(op) == 1);
+  }
+}
+
+TEST_CASE("a backend on another device is compared through explicit copies") {
+  const Backend stand_in = cuda_stand_in();
+  ScopedBackend registered(Device::kCuda, &stand_in);
+  const auto mismatches = compare_backend_ops(Device::kCuda, /*exact=*/true, 7);
+  INFO(listing(mismatches));
+  REQUIRE(mismatches.empty());
+}
+
+TEST_CASE("the harness reports a wrong kernel") {
+  Backend broken = cuda_stand_in();
+  broken.gelu_forward = &wrong_gelu;
+  ScopedBackend registered(Device::kCuda, &broken);
+  for (bool exact : {true, false}) {
+    const auto mismatches = compare_backend_ops(Device::kCuda, exact);
+    INFO(listing(mismatches));
+    REQUIRE(mismatches.size() == 1);
+    REQUIRE(mismatches[0].op == "gelu_forward");
+    REQUIRE_THAT(mismatches[0].detail, Catch::Contains("tensor argument 1 (f32[6, 20] cpu)"));
+  }
+}
+
+TEST_CASE("the harness reports an error thrown on one side only") {
+  Backend broken = cuda_stand_in();
+  broken.check_indices = &refusing_check_indices;
+  ScopedBackend registered(Device::kCuda, &broken);
+  const auto mismatches = compare_backend_ops(Device::kCuda, false);
+  INFO(listing(mismatches));
+  REQUIRE(reports(mismatches, "embedding_forward"));
+  REQUIRE(reports(mismatches, "cross_entropy_shard_backward"));
+  REQUIRE_FALSE(reports(mismatches, "embedding_forward (id out of range)"));  // the CPU throws there too
+  for (const OpMismatch& m : mismatches) REQUIRE_THAT(m.detail, Catch::Contains("throws on one side only"));
+}
+
+TEST_CASE("dispatch errors name the op and the devices") {
+  REQUIRE_THROWS_WITH(DeviceContext(Device::kCuda),
+                      Catch::Contains("DeviceContext") && Catch::Contains("no cuda backend"));
+  const Backend stand_in = cuda_stand_in();
+  Tensor on_cuda, other_cuda;
+  {
+    ScopedBackend registered(Device::kCuda, &stand_in);
+    DeviceContext cuda(Device::kCuda);
+    on_cuda = cuda.zeros({4});
+    other_cuda = cuda.zeros({4});
+    Tensor host = Tensor::zeros({4});
+    REQUIRE_THROWS_WITH(ops::add(host, on_cuda, host),
+                        Catch::Contains("add: tensors on two devices") && Catch::Contains("f32[4] cpu") &&
+                            Catch::Contains("f32[4] cuda"));
+    REQUIRE_THROWS_WITH(ops::copy(host, on_cuda), Catch::Contains("copy: tensors on two devices"));
+    ops::gelu_forward(on_cuda, other_cuda);  // dispatches to the registered table
+  }
+  REQUIRE_THROWS_WITH(ops::gelu_forward(on_cuda, other_cuda), Catch::Contains("gelu_forward: no cuda backend"));
+  ops::AdamWParams p{.lr = 1, .beta1 = 0.9f, .beta2 = 0.9f, .eps = 1, .weight_decay = 0, .step = 1, .grad_scale = 1};
+  REQUIRE_THROWS_WITH(ops::adamw_update(on_cuda, on_cuda, other_cuda, other_cuda, p),
+                      Catch::Contains("adamw_update: no cuda backend"));
+  REQUIRE_THROWS_WITH(ops::fill_normal(on_cuda, {4}, {0}, 1, 2, 1.0f), Catch::Contains("fill_normal: no cuda backend"));
+}
