@@ -92,7 +92,7 @@ CheckpointBenchResult bench_checkpoint(const ModelConfig& model, const std::stri
   // Steps saved: 1 (synchronous), then 2 .. 1 + async_saves (blocking) and on (overlapped).
   const ScratchDir scratch(dir, /*last_step=*/1 + 2 * async_saves);
   const nlohmann::json config = model_section(model);
-  ParameterStore store(model_parameter_specs(model));
+  ParameterStore store(model_parameter_specs(model), host_context());
   store.initialize(1234);
   Tensor exp_avg = Tensor::empty({store.numel()});
   Tensor exp_avg_sq = Tensor::empty({store.numel()});
@@ -151,7 +151,7 @@ CheckpointBenchResult bench_checkpoint(const ModelConfig& model, const std::stri
   r.blocking = run_async(false, 2);
   r.overlapped = run_async(true, 2 + async_saves);
   {
-    ParameterStore back(model_parameter_specs(model));
+    ParameterStore back(model_parameter_specs(model), host_context());
     Tensor m = Tensor::empty({back.numel()});
     Tensor v = Tensor::empty({back.numel()});
     const auto t0 = std::chrono::steady_clock::now();

@@ -39,7 +39,7 @@ struct Piece {
 
 // Host tensor that a flat target is filled through (the target itself when it is on the host).
 Tensor host_view(const Tensor& t) {
-  return t.device() == Device::kCpu ? t : Tensor::zeros(t.shape(), t.dtype(), Device::kCpu);
+  return t.device() == Device::kCpu ? t : Tensor::zeros(t.shape(), t.dtype());
 }
 
 }  // namespace
@@ -200,7 +200,7 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
 }
 
 std::unique_ptr<ParameterStore> consolidate_checkpoint(const std::string& checkpoint_dir, const ModelConfig& model) {
-  auto store = std::make_unique<ParameterStore>(model_parameter_specs(model));
+  auto store = std::make_unique<ParameterStore>(model_parameter_specs(model), host_context());
   load_checkpoint(checkpoint_dir, json(), {store.get(), &store->flat_values()});
   return store;
 }

@@ -113,7 +113,7 @@ void CheckpointWriter::finish() {
 }
 
 void CheckpointWriter::allocate_staging(int64_t numel) {
-  if (staging_.numel() != numel) staging_ = Tensor::zeros({numel}, DType::kF32, Device::kCpu);
+  if (staging_.numel() != numel) staging_ = Tensor::zeros({numel}, DType::kF32);
 }
 
 void CheckpointWriter::reserve(const ParamLayout& layout, bool optimizer_state) {

@@ -291,7 +291,7 @@ const uint8_t* SafetensorsFile::data(const SafetensorsEntry& e) const {
 
 Tensor SafetensorsFile::read_f32(const std::string& name) const {
   const SafetensorsEntry& e = entry(name);
-  Tensor t = Tensor::empty(e.shape, DType::kF32, Device::kCpu);
+  Tensor t = Tensor::empty(e.shape, DType::kF32);
   float* out = t.f32();
   const uint8_t* src = data(e);
   const int64_t n = t.numel();
@@ -328,7 +328,7 @@ Tensor SafetensorsFile::read(const std::string& name) const {
   } else {
     return read_f32(name);  // F16 widens; other dtypes are read_f32's InputError
   }
-  Tensor t = Tensor::empty(e.shape, dtype, Device::kCpu);
+  Tensor t = Tensor::empty(e.shape, dtype);
   if (t.numel() > 0) std::memcpy(t.raw(), data(e), t.bytes());
   return t;
 }

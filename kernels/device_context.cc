@@ -53,4 +53,9 @@ Tensor DeviceContext::to_host(const Tensor& t) const {
   return host;
 }
 
+const DeviceContext& host_context() {
+  static const DeviceContext host(Device::kCpu);
+  return host;
+}
+
 }  // namespace lattice

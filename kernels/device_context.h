@@ -41,4 +41,8 @@ class DeviceContext {
   Stream stream_;
 };
 
+// The host's context: CPU memory every process has, for what lives on the host whatever the
+// training device (a whole-model copy gathered for export, checkpoint tools, tests).
+const DeviceContext& host_context();
+
 }  // namespace lattice

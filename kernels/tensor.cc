@@ -56,11 +56,7 @@ std::shared_ptr<Storage> Storage::host(size_t bytes) {
 
 Storage::~Storage() { release_(data_); }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  if (device != Device::kCpu) {
-    throw Error(fmt::format("Tensor::empty allocates host memory; allocate {} tensors from a DeviceContext",
-                            device_name(device)));
-  }
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return over(Storage::host(tensor_bytes(shape, dtype)), shape, dtype);
 }
 
@@ -75,8 +71,8 @@ Tensor Tensor::over(std::shared_ptr<Storage> storage, const Shape& shape, DType 
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
   std::memset(t.raw(), 0, t.bytes());
   return t;
 }

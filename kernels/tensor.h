@@ -52,11 +52,11 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Host tensors. Uninitialized memory: callers that need zeros call zeros() or kernels::fill.
-  // Device tensors come from a DeviceContext (kernels/device_context.h); `device` other than kCpu
-  // is an error that says so.
-  static Tensor empty(const Shape& shape, DType dtype = DType::kF32, Device device = Device::kCpu);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::kF32, Device device = Device::kCpu);
+  // HOST tensors (files, staging, values the host computes). Uninitialized memory: callers that
+  // need zeros call zeros() or kernels::fill. Tensors the model computes on come from a
+  // DeviceContext (kernels/device_context.h), so no tensor lands on a device by accident.
+  static Tensor empty(const Shape& shape, DType dtype = DType::kF32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::kF32);
   // A tensor over all of `storage` (which must hold exactly shape × dtype bytes), on its device.
   static Tensor over(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype);
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/device_context.h"
 #include "kernels/tensor.h"
 #include "model/model_config.h"
 #include "model/model_layout.h"
@@ -28,7 +29,7 @@ struct LayerActivations {
   Tensor gate;           // [N, F/tp] SwiGLU gate projection
   Tensor act;            // [N, F/tp] activation output
 
-  void allocate(const ModelConfig& c, const ModelLayout& layout, int64_t batch);
+  void allocate(const DeviceContext& ctx, const ModelConfig& c, const ModelLayout& layout, int64_t batch);
 };
 
 struct LayerScratch {
@@ -44,7 +45,7 @@ struct LayerScratch {
   Tensor d_full;         // [N, H] backward: gathered gradient of a row-parallel output
   Tensor d_local;        // [n, H] backward: reduce-scattered gradient of a norm output
 
-  void allocate(const ModelConfig& c, const ModelLayout& layout, int64_t batch);
+  void allocate(const DeviceContext& ctx, const ModelConfig& c, const ModelLayout& layout, int64_t batch);
 };
 
 }  // namespace lattice

@@ -27,18 +27,18 @@ LmHead::LmHead(const ModelConfig& config, const ModelLayout& layout, ParameterSt
   if (!config.tie_embeddings || layout.pp_size > 1) param_indices_.push_back(h);
   saved_.resize(static_cast<size_t>(slots));
   for (Saved& s : saved_) {
-    s.hidden = Tensor::empty({local_tokens, H});
-    s.norm_out = Tensor::empty({tokens, H});
-    s.norm.allocate(local_tokens);
-    s.logits = Tensor::empty({tokens, rows});
-    s.lse = Tensor::empty({tokens});
+    s.hidden = params.context().empty({local_tokens, H});
+    s.norm_out = params.context().empty({tokens, H});
+    s.norm.allocate(params.context(), local_tokens);
+    s.logits = params.context().empty({tokens, rows});
+    s.lse = params.context().empty({tokens});
   }
-  d_norm_out_ = Tensor::empty({tokens, H});
+  d_norm_out_ = params.context().empty({tokens, H});
   if (tp.size() > 1) {
-    row_max_ = Tensor::empty({tokens});
-    sums_ = Tensor::empty({2, tokens});
+    row_max_ = params.context().empty({tokens});
+    sums_ = params.context().empty({2, tokens});
   }
-  if (layout.sequence_parallel) norm_local_ = Tensor::empty({local_tokens, H});
+  if (layout.sequence_parallel) norm_local_ = params.context().empty({local_tokens, H});
 }
 
 void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses) {

@@ -28,10 +28,10 @@ ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int
   saved_.resize(static_cast<size_t>(slots));
   for (auto& slot : saved_) {
     slot.resize(layers_.size());
-    for (auto& s : slot) s.allocate(config_, layout_, micro_batch_size);
+    for (auto& s : slot) s.allocate(params.context(), config_, layout_, micro_batch_size);
   }
-  d_hidden_ = Tensor::empty(activation_shape());
-  scratch_.allocate(config_, layout_, micro_batch_size);
+  d_hidden_ = params.context().empty(activation_shape());
+  scratch_.allocate(params.context(), config_, layout_, micro_batch_size);
 }
 
 const Tensor& ModelChunk::head_logits(int slot) const {

@@ -5,9 +5,9 @@
 
 namespace lattice {
 
-void NormSaved::allocate(int64_t rows) {
-  mean = Tensor::empty({rows});
-  rstd = Tensor::empty({rows});
+void NormSaved::allocate(const DeviceContext& ctx, int64_t rows) {
+  mean = ctx.empty({rows});
+  rstd = ctx.empty({rows});
 }
 
 Norm::Norm(ParameterStore& params, const std::string& prefix, NormKind kind, float eps)

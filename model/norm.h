@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "kernels/device_context.h"
 #include "kernels/tensor.h"
 #include "model/model_config.h"
 #include "model/parameter_store.h"
@@ -13,7 +14,7 @@ namespace lattice {
 struct NormSaved {
   Tensor mean;  // [N] (LayerNorm only)
   Tensor rstd;  // [N]
-  void allocate(int64_t rows);
+  void allocate(const DeviceContext& ctx, int64_t rows);
 };
 
 class Norm {

@@ -8,8 +8,8 @@ namespace lattice {
 
 uint64_t name_stream(const std::string& name) { return fnv1a_64(name); }
 
-ParameterStore::ParameterStore(std::vector<ParamSpec> specs, Device device)
-    : ParamGradBuffer(std::move(specs), DType::kF32, device) {}
+ParameterStore::ParameterStore(std::vector<ParamSpec> specs, const DeviceContext& ctx)
+    : ParamGradBuffer(std::move(specs), DType::kF32, ctx) {}
 
 void ParameterStore::initialize(uint64_t seed) {
   for (size_t i = 0; i < count(); ++i) {

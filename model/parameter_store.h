@@ -14,8 +14,8 @@ namespace lattice {
 
 class ParameterStore : public ParamGradBuffer {
  public:
-  // Parameters in fp32 (the training dtype is f32 today).
-  explicit ParameterStore(std::vector<ParamSpec> specs, Device device = Device::kCpu);
+  // Parameters in fp32 (the training dtype is f32 today), on ctx's device; `ctx` must outlive this.
+  ParameterStore(std::vector<ParamSpec> specs, const DeviceContext& ctx);
 
   // Counter-based init keyed by (seed, name, global element index).
   void initialize(uint64_t seed);

@@ -54,16 +54,16 @@ GradBuckets::GradBuckets(ParamGradBuffer& buffer, Communicator& dp, const GradBu
   handles_.resize(buckets_.size());
   staging_.resize(buckets_.size());
   if (options_.reduce_scatter) {
-    const Device device = buffer.device();
+    const DeviceContext& ctx = buffer.context();
     int64_t total = 0;
     for (size_t b = 0; b < buckets_.size(); ++b) {
       const GradBucket& g = buckets_[b];
       total += g.shard_numel;
       if (g.padded_numel(dp_size_) != g.numel()) {
-        staging_[b] = Tensor::zeros({g.padded_numel(dp_size_)}, buffer.grad_dtype(), device);
+        staging_[b] = ctx.zeros({g.padded_numel(dp_size_)}, buffer.grad_dtype());
       }
     }
-    shard_grads_ = Tensor::zeros({total}, buffer.grad_dtype(), device);
+    shard_grads_ = ctx.zeros({total}, buffer.grad_dtype());
   }
 }
 

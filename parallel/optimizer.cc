@@ -65,26 +65,26 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
     }
   }
   for (const Run& run : runs_) shard_runs_.push_back({run.shard_offset, run.numel, run.decay});
-  const Device device = buffer.device();
+  const DeviceContext& ctx = buffer.context();
   const int64_t n = buckets != nullptr ? buckets->shard_numel() : buffer.numel();
-  exp_avg_ = Tensor::zeros({n}, DType::kF32, device);
-  exp_avg_sq_ = Tensor::zeros({n}, DType::kF32, device);
+  exp_avg_ = ctx.zeros({n}, DType::kF32);
+  exp_avg_sq_ = ctx.zeros({n}, DType::kF32);
   if (buckets == nullptr) {
     // Unsharded fp32 parameters are their own main parameters: no second fp32 copy of the model
     // (Megatron keeps none either). Other dtypes get one, which write_back_params casts from.
     main_is_params_ = buffer.param_dtype() == DType::kF32;
-    main_ = main_is_params_ ? buffer.flat_values() : Tensor::zeros({n}, DType::kF32, device);
+    main_ = main_is_params_ ? buffer.flat_values() : ctx.zeros({n}, DType::kF32);
     if (!main_is_params_) ops::copy(buffer.flat_values(), main_);
     flat_state_ = {main_, exp_avg_, exp_avg_sq_};
     return;
   }
-  main_ = Tensor::zeros({n}, DType::kF32, device);
+  main_ = ctx.zeros({n}, DType::kF32);
   const int dp = buckets->dp_size();
   staging_.resize(buckets->buckets().size());
   gathers_.resize(buckets->buckets().size());
   for (size_t b = 0; b < buckets->buckets().size(); ++b) {
     const GradBucket& g = buckets->buckets()[b];
-    if (g.padded_numel(dp) != g.numel()) staging_[b] = Tensor::zeros({g.padded_numel(dp)}, DType::kF32, device);
+    if (g.padded_numel(dp) != g.numel()) staging_[b] = ctx.zeros({g.padded_numel(dp)}, DType::kF32);
   }
   for (const Run& run : runs_) {
     Tensor dst = main_.slice_flat(run.shard_offset, {run.numel});
@@ -105,7 +105,7 @@ const Tensor& Optimizer::grads() const { return buckets_ != nullptr ? buckets_->
 FlatOptimizerState& Optimizer::flat_state() {
   if (!flat_state_.main_params.defined()) {
     for (Tensor* t : {&flat_state_.main_params, &flat_state_.exp_avg, &flat_state_.exp_avg_sq})
-      *t = Tensor::zeros({buffer_.numel()}, DType::kF32, buffer_.device());
+      *t = buffer_.context().zeros({buffer_.numel()}, DType::kF32);
   }
   return flat_state_;
 }

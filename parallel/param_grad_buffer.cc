@@ -5,10 +5,11 @@
 
 namespace lattice {
 
-ParamGradBuffer::ParamGradBuffer(std::vector<ParamSpec> specs, DType param_dtype, Device device)
+ParamGradBuffer::ParamGradBuffer(std::vector<ParamSpec> specs, DType param_dtype, const DeviceContext& ctx)
     : ParamLayout(std::move(specs)),
-      flat_values_(Tensor::zeros({numel()}, param_dtype, device)),
-      flat_grads_(Tensor::zeros({numel()}, DType::kF32, device)) {
+      ctx_(&ctx),
+      flat_values_(ctx.zeros({numel()}, param_dtype)),
+      flat_grads_(ctx.zeros({numel()}, DType::kF32)) {
   for (size_t i = 0; i < count(); ++i) {
     values_.push_back(flat_values_.slice_flat(offset(i), spec(i).shape));
     grads_.push_back(flat_grads_.slice_flat(offset(i), spec(i).shape));

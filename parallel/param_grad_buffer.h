@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/device_context.h"
 #include "kernels/tensor.h"
 #include "parallel/param_layout.h"
 
@@ -13,12 +14,14 @@ namespace lattice {
 
 class ParamGradBuffer : public ParamLayout {
  public:
-  // Zeros: parameters in `param_dtype`, gradients in fp32 (they accumulate over micro-batches).
-  ParamGradBuffer(std::vector<ParamSpec> specs, DType param_dtype, Device device);
+  // Zeros on ctx's device: parameters in `param_dtype`, gradients in fp32 (they accumulate over
+  // micro-batches). `ctx` must outlive this; whatever computes on these parameters allocates from it.
+  ParamGradBuffer(std::vector<ParamSpec> specs, DType param_dtype, const DeviceContext& ctx);
 
   DType param_dtype() const { return flat_values_.dtype(); }
   DType grad_dtype() const { return flat_grads_.dtype(); }
-  Device device() const { return flat_values_.device(); }
+  Device device() const { return ctx_->device(); }
+  const DeviceContext& context() const { return *ctx_; }
 
   Tensor& value(size_t i) { return values_[i]; }
   const Tensor& value(size_t i) const { return values_[i]; }
@@ -35,6 +38,7 @@ class ParamGradBuffer : public ParamLayout {
   void zero_grads();
 
  private:
+  const DeviceContext* ctx_;
   Tensor flat_values_;
   Tensor flat_grads_;
   std::vector<Tensor> values_;

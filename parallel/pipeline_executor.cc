@@ -46,8 +46,8 @@ struct PipelineExecutor::Step {
   }
 };
 
-PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer, Stream stream)
-    : pp_(pp_group), tracer_(tracer), stream_(stream) {}
+PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx)
+    : pp_(pp_group), tracer_(tracer), ctx_(ctx), stream_(ctx.stream()) {}
 
 void PipelineExecutor::reserve(int64_t buffers, const Shape& shape, DType dtype) {
   if (shape != shape_ || dtype != dtype_) {
@@ -57,7 +57,7 @@ void PipelineExecutor::reserve(int64_t buffers, const Shape& shape, DType dtype)
     dtype_ = dtype;
   }
   while (static_cast<int64_t>(pool_.size()) < buffers) {
-    pool_.push_back(Slot{Tensor::empty(shape_, dtype_), CommHandle(), false});
+    pool_.push_back(Slot{ctx_.empty(shape_, dtype_), CommHandle(), false});
   }
 }
 
@@ -72,7 +72,7 @@ int PipelineExecutor::acquire(int64_t& allocated) {
   for (size_t i = 0; i < pool_.size(); ++i) {
     if (pool_[i].send.pending() && pool_[i].send.test()) return static_cast<int>(i);  // stays in use
   }
-  pool_.push_back(Slot{Tensor::empty(shape_, dtype_), CommHandle(), true});
+  pool_.push_back(Slot{ctx_.empty(shape_, dtype_), CommHandle(), true});
   ++allocated;
   return static_cast<int>(pool_.size()) - 1;
 }
@@ -287,12 +287,6 @@ double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group) {
   double compute = 0.0;
   for (double c : host.all_gather(stats.compute_s(), "pipeline compute time")) compute += c;
   return 1.0 - compute / (pp_group.size() * makespan);
-}
-
-PipelineStepStats run_schedule(const std::vector<Action>& actions, std::vector<PipelineStage*> chunks,
-                               Communicator& pp_group, Tracer& tracer) {
-  PipelineExecutor executor(pp_group, tracer);
-  return executor.run(actions, chunks);
 }
 
 }  // namespace lattice

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/stream.h"
+#include "kernels/device_context.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/pipeline_stage.h"
@@ -59,8 +60,9 @@ double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group);
 // stream; each host wait for a send ("send_wait") on the communication lane.
 class PipelineExecutor {
  public:
-  // `stream`: where the chunks' work is enqueued (the one the receives order and the events time).
-  PipelineExecutor(Communicator& pp_group, Tracer& tracer, Stream stream = Stream());
+  // `ctx`: the device the chunks compute on; its stream is where their work is enqueued (the one
+  // the receives order and the events time) and the pool's buffers come from it. It must outlive this.
+  PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx);
 
   // Runs `actions` (this pp rank's list; make_schedule(kind, p, v, m, pp_group.rank())) with
   // chunks[c] as model chunk c (v = chunks.size(), virtual stage c·p + rank). Checks that the list
@@ -110,15 +112,12 @@ class PipelineExecutor {
 
   Communicator& pp_;
   Tracer& tracer_;
+  const DeviceContext& ctx_;
   Stream stream_;
   Shape shape_;
   DType dtype_ = DType::kF32;
   std::vector<Slot> pool_;
   int64_t trace_step_ = -1;
 };
-
-// One step with a fresh executor (its pool lives only for this call): the simple entry point.
-PipelineStepStats run_schedule(const std::vector<Action>& actions, std::vector<PipelineStage*> chunks,
-                               Communicator& pp_group, Tracer& tracer);
 
 }  // namespace lattice

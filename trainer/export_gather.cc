@@ -40,7 +40,7 @@ std::unique_ptr<ParameterStore> gather_full_model(const Config& config, const Ra
     if (grid.dp_rank() == 0) world.send(local.flat_values(), 0, kGatherTag);
     return nullptr;
   }
-  auto full = std::make_unique<ParameterStore>(model_parameter_specs(config.model));
+  auto full = std::make_unique<ParameterStore>(model_parameter_specs(config.model), host_context());
   std::map<std::string, int64_t> covered;
   place_boxes(local, local.flat_values(), *full, covered);
   for (int pp = 0; pp < grid.pp_size(); ++pp) {
@@ -49,7 +49,7 @@ std::unique_ptr<ParameterStore> gather_full_model(const Config& config, const Ra
       const int rank = grid.rank_of(c);
       if (rank == 0) continue;
       const ParamLayout layout(rank_parameter_specs(config, model_layout(config, grid, c)));
-      Tensor flat = Tensor::empty({layout.numel()});
+      Tensor flat = Tensor::empty({layout.numel()});  // host: the export is written from the host
       world.recv(flat, rank, kGatherTag);
       place_boxes(layout, flat, *full, covered);
     }

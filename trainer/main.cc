@@ -206,7 +206,7 @@ LoadedModel load_whole_model(const ConfigArgs& args, const std::string& checkpoi
                                    "checkpoint of any layout)",
                                    command));
     Config c = args.load();
-    auto params = build_parameters(c);
+    auto params = build_parameters(c, host_context());  // export and generate run on the host
     return {std::move(c), std::move(params), args.path};
   }
   const std::string dir = resolve_checkpoint(checkpoint);

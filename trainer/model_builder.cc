@@ -11,8 +11,10 @@
 
 namespace lattice {
 
-std::unique_ptr<ParameterStore> build_parameters(const Config& config) {
-  auto params = std::make_unique<ParameterStore>(model_parameter_specs(config.model));
+Device config_device(const Config& config) { return config.device == "cuda" ? Device::kCuda : Device::kCpu; }
+
+std::unique_ptr<ParameterStore> build_parameters(const Config& config, const DeviceContext& ctx) {
+  auto params = std::make_unique<ParameterStore>(model_parameter_specs(config.model), ctx);
   if (config.model.init_from.empty()) {
     params->initialize(config.training.seed);
   } else {
@@ -42,14 +44,15 @@ std::vector<ParamSpec> rank_parameter_specs(const Config& config, const ModelLay
   return specs;
 }
 
-std::unique_ptr<ParameterStore> build_parameters(const Config& config, const ModelLayout& layout) {
-  auto params = std::make_unique<ParameterStore>(rank_parameter_specs(config, layout));
+std::unique_ptr<ParameterStore> build_parameters(const Config& config, const ModelLayout& layout,
+                                                 const DeviceContext& ctx) {
+  auto params = std::make_unique<ParameterStore>(rank_parameter_specs(config, layout), ctx);
   if (config.model.init_from.empty()) {
     params->initialize(config.training.seed);
     return params;
   }
   spdlog::info("loading weights from {} (the whole file, then this rank's boxes)", config.model.init_from);
-  const auto full = build_parameters(config);
+  const auto full = build_parameters(config, host_context());  // the file's whole model, on the host
   for (size_t i = 0; i < params->count(); ++i) {
     const ParamSpec& spec = params->spec(i);
     copy_box_from_global(full->value(spec.name), spec, params->value(i));

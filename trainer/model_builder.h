@@ -12,8 +12,11 @@
 
 namespace lattice {
 
-// The whole model (one process).
-std::unique_ptr<ParameterStore> build_parameters(const Config& config);
+// The device the config trains on (its top-level "device": cpu or cuda).
+Device config_device(const Config& config);
+
+// The whole model (one process), on ctx's device.
+std::unique_ptr<ParameterStore> build_parameters(const Config& config, const DeviceContext& ctx);
 
 // The piece of the model the rank at `coords` holds under the config's parallel layout.
 ModelLayout model_layout(const Config& config, const RankGrid& grid, const GridCoords& coords);
@@ -28,6 +31,7 @@ std::vector<ParamSpec> rank_parameter_specs(const Config& config, const ModelLay
 // This rank's parameters: seeded init keyed by global element index (the same weights as one
 // process), or with model.init_from the full HF file loaded on this rank and each parameter's box
 // copied out of it (every rank reads the whole file once at start; its memory is freed after).
-std::unique_ptr<ParameterStore> build_parameters(const Config& config, const ModelLayout& layout);
+std::unique_ptr<ParameterStore> build_parameters(const Config& config, const ModelLayout& layout,
+                                                 const DeviceContext& ctx);
 
 }  // namespace lattice

@@ -7,8 +7,13 @@
 
 namespace lattice {
 
-StepBatches::StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length, Tracer& tracer)
-    : micro_batch_size_(micro_batch_size), seq_length_(seq_length), tracer_(tracer), batches_(micro_batches) {}
+StepBatches::StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length,
+                         const DeviceContext& ctx, Tracer& tracer)
+    : micro_batch_size_(micro_batch_size),
+      seq_length_(seq_length),
+      ctx_(ctx),
+      tracer_(tracer),
+      batches_(micro_batches) {}
 
 void StepBatches::begin(const MicroBatchSource& source, int64_t global_batch, int64_t trace_step) {
   source_ = &source;
@@ -25,14 +30,19 @@ StepBatches::Batch& StepBatches::read(int microbatch) {
   if (b.read) return b;
   LATTICE_CHECK(source_ != nullptr && *source_, "micro-batch {} read before the step began", microbatch);
   if (!b.ids.defined()) {
-    b.ids = Tensor::empty({micro_batch_size_, seq_length_}, DType::kI32);
-    b.targets = Tensor::empty({micro_batch_size_, seq_length_}, DType::kI32);
+    const Shape shape{micro_batch_size_, seq_length_};
+    b.host_ids = Tensor::empty(shape, DType::kI32);
+    b.host_targets = Tensor::empty(shape, DType::kI32);
+    b.ids = ctx_.empty(shape, DType::kI32);
+    b.targets = ctx_.empty(shape, DType::kI32);
   }
   const auto start = std::chrono::steady_clock::now();
   {
     TraceScope s = tracer_.scope("data wait", "data", {{"step", trace_step_}, {"microbatch", microbatch}});
-    (*source_)(global_batch_, microbatch, b.ids, b.targets);
+    (*source_)(global_batch_, microbatch, b.host_ids, b.host_targets);
   }
+  ctx_.copy_from_host(b.host_ids, b.ids);
+  ctx_.copy_from_host(b.host_targets, b.targets);
   wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   b.read = true;
   return b;

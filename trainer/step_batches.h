@@ -1,13 +1,14 @@
 // StepBatches: the micro-batches of one step as this rank reads them — each at most once, when the
 // first of its chunks needs it (the embedding needs the ids, the head the targets), kept until the
 // step ends so that the chunk's backward and the rank's other chunks find it. Middle pipeline
-// stages never read data.
+// stages never read data. The source fills host buffers; each is copied to the device explicitly.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "kernels/device_context.h"
 #include "kernels/tensor.h"
 #include "parallel/trace.h"
 
@@ -21,8 +22,10 @@ using MicroBatchSource =
 class StepBatches {
  public:
   // Room for `micro_batches` micro-batches of [micro_batch_size, seq_length] ids and targets; each
-  // buffer is allocated at its first read (in the first step; never on a rank that reads no data).
-  StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length, Tracer& tracer);
+  // buffer is allocated at its first read (in the first step; never on a rank that reads no data),
+  // on the host and on ctx's device. `ctx` must outlive this.
+  StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length, const DeviceContext& ctx,
+              Tracer& tracer);
 
   // A new step (or evaluation batch): micro-batch i will be micro-batch i of `global_batch` of
   // `source`. `trace_step` is the step number in the trace's "data wait" events.
@@ -35,12 +38,14 @@ class StepBatches {
 
  private:
   struct Batch {
-    Tensor ids, targets;
+    Tensor host_ids, host_targets;  // what the source fills (pinned memory on a GPU, later)
+    Tensor ids, targets;            // on the device
     bool read = false;
   };
   Batch& read(int microbatch);
 
   int64_t micro_batch_size_, seq_length_;
+  const DeviceContext& ctx_;
   Tracer& tracer_;
   std::vector<Batch> batches_;
   const MicroBatchSource* source_ = nullptr;

@@ -10,10 +10,12 @@
 namespace lattice {
 
 TextGenerator::TextGenerator(const ModelConfig& config, ParameterStore& params)
-    : model_(config, params, 1),
-      ids_(Tensor::zeros({1, config.seq_length}, DType::kI32)),
-      targets_(Tensor::zeros({1, config.seq_length}, DType::kI32)),
-      losses_(Tensor::empty({config.seq_length})) {}
+    : ctx_(params.context()),
+      model_(config, params, 1),
+      host_ids_(Tensor::zeros({1, config.seq_length}, DType::kI32)),
+      ids_(ctx_.zeros({1, config.seq_length}, DType::kI32)),
+      targets_(ctx_.zeros({1, config.seq_length}, DType::kI32)),
+      losses_(ctx_.empty({config.seq_length})) {}
 
 std::vector<int32_t> TextGenerator::generate(std::vector<int32_t> context, const SamplingOptions& options,
                                              int64_t sample_vocab, int32_t stop_id) {
@@ -26,7 +28,8 @@ std::vector<int32_t> TextGenerator::generate(std::vector<int32_t> context, const
     // The window sits at positions 0..n-1; causal attention keeps the stale tail after it out of
     // row n-1, whose logits predict the next token. The targets (zeros) only feed the unused loss.
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(context.size()), T);
-    std::copy(context.end() - n, context.end(), ids_.i32());  // host input, as the data loader fills it
+    std::copy(context.end() - n, context.end(), host_ids_.i32());  // host input, as the data loader fills it
+    ctx_.copy_from_host(host_ids_, ids_);
     model_.forward(ids_, targets_, losses_);
     const std::vector<float> row = read_logits_row(model_.logits(), n - 1, sample_vocab);
     const int32_t next = sample_token(row, options.temperature, options.top_k, rng);

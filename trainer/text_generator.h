@@ -26,8 +26,10 @@ class TextGenerator {
                                 int32_t stop_id);
 
  private:
+  const DeviceContext& ctx_;  // the parameters' device
   Transformer model_;
-  Tensor ids_, targets_, losses_;  // [1, T], [1, T], [T]
+  Tensor host_ids_;                // [1, T] the window, filled on the host
+  Tensor ids_, targets_, losses_;  // [1, T], [1, T], [T] on the device
 };
 
 }  // namespace lattice

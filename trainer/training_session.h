@@ -8,16 +8,17 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/device_context.h"
 #include "model/model_chunk.h"
 #include "model/parameter_store.h"
 #include "parallel/activation_slots.h"
-#include "parallel/distributed_optimizer.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/grad_sync.h"
+#include "parallel/optimizer.h"
 #include "parallel/pipeline_executor.h"
 #include "parallel/trace.h"
 #include "trainer/chunk_stage.h"
 #include "trainer/config.h"
-#include "trainer/grad_sync.h"
 #include "trainer/metrics.h"
 #include "trainer/model_stats.h"
 #include "trainer/optimizer.h"
@@ -82,6 +83,7 @@ class TrainingSession {
   int64_t tokens_per_step_ = 0;
   std::unique_ptr<CheckpointLock> checkpoint_lock_;
   ModelStats stats_;
+  std::unique_ptr<DeviceContext> device_;  // what this rank computes on: every device tensor comes from it
   std::unique_ptr<ParameterStore> params_;
   // This rank's action lists (training and forward-only evaluation) and the activation slots each
   // chunk needs for them.
@@ -89,8 +91,8 @@ class TrainingSession {
   ActivationSlots slots_, eval_slots_;
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::unique_ptr<GradBuckets> buckets_;
-  std::unique_ptr<DistributedOptimizer> dist_optimizer_;
-  std::unique_ptr<AdamW> optimizer_;
+  bool sharded_ = false;  // the distributed optimizer (ZeRO-1): this rank steps its shard
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<TrainingCheckpoint> checkpoint_;
   int64_t first_step_ = 1;
   std::unique_ptr<MetricsWriter> metrics_;

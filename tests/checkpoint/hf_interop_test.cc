@@ -118,7 +118,7 @@ void expect_mapped(ParameterStore& store, const std::string& ours, const PyFile&
 }
 
 std::string import_error(const ModelConfig& c, const std::string& path) {
-  ParameterStore store(model_parameter_specs(c));
+  ParameterStore store(model_parameter_specs(c), host_context());
   try {
     import_hf(c, path, store);
   } catch (const InputError& e) {
@@ -150,7 +150,7 @@ TEST_CASE("HF export then import restores every parameter bitwise") {
                                                                     {"llama_mha", llama_mha}};
   for (const auto& [label, config] : configs) {
     INFO(label);
-    ParameterStore src(model_parameter_specs(config));
+    ParameterStore src(model_parameter_specs(config), host_context());
     fill_distinct(src);
     const std::string dir = fresh_dir("rt_" + label);
     export_hf(config, src, dir);
@@ -159,7 +159,7 @@ TEST_CASE("HF export then import restores every parameter bitwise") {
     REQUIRE_FALSE(std::filesystem::exists(dir + "/model.safetensors.tmp"));
     REQUIRE_FALSE(std::filesystem::exists(dir + "/config.json.tmp"));
 
-    ParameterStore dst(model_parameter_specs(config));
+    ParameterStore dst(model_parameter_specs(config), host_context());
     import_hf(config, dir + "/model.safetensors", dst);
     REQUIRE(same_values(src, dst));
 
@@ -196,7 +196,7 @@ TEST_CASE("GPT-2 file from the Python library: Conv1D transposes, c_attn split, 
   const std::string py = test_tmpdir() + "/py_gpt2.safetensors";
   run_script_ok("gpt2 '" + py + "'");
   const ModelConfig c = tiny_gpt2();
-  ParameterStore store(model_parameter_specs(c));
+  ParameterStore store(model_parameter_specs(c), host_context());
   import_hf(c, py, store);
 
   const PyFile f(py);
@@ -244,7 +244,7 @@ TEST_CASE("Llama F16 file from the Python library: names map 1:1, GQA shapes, ex
   const std::string py = test_tmpdir() + "/py_llama.safetensors";
   run_script_ok("llama '" + py + "'");
   const ModelConfig c = tiny_llama();
-  ParameterStore store(model_parameter_specs(c));
+  ParameterStore store(model_parameter_specs(c), host_context());
   import_hf(c, py, store);
 
   const PyFile f(py);
@@ -274,13 +274,13 @@ TEST_CASE("HF model directories from the Python library: model.safetensors, or s
   const ModelConfig c = tiny_llama();
   const std::string file = test_tmpdir() + "/py_llama_ref.safetensors";
   run_script_ok("llama '" + file + "'");
-  ParameterStore want(model_parameter_specs(c));
+  ParameterStore want(model_parameter_specs(c), host_context());
   import_hf(c, file, want);
   for (const int shards : {1, 3}) {
     INFO(shards << " shard(s)");
     const std::string dir = fresh_dir(fmt::format("py_llama_dir{}", shards));
     run_script_ok(fmt::format("llama-dir '{}' {}", dir, shards));
-    ParameterStore got(model_parameter_specs(c));
+    ParameterStore got(model_parameter_specs(c), host_context());
     import_hf(c, dir, got);
     REQUIRE(same_values(got, want));
   }
@@ -309,7 +309,7 @@ TEST_CASE("HF model directories from the Python library: model.safetensors, or s
 
 TEST_CASE("a bf16 export holds BF16 tensors and imports back as the rounded values") {
   const ModelConfig c = tiny_llama();
-  ParameterStore src(model_parameter_specs(c));
+  ParameterStore src(model_parameter_specs(c), host_context());
   fill_distinct(src);
   const std::string dir = fresh_dir("export_bf16");
   export_hf(c, src, dir, std::nullopt, DType::kBF16);
@@ -320,11 +320,11 @@ TEST_CASE("a bf16 export holds BF16 tensors and imports back as the rounded valu
     REQUIRE(file.entry(name).dtype == "BF16");
   }
   // Import casts to f32; the expected values are the f32 ones rounded through bf16.
-  ParameterStore got(model_parameter_specs(c));
+  ParameterStore got(model_parameter_specs(c), host_context());
   import_hf(c, dir, got);
   Tensor narrow = Tensor::empty({src.numel()}, DType::kBF16);
   ops::cast(src.flat_values(), narrow);
-  ParameterStore want(model_parameter_specs(c));
+  ParameterStore want(model_parameter_specs(c), host_context());
   ops::cast(narrow, want.flat_values());
   REQUIRE(same_values(got, want));
   REQUIRE_FALSE(same_values(got, src));  // the values did need rounding
@@ -333,7 +333,7 @@ TEST_CASE("a bf16 export holds BF16 tensors and imports back as the rounded valu
 TEST_CASE("HF import errors name the tensor, the file and the field to fix") {
   // A valid GPT-2 export to mutate.
   const ModelConfig c = tiny_gpt2();
-  ParameterStore src(model_parameter_specs(c));
+  ParameterStore src(model_parameter_specs(c), host_context());
   fill_distinct(src);
   const std::string dir = fresh_dir("err_base");
   export_hf(c, src, dir);
@@ -388,7 +388,7 @@ TEST_CASE("HF import errors name the tensor, the file and the field to fix") {
   SECTION("biases the config does not have") {
     ModelConfig with_bias = tiny_llama();
     with_bias.bias = true;
-    ParameterStore s(model_parameter_specs(with_bias));
+    ParameterStore s(model_parameter_specs(with_bias), host_context());
     fill_distinct(s);
     const std::string d = fresh_dir("err_llama_bias");
     export_hf(with_bias, s, d);
@@ -406,7 +406,7 @@ TEST_CASE("configs that no HF family represents are InputErrors naming the field
   ModelConfig c = tiny_gpt2();
   c.position_embedding = PositionEmbedding::kRope;
   REQUIRE_THROWS_WITH(hf_family(c), Catch::Contains("position_embedding"));
-  ParameterStore store(model_parameter_specs(tiny_gpt2()));
+  ParameterStore store(model_parameter_specs(tiny_gpt2()), host_context());
   REQUIRE_THROWS_AS(export_hf(c, store, fresh_dir("mix")), InputError);
   REQUIRE_FALSE(std::filesystem::exists(test_tmpdir() + "/mix"));
 

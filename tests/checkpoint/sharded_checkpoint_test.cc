@@ -358,7 +358,7 @@ TEST_CASE("box arithmetic and the region copy") {
 
 TEST_CASE("data-parallel replicas split the boxes, each exactly once, balanced by bytes") {
   const auto specs = tp_shard_specs(model(), 1, 2);  // includes replicas and a padded vocabulary
-  ParameterStore store(specs);
+  ParameterStore store(specs, host_context());
   std::map<std::string, int> seen;
   std::vector<int64_t> bytes;
   for (int r = 0; r < 3; ++r) {

@@ -131,7 +131,7 @@ struct Run {
 
 inline Run make_run(std::vector<ParamSpec> specs, int salt) {
   Run r;
-  r.store = std::make_unique<ParameterStore>(std::move(specs));
+  r.store = std::make_unique<ParameterStore>(std::move(specs), host_context());
   r.exp_avg = Tensor::zeros({r.store->numel()});
   r.exp_avg_sq = Tensor::zeros({r.store->numel()});
   r.fill(salt);

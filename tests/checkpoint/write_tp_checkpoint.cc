@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   try {
     auto world = mpi.world(std::make_shared<Watchdog>(60.0));
     const Config c = load_config(argv[1]);
-    ParameterStore store(testing::tp_shard_specs(c.model, world->rank(), world->size()));
+    ParameterStore store(testing::tp_shard_specs(c.model, world->rank(), world->size()), host_context());
     store.initialize(c.training.seed);
     CheckpointLayout layout;
     layout.world_size = layout.tensor = world->size();

@@ -47,7 +47,7 @@ double mean(const Tensor& t) {
 // (a wrong sign, factor or missing term in any one shows up in its row) while staying fast.
 void check_gradients(const ModelConfig& c) {
   const int64_t B = 2;
-  ParameterStore params(model_parameter_specs(c));
+  ParameterStore params(model_parameter_specs(c), host_context());
   params.initialize(7);
   // Norm gains/biases start at 1/0; perturb them so their gradients are generic.
   std::mt19937 rng(11);
@@ -107,7 +107,7 @@ TEST_CASE("loss at init is close to ln(vocab)") {
   for (ModelConfig c : {tiny_gpt2(), tiny_llama()}) {
     c.vocab_size = 97;
     c.init_std = 0.02;  // logits near zero: the predicted distribution is nearly uniform
-    ParameterStore params(model_parameter_specs(c));
+    ParameterStore params(model_parameter_specs(c), host_context());
     params.initialize(1);
     Transformer model(c, params, 4);
     Batch batch = random_batch(c, 4, 5);

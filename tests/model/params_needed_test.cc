@@ -45,7 +45,7 @@ std::vector<float> run_forward(const ModelConfig& c, const ModelLayout& layout, 
 }
 
 void check_hook_covers_reads(const ModelConfig& c, const ModelLayout& layout) {
-  ParameterStore store(model_parameter_specs(c, layout));
+  ParameterStore store(model_parameter_specs(c, layout), host_context());
   store.initialize(1234);
   Tensor reference = Tensor::empty({store.numel()});
   ops::copy(store.flat_values(), reference);

@@ -33,7 +33,7 @@ const ParamSpec& find(const std::vector<ParamSpec>& specs, const std::string& na
 TEST_CASE("tp 2 shards GPT-2 Megatron-style") {
   const ModelConfig c = lattice::testing::tiny_gpt2();  // H 16, 4 heads, F 32, V 11
   for (int r = 0; r < 2; ++r) {
-    ParameterStore store(model_parameter_specs(c, tp_layout(r, 2)));  // fills the defaults
+    ParameterStore store(model_parameter_specs(c, tp_layout(r, 2)), host_context());  // fills the defaults
     const auto& specs = store.specs();
     const ParamSpec& q = find(specs, "layers.0.attention.q_proj.weight");
     CHECK(q.shape == Shape{8, 16});
@@ -69,7 +69,7 @@ TEST_CASE("the tp ranks' boxes tile every global tensor exactly once (non-replic
   for (const int tp : {1, 2}) {
     std::map<std::string, int64_t> covered, global;
     for (int r = 0; r < tp; ++r) {
-      ParameterStore store(model_parameter_specs(c, tp_layout(r, tp)));
+      ParameterStore store(model_parameter_specs(c, tp_layout(r, tp)), host_context());
       for (const ParamSpec& s : store.specs()) {
         global[s.name] = shape_numel(s.global_shape);
         if (!s.replica) covered[s.name] += s.box_numel();
@@ -84,7 +84,7 @@ TEST_CASE("the tp ranks' boxes tile every global tensor exactly once (non-replic
 
 TEST_CASE("tp 1 specs are the one-process specs, with nothing duplicated or replicated") {
   const ModelConfig c = lattice::testing::tiny_gpt2();
-  ParameterStore store(model_parameter_specs(c, ModelLayout{}));
+  ParameterStore store(model_parameter_specs(c, ModelLayout{}), host_context());
   for (const ParamSpec& s : store.specs()) {
     INFO(s.name);
     CHECK(s.shape == s.global_shape);

@@ -32,7 +32,7 @@ OptimizerOptions opt_config() {
 }  // namespace
 
 TEST_CASE("Optimizer decays matrices only") {
-  ParameterStore store(specs());
+  ParameterStore store(specs(), host_context());
   float* values = store.flat_values().f32();
   for (int i = 0; i < 10; ++i) values[i] = 2.0f;
   // Zero grads: m = v = 0 so the Adam term is 0 / (0 + eps) = 0 and only decay moves anything.
@@ -51,7 +51,7 @@ TEST_CASE("Optimizer decays matrices only") {
 }
 
 TEST_CASE("Optimizer step: Adam term everywhere, decay on matrices, moments in flat layout") {
-  ParameterStore store(specs());
+  ParameterStore store(specs(), host_context());
   float* values = store.flat_values().f32();
   float* grads = store.flat_grads().f32();
   for (int i = 0; i < 10; ++i) {
@@ -79,7 +79,7 @@ TEST_CASE("Optimizer step: Adam term everywhere, decay on matrices, moments in f
 }
 
 TEST_CASE("Optimizer step count can be restored") {
-  ParameterStore store(specs());
+  ParameterStore store(specs(), host_context());
   Optimizer opt(store, opt_config());
   opt.set_step_count(41);
   REQUIRE(opt.step_count() == 41);

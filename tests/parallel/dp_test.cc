@@ -67,7 +67,7 @@ double max_rel_diff(const float* a, const std::vector<float>& b, double floor = 
 const double kSizes[] = {1e-9, 100.0 * 4 / (1024.0 * 1024.0), 0.0};
 
 TEST_CASE("bucket layout: reverse parameter order, boundaries respected, shards cover buckets") {
-  ParameterStore store(specs());
+  ParameterStore store(specs(), host_context());
   const int dp = world().size();
   auto one_each = make_grad_buckets(store, 1e-9, dp);
   REQUIRE(one_each.size() == store.count());
@@ -100,7 +100,7 @@ TEST_CASE("gradient buckets all_reduce to the mean over ranks, overlap on and of
   for (double size : kSizes) {
     for (bool overlap : {false, true}) {
       CAPTURE(size, overlap);
-      ParameterStore store(specs());
+      ParameterStore store(specs(), host_context());
       GradBuckets buckets(store, w, {size, overlap, false});
       for (int step = 0; step < 2; ++step) {
         fill_grads(store, w.rank(), step);
@@ -118,7 +118,7 @@ TEST_CASE("gradient buckets all_reduce to the mean over ranks, overlap on and of
 
 TEST_CASE("mark_ready launches a bucket only when complete, and buckets in order") {
   auto& w = world();
-  ParameterStore store(specs());
+  ParameterStore store(specs(), host_context());
   GradBuckets buckets(store, w, {1e-9, true, false});  // one bucket per parameter
   const size_t n = store.count();
   fill_grads(store, w.rank(), 0);
@@ -137,7 +137,7 @@ TEST_CASE("mark_ready launches a bucket only when complete, and buckets in order
   CHECK(max_rel_diff(store.flat_grads().f32(), mean_grads(store.numel(), w.size(), 0), 1.0) <= 1e-6);
 
   // Several parameters per bucket: launched only after the bucket's last parameter is marked.
-  ParameterStore store2(specs());
+  ParameterStore store2(specs(), host_context());
   GradBuckets big(store2, w, {40.0 * 4 / (1024.0 * 1024.0), true, false});
   REQUIRE(big.buckets().size() >= 2);
   const GradBucket& b0 = big.buckets()[0];
@@ -156,7 +156,7 @@ TEST_CASE("reduce_scatter mode gives each rank its shard of the mean") {
   for (double size : kSizes) {
     for (bool overlap : {false, true}) {
       CAPTURE(size, overlap);
-      ParameterStore store(specs());
+      ParameterStore store(specs(), host_context());
       GradBuckets buckets(store, w, {size, overlap, true});
       fill_grads(store, w.rank(), 0);
       for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
@@ -177,7 +177,7 @@ TEST_CASE("reduce_scatter mode gives each rank its shard of the mean") {
 // One-process reference: AdamW per parameter (ops::adamw_update, decay only on decay params) on
 // the mean gradient, with the trainer's math.
 struct Reference {
-  ParameterStore store{specs()};
+  ParameterStore store{specs(), host_context()};
   std::vector<Tensor> m, v;
   Reference() {
     store.initialize(1234);
@@ -208,7 +208,7 @@ TEST_CASE("distributed optimizer: 3 AdamW steps equal one-process AdamW on the m
       CAPTURE(size, overlap);
       OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, overlap};
       Reference ref;
-      ParameterStore store(specs());
+      ParameterStore store(specs(), host_context());
       store.initialize(1234);
       GradBuckets buckets(store, w, {size, true, true});
       Optimizer opt(buckets, config);
@@ -246,7 +246,7 @@ TEST_CASE("whole-model optimizer on all-reduced gradients: 3 AdamW steps equal o
     CAPTURE(size);
     const OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, false};
     Reference ref;
-    ParameterStore store(specs());
+    ParameterStore store(specs(), host_context());
     store.initialize(1234);
     GradBuckets buckets(store, w, {size, true, false});
     Optimizer opt(store, config);
@@ -278,7 +278,7 @@ TEST_CASE("distributed optimizer: the grad norm skips replica parameters") {
     std::vector<ParamSpec> sp = specs();
     sp[0].replica = true;  // embed.weight
     sp[3].replica = true;  // fc1.bias
-    ParameterStore store(sp);
+    ParameterStore store(sp, host_context());
     store.initialize(1234);
     GradBuckets buckets(store, w, {size, true, true});
     Optimizer opt(buckets, OptimizerOptions{});
@@ -308,7 +308,7 @@ TEST_CASE("distributed optimizer: state gathers to the flat layout and loads bac
     CAPTURE(size);
     const OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, false};
     Reference ref;
-    ParameterStore store(specs());
+    ParameterStore store(specs(), host_context());
     store.initialize(1234);
     GradBuckets buckets(store, w, {size, true, true});
     Optimizer opt(buckets, config);
@@ -330,7 +330,7 @@ TEST_CASE("distributed optimizer: state gathers to the flat layout and loads bac
       CHECK(max_rel_diff(v.f32() + flat, ev, 1e-6) <= 1e-6);
     }
     // Another shard layout (one bucket for everything) loads the same flat state.
-    ParameterStore store2(specs());
+    ParameterStore store2(specs(), host_context());
     GradBuckets buckets2(store2, w, {0.0, true, true});
     Optimizer opt2(buckets2, config);
     FlatOptimizerState& loaded = opt2.flat_state();
@@ -359,7 +359,7 @@ TEST_CASE("distributed optimizer: state gathers to the flat layout and loads bac
 TEST_CASE("distributed optimizer decays only decay parameters even where a shard cuts one") {
   auto& w = world();
   // Zero gradients: Adam's update is 0, so only decay moves a parameter: p *= (1 - lr * wd).
-  ParameterStore store(specs());
+  ParameterStore store(specs(), host_context());
   store.initialize(99);
   std::vector<float> before(store.flat_values().f32(), store.flat_values().f32() + store.numel());
   GradBuckets buckets(store, w, {0.0, false, true});

@@ -116,7 +116,7 @@ TEST_CASE("buffer offsets and runs match a brute-force walk on every rank of TP,
       INFO(l.label << ", rank " << rank);
       const RankGrid grid(world, rank, c.parallel.tensor, c.parallel.pipeline, 1);
       const ParamGradBuffer buffer(rank_parameter_specs(c, model_layout(c, grid, grid.coords())), DType::kF32,
-                                   Device::kCpu);
+                                   host_context());
       check_layout(buffer);
       for (const ParamRun& run : buffer.runs(ParamProperty::kReplica)) replicas += run.value ? 1 : 0;
       ++ranks;
@@ -128,7 +128,7 @@ TEST_CASE("buffer offsets and runs match a brute-force walk on every rank of TP,
 }
 
 TEST_CASE("an empty layout has no runs and one offset, 0") {
-  const ParamGradBuffer buffer({}, DType::kF32, Device::kCpu);
+  const ParamGradBuffer buffer({}, DType::kF32, host_context());
   CHECK(buffer.numel() == 0);
   CHECK(buffer.offset(0) == 0);
   CHECK(buffer.runs(ParamProperty::kWeightDecay).empty());

@@ -170,7 +170,7 @@ PipelineStepStats run_and_check(Communicator& group, const Config& cfg, Tracer& 
     chunks.push_back(stages.back().get());
   }
   const std::vector<Action> actions = make_schedule(cfg.kind, p, v, m, rank);
-  PipelineExecutor executor(group, tracer);
+  PipelineExecutor executor(group, tracer, host_context());
   PipelineStepStats stats;
   for (int step = 0; step < steps; ++step) {
     stats = executor.run(actions, chunks);
@@ -266,7 +266,7 @@ TEST_CASE("a schedule that names the wrong peer is rejected before it can hang")
   for (Action& a : actions) {
     if (a.peer >= 0) a.peer = (a.peer + 1) % w.size() == w.rank() ? (a.peer + 2) % w.size() : (a.peer + 1) % w.size();
   }
-  PipelineExecutor executor(w, tracer);
+  PipelineExecutor executor(w, tracer, host_context());
   if (w.size() > 2) {
     CHECK_THROWS_WITH(executor.run(actions, {&stage}), Catch::Contains("the layout says"));
   }

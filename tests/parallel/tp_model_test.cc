@@ -101,9 +101,9 @@ struct Models {
       : config(c),
         layout(make_layout(sp)),
         tp{&world(), sp},
-        ref(model_parameter_specs(c)),
+        ref(model_parameter_specs(c), host_context()),
         ref_model(c, ref, kBatch),
-        params(model_parameter_specs(c, layout)),
+        params(model_parameter_specs(c, layout), host_context()),
         chunk(c, layout, 0, params, tp, kBatch, 1),
         tracer("", world().rank()),
         grad_sync(params, world(), sp, nullptr, c.tie_embeddings, nullptr, tracer) {
@@ -258,7 +258,7 @@ TEST_CASE("GradSync sums exactly the tp-duplicated gradients over tp under seque
   ModelLayout layout = Models::make_layout(true);
   Tracer tracer("", world().rank());
   for (const bool sp : {true, false}) {
-    ParameterStore params(model_parameter_specs(tp_gpt2(), layout));
+    ParameterStore params(model_parameter_specs(tp_gpt2(), layout), host_context());
     GradSync sync(params, world(), sp, nullptr, true, nullptr, tracer);
     std::vector<size_t> all;
     for (size_t i = 0; i < params.count(); ++i) {

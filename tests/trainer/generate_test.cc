@@ -73,7 +73,7 @@ int32_t argmax_by_losses(Transformer& model, const std::vector<int32_t>& context
 void check_greedy(ModelConfig c) {
   c.init_std = 0.5;  // spread the logits of a random model far apart
   c.seq_length = 6;
-  ParameterStore params(model_parameter_specs(c));
+  ParameterStore params(model_parameter_specs(c), host_context());
   params.initialize(11);
   TextGenerator generator(c, params);
   Transformer reference(c, params, 1);
@@ -110,7 +110,7 @@ TEST_CASE("greedy generation equals the argmax found through the losses (GPT-2 a
 TEST_CASE("a seed gives the same sampled tokens; only ids below the sampling vocabulary are drawn") {
   ModelConfig c = lattice::testing::tiny_gpt2();
   c.init_std = 0.5;
-  ParameterStore params(model_parameter_specs(c));
+  ParameterStore params(model_parameter_specs(c), host_context());
   params.initialize(5);
   TextGenerator generator(c, params);
   SamplingOptions o;

@@ -17,7 +17,7 @@ namespace {
 
 double memorize(ModelConfig c) {
   const int64_t B = 2;
-  ParameterStore params(model_parameter_specs(c));
+  ParameterStore params(model_parameter_specs(c), host_context());
   params.initialize(42);
   Transformer model(c, params, B);
   OptimizerConfig oc;

@@ -61,7 +61,7 @@ TEST_CASE("the model builder decays embedding and linear weight matrices only") 
       const Config c = config_for(m.model, tp, pp);
       for (int rank = 0; rank < tp * pp; ++rank) {
         const RankGrid grid(tp * pp, rank, tp, pp, 1);
-        const auto params = build_parameters(c, model_layout(c, grid, grid.coords()));
+        const auto params = build_parameters(c, model_layout(c, grid, grid.coords()), host_context());
         int decayed = 0, kept = 0;
         for (const ParamSpec& s : params->specs()) {
           INFO(m.label << ", tp " << tp << ", pp " << pp << ", rank " << rank << ": " << s.name);
@@ -81,7 +81,7 @@ TEST_CASE("an AdamW step with weight decay and zero gradients changes matrices o
     INFO(m.label);
     Config c = config_for(m.model, 1, 1);
     c.optimizer.weight_decay = 0.1;
-    const auto params = build_parameters(c);
+    const auto params = build_parameters(c, host_context());
     // Non-zero values everywhere: zero-initialised biases would hide a decay (0 · (1 - lr·wd) = 0).
     float* values = params->flat_values().f32();
     for (int64_t i = 0; i < params->numel(); ++i) values[i] = 0.5f + 0.001f * static_cast<float>(i % 97);
