@@ -75,7 +75,7 @@ void GradBuckets::launch(size_t b) {
   const GradBucket& g = buckets_[b];
   if (!any_launched_) {
     any_launched_ = true;
-    first_launch_ = std::chrono::steady_clock::now();
+    first_launch_ = buffer_.context().stream().record();
   }
   const float inv_dp = 1.0f / static_cast<float>(dp_size_);
   Tensor grads = buffer_.flat_grads().slice_flat(g.begin, {g.numel()});
@@ -122,14 +122,17 @@ void GradBuckets::mark_ready(size_t param_index) {
 }
 
 void GradBuckets::finish() {
-  const auto wait_start = std::chrono::steady_clock::now();
+  // Timed by events on the compute stream (on a GPU: when the stream got there, not the host).
+  const Stream& stream = buffer_.context().stream();
+  const Event wait_start = stream.record();
+  const bool launched_before = any_launched_;
   while (next_launch_ < static_cast<int>(buckets_.size())) launch(static_cast<size_t>(next_launch_));
-  for (CommHandle& h : handles_) h.wait();
-  const auto end = std::chrono::steady_clock::now();
+  // The optimizer's work on the reduced gradients is ordered after the reductions: a stream wait.
+  for (CommHandle& h : handles_) h.wait_on(stream);
+  const Event end = stream.record();
   // Without overlap the first launch happens inside finish(): then all of it is exposed.
-  const auto exposed_from = any_launched_ ? std::max(wait_start, first_launch_) : end;
-  stats_.wait_s = std::chrono::duration<double>(end - exposed_from).count();
-  stats_.comm_s = any_launched_ ? std::chrono::duration<double>(end - first_launch_).count() : 0.0;
+  stats_.wait_s = any_launched_ ? end.seconds_since(launched_before ? wait_start : first_launch_) : 0.0;
+  stats_.comm_s = any_launched_ ? end.seconds_since(first_launch_) : 0.0;
   next_launch_ = 0;
   any_launched_ = false;
   std::fill(ready_count_.begin(), ready_count_.end(), 0);

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -47,9 +46,10 @@ struct GradBucketOptions {
   bool reduce_scatter = false;
 };
 
-// Times of the last finish(): comm_s from the first launch of the step to the end of finish()
-// (the time some gradient communication was outstanding), wait_s the part spent blocked in
-// finish(). hidden_fraction = 1 - wait_s / comm_s: the share of communication behind compute.
+// Times of the last finish(), from events on the compute stream: comm_s from the first launch of
+// the step to the end of finish() (the time some gradient communication was outstanding), wait_s the
+// part the stream spent waiting in finish(). hidden_fraction = 1 - wait_s / comm_s: the share of
+// communication behind compute.
 struct GradReduceStats {
   double comm_s = 0.0;
   double wait_s = 0.0;
@@ -113,7 +113,7 @@ class GradBuckets {
   Tensor shard_grads_;
   int next_launch_ = 0;
   bool any_launched_ = false;
-  std::chrono::steady_clock::time_point first_launch_;
+  Event first_launch_;  // on the compute stream, at the step's first launch
   GradReduceStats stats_;
 };
 

@@ -81,7 +81,7 @@ void GradSync::finish() {
   if (!pending_.empty()) {
     TraceScope s = tracer_.scope("grad sum wait", "communication");
     for (Pending& p : pending_) {
-      p.handle.wait();
+      p.handle.wait_on(buffer_.context().stream());  // the dp reduction and optimizer come after
       ready(p.first, p.last);
     }
     pending_.clear();

@@ -198,7 +198,7 @@ void Optimizer::wait_param_gather(size_t bucket) {
   if (buckets_ == nullptr) return;
   LATTICE_CHECK(bucket < gathers_.size(), "Optimizer: bucket {} of {}", bucket, gathers_.size());
   if (!gathers_[bucket].pending()) return;
-  gathers_[bucket].wait();
+  gathers_[bucket].wait_on(buffer_.context().stream());  // what reads the parameters is ordered after
   const GradBucket& g = buckets_->buckets()[bucket];
   if (g.padded_numel(buckets_->dp_size()) != g.numel()) {
     Tensor dst = buffer_.flat_values().slice_flat(g.begin, {g.numel()});
