@@ -55,11 +55,11 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
 
   build_model();
   build_optimizer();
-  // Checkpoints: resume (values, moments, optimizer step; the data source seeks to the step's
-  // samples by itself) and, with checkpoint.dir, saves. One process communicates nothing.
+  // Checkpoints: resume (main parameters, moments, optimizer step; the data source seeks to the
+  // step's samples by itself) and, with checkpoint.dir, saves. One process communicates nothing.
   const bool job = grid.world_size() > 1;
-  checkpoint_ = std::make_unique<TrainingCheckpoint>(c, pl_, *params_, optimizer_.get(), dist_optimizer_.get(),
-                                                     job ? rc_.world : nullptr, job && D_ > 1 ? rc_.dp : nullptr);
+  checkpoint_ = std::make_unique<TrainingCheckpoint>(c, pl_, *optimizer_, job ? rc_.world : nullptr,
+                                                     job && D_ > 1 ? rc_.dp : nullptr);
   first_step_ = checkpoint_->resume() + 1;
   metrics_ = std::make_unique<MetricsWriter>(grid.rank() == 0 ? c.logging.metrics_file : std::string());
   metrics_->write_run_start({config_hash(c), first_step_ - 1, grid.world_size(), c.training.train_iters});
@@ -99,25 +99,19 @@ void TrainingSession::build_model() {
 
 void TrainingSession::build_optimizer() {
   // Data parallelism: gradient buckets over the dp group; with parallel.distributed_optimizer they
-  // reduce_scatter and the ZeRO-1 optimizer steps this rank's shard, else they all_reduce and
-  // every rank steps the same AdamW on the same gradients.
+  // reduce_scatter and the optimizer steps this rank's shard (ZeRO-1), else they all_reduce and
+  // every rank steps the whole model on the same gradients.
+  sharded_ = D_ > 1 && c_.parallel.distributed_optimizer;
   if (D_ > 1) {
     GradBucketOptions bo;
     bo.bucket_size_mb = c_.parallel.bucket_size_mb;
     bo.overlap_grad_reduce = c_.parallel.overlap_grad_reduce;
-    bo.reduce_scatter = c_.parallel.distributed_optimizer;
+    bo.reduce_scatter = sharded_;
     buckets_ = std::make_unique<GradBuckets>(*params_, *rc_.dp, bo);
-    if (c_.parallel.distributed_optimizer) {
-      DistAdamWConfig dc;
-      dc.beta1 = c_.optimizer.beta1;
-      dc.beta2 = c_.optimizer.beta2;
-      dc.eps = c_.optimizer.eps;
-      dc.weight_decay = c_.optimizer.weight_decay;
-      dc.overlap_param_gather = c_.parallel.overlap_param_gather;
-      dist_optimizer_ = std::make_unique<DistributedOptimizer>(*buckets_, dc);
-    }
   }
-  if (!dist_optimizer_) optimizer_ = std::make_unique<AdamW>(*params_, c_.optimizer);
+  OptimizerOptions oo = optimizer_options(c_.optimizer);
+  oo.overlap_param_gather = c_.parallel.overlap_param_gather;
+  optimizer_ = sharded_ ? std::make_unique<Optimizer>(*buckets_, oo) : std::make_unique<Optimizer>(*params_, oo);
 }
 
 // Gradient sync, the micro-batches, each chunk as a pipeline stage, the executor and the norm.
@@ -129,8 +123,8 @@ void TrainingSession::build_pipeline() {
     // overlap_param_gather: the previous step's parameter all-gathers are waited for bucket by
     // bucket, right before the forward reads them (launched in forward order), not all at once.
     ChunkStage::ParamsNeeded params_needed;
-    if (dist_optimizer_ && c_.parallel.overlap_param_gather)
-      params_needed = [opt = dist_optimizer_.get()](const std::vector<size_t>& indices) {
+    if (sharded_ && c_.parallel.overlap_param_gather)
+      params_needed = [opt = optimizer_.get()](const std::vector<size_t>& indices) {
         for (const size_t i : indices) opt->wait_param(i);
       };
     stages_.push_back(std::make_unique<ChunkStage>(
@@ -140,7 +134,7 @@ void TrainingSession::build_pipeline() {
   }
   executor_ = std::make_unique<PipelineExecutor>(*rc_.pp, *tracer_);
   groups_ = StepGroups{rc_.tp, rc_.dp, rc_.pp};
-  grad_norm_ = std::make_unique<GradNorm>(*params_, dist_optimizer_.get(), groups_);
+  grad_norm_ = std::make_unique<GradNorm>(*optimizer_, groups_);
 }
 
 void TrainingSession::log_layout() const {
@@ -151,7 +145,7 @@ void TrainingSession::log_layout() const {
                "bubble {:.1f}%; {} gradient bucket(s), overlap_grad_reduce {}, distributed optimizer {}",
                rc_.grid.tp_size(), p_, D_, schedule_kind_name(pl_.schedule), v_, m_, c_.training.micro_batch_size,
                chunk_slots, 100 * pl_.bubble, buckets_ ? buckets_->buckets().size() : 0,
-               c_.parallel.overlap_grad_reduce ? "on" : "off", dist_optimizer_ ? "on" : "off");
+               c_.parallel.overlap_grad_reduce ? "on" : "off", sharded_ ? "on" : "off");
 }
 
 TrainResult TrainingSession::run() {
@@ -168,7 +162,7 @@ TrainResult TrainingSession::run() {
     if (valid_data_ && c_.training.eval_interval > 0 &&
         (step % c_.training.eval_interval == 0 || step == c_.training.train_iters)) {
       TraceScope s = tracer_->scope("evaluation", "compute", {{"step", step}});
-      if (dist_optimizer_) dist_optimizer_->wait_all();
+      optimizer_->wait_all();
       result_.last_val_loss = evaluate(step);
       s.end();
       spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result_.last_val_loss,
@@ -189,7 +183,7 @@ TrainResult TrainingSession::run() {
     spdlog::info("wrote the trace ({} events) to {}; open it in https://ui.perfetto.dev", tracer_->num_events(),
                  tracer_->path());
   }
-  if (dist_optimizer_) dist_optimizer_->wait_all();
+  optimizer_->wait_all();
   summarize();
   return result_;
 }
@@ -229,11 +223,7 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   checkpoint_->before_optimizer_step();  // an overlapped checkpoint snapshot is taken before values change
   {
     TraceScope s = tracer_->scope("optimizer", "optimizer", {{"step", step}});
-    const float clip = clip_scale(out.grad_norm, c_.optimizer.grad_clip);
-    if (dist_optimizer_)
-      dist_optimizer_->step(out.lr, clip);
-    else
-      optimizer_->step(*params_, out.lr, clip);
+    optimizer_->step(out.lr, clip_scale(out.grad_norm, c_.optimizer.grad_clip));
   }
   step_scope.end();
   tracer_->counter("loss", {{"loss", out.loss}});
@@ -294,7 +284,6 @@ bool TrainingSession::end_step(int64_t step) {
   stopped_ = stop_request_->poll(step);
   if (checkpoint_->saving() && (checkpoint_->save_due(step) || step == c_.training.train_iters || stopped_)) {
     TraceScope s = tracer_->scope("checkpoint", "optimizer", {{"step", step}});
-    if (dist_optimizer_) dist_optimizer_->wait_all();  // the parameter gathers land before the snapshot
     checkpoint_->save(step);
     last_saved_ = step;
   }

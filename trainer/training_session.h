@@ -11,13 +11,13 @@
 #include "model/model_chunk.h"
 #include "model/parameter_store.h"
 #include "parallel/activation_slots.h"
-#include "parallel/distributed_optimizer.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/grad_sync.h"
+#include "parallel/optimizer.h"
 #include "parallel/pipeline_executor.h"
 #include "parallel/trace.h"
 #include "trainer/chunk_stage.h"
 #include "trainer/config.h"
-#include "trainer/grad_sync.h"
 #include "trainer/metrics.h"
 #include "trainer/model_stats.h"
 #include "trainer/optimizer.h"
@@ -89,8 +89,8 @@ class TrainingSession {
   ActivationSlots slots_, eval_slots_;
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::unique_ptr<GradBuckets> buckets_;
-  std::unique_ptr<DistributedOptimizer> dist_optimizer_;
-  std::unique_ptr<AdamW> optimizer_;
+  bool sharded_ = false;  // the distributed optimizer (ZeRO-1): this rank steps its shard
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<TrainingCheckpoint> checkpoint_;
   int64_t first_step_ = 1;
   std::unique_ptr<MetricsWriter> metrics_;
