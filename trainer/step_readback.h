@@ -1,6 +1,5 @@
-// The one place per step where device values come back to the host: the step's token-loss sums and
-// gradient sums of squares, reduced on the device into slots and read in one copy; and, when
-// sampling text, the next token's logits row.
+// The one place per step where device values come back to the host: the loss and gradient sums,
+// reduced on the device into slots and read in one copy; and, when sampling text, a logits row.
 #pragma once
 
 #include <cstdint>
