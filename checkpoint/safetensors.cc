@@ -93,6 +93,7 @@ const char* safetensors_dtype_of(DType dtype) {
     case DType::kF32: return "F32";
     case DType::kI32: return "I32";
     case DType::kBF16: return "BF16";
+    case DType::kF64: return "F64";
   }
   return "?";
 }

@@ -35,6 +35,9 @@ struct Backend {
   void (*axpy)(float alpha, const float* x, float* y, int64_t n);
   void (*add)(const float* a, const float* b, float* out, int64_t n);
   double (*sum_squares)(const float* x, int64_t n);  // returns a host value (synchronizes)
+  // *out (one device double) = the sum / the sum of squares of x; no host value, no sync.
+  void (*sum_to)(const float* x, int64_t n, double* out);
+  void (*sum_squares_to)(const float* x, int64_t n, double* out);
   void (*add_bias)(float* y, const float* bias, int64_t rows, int64_t cols);
   void (*bias_backward)(const float* dy, float* dbias, int64_t rows, int64_t cols);
   void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);

@@ -34,6 +34,14 @@ int64_t flat_rows(const Tensor& t) {
   return h == 0 ? 0 : t.numel() / h;
 }
 
+// out[slot] of an f64 `out`, checked for `op`.
+double* f64_slot(const char* op, const Tensor& out, int64_t slot) {
+  LATTICE_CHECK(out.defined(), "{}: `out` is undefined", op);
+  LATTICE_CHECK(out.dtype() == DType::kF64, "{}: `out` must be f64, got {}", op, out.describe());
+  LATTICE_CHECK(slot >= 0 && slot < out.numel(), "{}: slot {} outside {}", op, slot, out.describe());
+  return out.f64() + slot;
+}
+
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined() || a.bytes() == 0 || b.bytes() == 0) return false;
   const char* pa = static_cast<const char*>(a.raw());
@@ -106,6 +114,18 @@ double sum_squares(const Tensor& x) {
   const Backend& be = backend_for("sum_squares", {&x});
   need_f32("sum_squares", "x", x);
   return be.sum_squares(x.f32(), x.numel());
+}
+
+void sum_to(const Tensor& x, Tensor& out, int64_t slot) {
+  const Backend& be = backend_for("sum_to", {&x, &out});
+  need_f32("sum_to", "x", x);
+  be.sum_to(x.f32(), x.numel(), f64_slot("sum_to", out, slot));
+}
+
+void sum_squares_to(const Tensor& x, Tensor& out, int64_t slot) {
+  const Backend& be = backend_for("sum_squares_to", {&x, &out});
+  need_f32("sum_squares_to", "x", x);
+  be.sum_squares_to(x.f32(), x.numel(), f64_slot("sum_squares_to", out, slot));
 }
 
 // ---- matrix multiply ----

@@ -19,6 +19,11 @@ void scale(Tensor& x, float alpha);                             // x *= alpha
 void axpy(float alpha, const Tensor& x, Tensor& y);             // y += alpha * x
 void add(const Tensor& a, const Tensor& b, Tensor& out);        // out = a + b (out may alias a or b)
 double sum_squares(const Tensor& x);                            // sum x^2 in double; host value
+// Device-side reductions into out[slot] (out: f64 on x's device), for the host to read back in one
+// copy (trainer/step_readback.h). sum_to adds left to right in double (a serial loop on the CPU);
+// sum_squares_to is sum_squares' kernel, the same bits.
+void sum_to(const Tensor& x, Tensor& out, int64_t slot);
+void sum_squares_to(const Tensor& x, Tensor& out, int64_t slot);
 // dst = src converted to dst's dtype (same numel): f32 -> bf16 rounds to nearest even (NaN stays a
 // quiet NaN, ±Inf and overflow give ±Inf), bf16 -> f32 is exact, equal dtypes copy.
 void cast(const Tensor& src, Tensor& dst);

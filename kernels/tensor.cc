@@ -17,6 +17,7 @@ const char* dtype_name(DType dtype) {
     case DType::kF32: return "f32";
     case DType::kI32: return "i32";
     case DType::kBF16: return "bf16";
+    case DType::kF64: return "f64";
   }
   return "?";
 }
@@ -26,6 +27,7 @@ size_t dtype_size(DType dtype) {
     case DType::kF32: return 4;
     case DType::kI32: return 4;
     case DType::kBF16: return 2;
+    case DType::kF64: return 8;
   }
   return 0;
 }
@@ -126,6 +128,11 @@ int32_t* Tensor::i32() const {
 uint16_t* Tensor::bf16() const {
   LATTICE_CHECK(dtype_ == DType::kBF16, "expected bf16, got {}", describe());
   return static_cast<uint16_t*>(raw());
+}
+
+double* Tensor::f64() const {
+  LATTICE_CHECK(dtype_ == DType::kF64, "expected f64, got {}", describe());
+  return static_cast<double*>(raw());
 }
 
 std::string Tensor::describe() const {

@@ -13,7 +13,8 @@ namespace lattice {
 
 enum class Device { kCpu, kCuda };
 // kBF16: bfloat16 stored as its 16 raw bits (the top half of an f32); see kernels/bf16.h.
-enum class DType { kF32, kI32, kBF16 };
+// kF64: the double sums that come back to the host (trainer/step_readback.h).
+enum class DType { kF32, kI32, kBF16, kF64 };
 
 const char* device_name(Device device);
 const char* dtype_name(DType dtype);
@@ -80,6 +81,7 @@ class Tensor {
   float* f32() const;
   int32_t* i32() const;
   uint16_t* bf16() const;  // raw bfloat16 bits
+  double* f64() const;
   void* raw() const;
 
   std::string describe() const;  // "f32[4, 64, 768] cpu"

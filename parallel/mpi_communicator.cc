@@ -21,6 +21,7 @@ MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
     case DType::kF32: return MPI_FLOAT;
     case DType::kI32: return MPI_INT32_T;
+    case DType::kF64: return MPI_DOUBLE;
   }
   throw Error("no MPI datatype for this dtype");
 }

@@ -1,13 +1,11 @@
-// AdamW on fp32 main parameters over runs of the shard (the whole model when not sharded), the dp
-// grad norm, the write-back of the updated values (copy or overlapped all-gather), checkpoint state.
+// AdamW on fp32 main parameters over runs of the shard (the whole model when not sharded), the
+// gradient views the norm counts, the write-back (copy or overlapped all-gather), checkpoint state.
 #include "parallel/optimizer.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "kernels/error.h"
 #include "kernels/ops.h"
-#include "parallel/exact_sum.h"
 
 namespace lattice {
 namespace {
@@ -154,16 +152,11 @@ void Optimizer::set_step_count(int64_t steps) {
   step_count_ = steps;
 }
 
-double Optimizer::local_grad_sum_squares() const {
+std::vector<Tensor> Optimizer::norm_grads() const {
   const Tensor& g = grads();
-  double sum = 0.0;
-  for (const auto& [offset, numel] : norm_ranges_) sum += ops::sum_squares(g.slice_flat(offset, {numel}));
-  return sum;
-}
-
-double Optimizer::grad_norm() {
-  const double local = local_grad_sum_squares();
-  return std::sqrt(buckets_ != nullptr ? exact_sum(buckets_->comm(), local) : local);
+  std::vector<Tensor> views;
+  for (const auto& [offset, numel] : norm_ranges_) views.push_back(g.slice_flat(offset, {numel}));
+  return views;
 }
 
 void Optimizer::step(double lr, float grad_scale) {

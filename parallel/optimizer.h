@@ -46,14 +46,12 @@ class Optimizer {
 
   bool sharded() const { return buckets_ != nullptr; }
 
-  // Sum of squares of this rank's part of the (reduced) gradient, in double: call after the
-  // gradient reduction. Sharded, over all dp ranks every element counts exactly once (padding is
-  // zero). Parameters flagged ParamSpec::replica (another rank holds the counted copy) are left out.
-  double local_grad_sum_squares() const;
-  // sqrt of local_grad_sum_squares(), summed over the dp group when sharded (as exact doubles added
-  // in rank order: every rank gets the bit-identical norm). With TP/PP the trainer also sums over
-  // those groups; this is the dp-only norm.
-  double grad_norm();
+  // The views of this rank's part of the (reduced) gradient that the global norm counts, in a fixed
+  // order: their sums of squares, added in that order, are this rank's share of the norm. Sharded,
+  // over all dp ranks every element counts exactly once (padding is zero). Parameters flagged
+  // ParamSpec::replica (another rank holds the counted copy) are left out. The sums are reduced on
+  // the device and read back with the step's other values (trainer/step_readback.h).
+  std::vector<Tensor> norm_grads() const;
 
   // One AdamW step on the main parameters (step_count() += 1; gradients times grad_scale first),
   // then write_back_params(). Sharded with overlap_param_gather, the write-back's all-gathers are in

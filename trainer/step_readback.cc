@@ -1,17 +1,44 @@
-// Host read-back of the step's loss.
+// The step's device reductions into f64 slots, their one host copy, and the host figures from them.
 #include "trainer/step_readback.h"
 
 #include "kernels/error.h"
+#include "kernels/ops.h"
 
 namespace lattice {
 
-double read_mean_loss(const Tensor& token_losses) {
-  LATTICE_CHECK(token_losses.device() == Device::kCpu, "loss read-back from {} not built", token_losses.describe());
-  const float* p = token_losses.f32();
-  const int64_t n = token_losses.numel();
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += p[i];
-  return n > 0 ? sum / static_cast<double>(n) : 0.0;
+StepReadback::StepReadback(const DeviceContext& ctx, int64_t loss_slots, int64_t grad_slots)
+    : ctx_(ctx),
+      loss_slots_(loss_slots),
+      device_(ctx.zeros({loss_slots + grad_slots}, DType::kF64)),
+      host_(Tensor::zeros({loss_slots + grad_slots}, DType::kF64)),
+      loss_tokens_(static_cast<size_t>(loss_slots), 0) {}
+
+void StepReadback::enqueue_loss_sum(int64_t i, const Tensor& token_losses) {
+  LATTICE_CHECK(i >= 0 && i < loss_slots_, "StepReadback: loss slot {} of {}", i, loss_slots_);
+  ops::sum_to(token_losses, device_, i);
+  loss_tokens_[static_cast<size_t>(i)] = token_losses.numel();
+}
+
+void StepReadback::enqueue_grad_sum_squares(const std::vector<Tensor>& grads) {
+  const int64_t grad_slots = device_.numel() - loss_slots_;
+  LATTICE_CHECK(static_cast<int64_t>(grads.size()) == grad_slots, "StepReadback: {} gradient views for {} slots",
+                grads.size(), grad_slots);
+  for (int64_t k = 0; k < grad_slots; ++k) ops::sum_squares_to(grads[static_cast<size_t>(k)], device_, loss_slots_ + k);
+}
+
+void StepReadback::read() { ctx_.copy_to_host(device_, host_); }
+
+double StepReadback::loss_sum(int64_t i) const {
+  LATTICE_CHECK(i >= 0 && i < loss_slots_, "StepReadback: loss slot {} of {}", i, loss_slots_);
+  const int64_t n = loss_tokens_[static_cast<size_t>(i)];
+  if (n == 0) return 0.0;
+  return host_.f64()[i] / static_cast<double>(n) * static_cast<double>(n);
+}
+
+double StepReadback::grad_sum_squares() const {
+  double sum = 0.0;
+  for (int64_t k = loss_slots_; k < host_.numel(); ++k) sum += host_.f64()[k];
+  return sum;
 }
 
 std::vector<float> read_logits_row(const Tensor& logits, int64_t row, int64_t columns) {

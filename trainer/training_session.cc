@@ -138,6 +138,8 @@ void TrainingSession::build_pipeline() {
   executor_ = std::make_unique<PipelineExecutor>(*rc_.pp, *tracer_, *device_);
   groups_ = StepGroups{rc_.tp, rc_.dp, rc_.pp};
   grad_norm_ = std::make_unique<GradNorm>(*optimizer_, groups_);
+  readback_ = std::make_unique<StepReadback>(*device_, std::max<int64_t>(1, c_.training.eval_iters),
+                                             static_cast<int64_t>(optimizer_->norm_grads().size()));
 }
 
 void TrainingSession::log_layout() const {
@@ -213,10 +215,14 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
     out.hidden = buckets_->last_stats().hidden_fraction();
   }
   if (p_ > 1) out.bubble = measured_bubble(pipe, *rc_.pp);
-  out.loss = global_mean_loss(step_losses_, tokens_per_step_, groups_);
+  // This rank's loss sum and gradient sums of squares reach the host in the step's one copy.
+  if (step_losses_.defined()) readback_->enqueue_loss_sum(0, step_losses_);
   TraceScope norm_scope = tracer_->scope("grad norm", "optimizer", {{"step", step}});
-  out.grad_norm = grad_norm_->compute();
+  readback_->enqueue_grad_sum_squares(optimizer_->norm_grads());
+  readback_->read();
+  out.grad_norm = grad_norm_->compute(readback_->grad_sum_squares());
   norm_scope.end();
+  out.loss = global_mean_loss(readback_->loss_sum(0), tokens_per_step_, groups_);
   if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
     throw Error(fmt::format("step {}: loss {} / grad norm {} is not finite; lower optimizer.lr or set "
                             "optimizer.grad_clip",
@@ -235,16 +241,20 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
 }
 
 // Mean token loss over `eval_iters` global batches of the validation split: forward-only passes
-// through the pipeline (each dp rank reads its share of each batch).
+// through the pipeline (each dp rank reads its share of each batch). Each batch's loss sum goes to
+// its own slot: the pass reads back once.
 double TrainingSession::evaluate(int64_t step) {
-  double sum = 0;
   executor_->set_trace_step(-1);  // evaluation forwards: no training step
   for (int64_t it = 0; it < c_.training.eval_iters; ++it) {
     batches_->begin(valid_data_, it, step);
     for (int ch = 0; ch < v_; ++ch) stages_[ch]->begin_run(eval_slots_.slot[ch], -1, step_losses_, 0.0f);
     executor_->run(eval_actions_, stage_ptrs_);
-    sum += global_mean_loss(step_losses_, tokens_per_step_, groups_);
+    if (step_losses_.defined()) readback_->enqueue_loss_sum(it, step_losses_);
   }
+  readback_->read();
+  double sum = 0;
+  for (int64_t it = 0; it < c_.training.eval_iters; ++it)
+    sum += global_mean_loss(readback_->loss_sum(it), tokens_per_step_, groups_);
   return sum / static_cast<double>(c_.training.eval_iters);
 }
 

@@ -23,6 +23,7 @@
 #include "trainer/model_stats.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_context.h"
+#include "trainer/step_readback.h"
 #include "trainer/stop_request.h"
 #include "trainer/train_loop.h"
 #include "trainer/training_checkpoint.h"
@@ -106,6 +107,9 @@ class TrainingSession {
   StepGroups groups_{};
   std::unique_ptr<GradNorm> grad_norm_;
   Tensor step_losses_;  // this rank's token losses of the step (last pipeline stage only)
+  // The step's (or evaluation pass's) one copy back to the host: the loss sums and the gradient
+  // sums of squares.
+  std::unique_ptr<StepReadback> readback_;
   float grad_scale_ = 1;
 
   TrainResult result_;

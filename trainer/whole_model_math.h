@@ -5,7 +5,6 @@
 
 #include <cstdint>
 
-#include "kernels/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/optimizer.h"
 
@@ -18,23 +17,23 @@ struct StepGroups {
   Communicator* pp;
 };
 
-// Mean token loss over the global batch. `token_losses`: this rank's token losses of the step,
-// read on the last pipeline stage only (other stages pass anything). The last stage sums its tokens
-// in double over dp in rank order, divides by `global_tokens`, takes tp rank 0's value, and
-// broadcasts it over pp: every rank returns the same bits.
-double global_mean_loss(const Tensor& token_losses, int64_t global_tokens, const StepGroups& groups);
+// Mean token loss over the global batch. `local_loss_sum`: this rank's sum of its token losses
+// (StepReadback::loss_sum), read on the last pipeline stage only (other stages pass anything). The
+// last stage sums it in double over dp in rank order, divides by `global_tokens`, takes tp rank 0's
+// value, and broadcasts it over pp: every rank returns the same bits.
+double global_mean_loss(double local_loss_sum, int64_t global_tokens, const StepGroups& groups);
 
 // The global L2 gradient norm after the gradient synchronisation.
 class GradNorm {
  public:
-  // The optimizer's part of the reduced gradient (Optimizer::local_grad_sum_squares): the whole
-  // model on every dp rank, or its shard when sharded. `optimizer` must outlive this.
+  // The optimizer's part of the reduced gradient (Optimizer::norm_grads): the whole model on every
+  // dp rank, or its shard when sharded. `optimizer` must outlive this.
   GradNorm(const Optimizer& optimizer, const StepGroups& groups);
 
-  // sqrt of the sum of squares of every non-replica gradient element: the local sum summed in order
-  // over tp, then pp, then dp (sharded; else dp rank 0's value is broadcast, as the ranks hold the
-  // same).
-  double compute() const;
+  // sqrt of the sum of squares of every non-replica gradient element: `local_sum_squares` (this
+  // rank's, StepReadback::grad_sum_squares) summed in order over tp, then pp, then dp (sharded; else
+  // dp rank 0's value is broadcast, as the ranks hold the same).
+  double compute(double local_sum_squares) const;
 
  private:
   const Optimizer& optimizer_;

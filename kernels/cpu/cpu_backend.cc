@@ -30,6 +30,8 @@ constexpr Backend kCpuBackend{
     .axpy = &axpy,
     .add = &add,
     .sum_squares = &sum_squares,
+    .sum_to = &sum_to,
+    .sum_squares_to = &sum_squares_to,
     .add_bias = &add_bias,
     .bias_backward = &bias_backward,
     .f32_to_bf16 = &f32_to_bf16,

@@ -1,4 +1,5 @@
-// CPU elementwise kernels: zero/fill/copy/scale/axpy/add/sum_squares and the bias pair.
+// CPU elementwise kernels: zero/fill/copy/scale/axpy/add, the sums (to the host or into a slot) and
+// the bias pair.
 #include "kernels/cpu/elementwise.h"
 
 #include <algorithm>
@@ -56,6 +57,14 @@ double sum_squares(const float* x, int64_t n) {
   }
   return total;
 }
+
+void sum_to(const float* x, int64_t n, double* out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  *out = sum;
+}
+
+void sum_squares_to(const float* x, int64_t n, double* out) { *out = sum_squares(x, n); }
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
 #pragma omp parallel for if (rows * cols > kParallelMin) schedule(static)

@@ -13,6 +13,10 @@ void scale(float* x, int64_t n, float alpha);
 void axpy(float alpha, const float* x, float* y, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 double sum_squares(const float* x, int64_t n);
+// *out = the sum of x, serial and left to right in double (the loss's reference order).
+void sum_to(const float* x, int64_t n, double* out);
+// *out = sum_squares(x, n).
+void sum_squares_to(const float* x, int64_t n, double* out);
 
 // y[N, F] += bias[F].
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols);

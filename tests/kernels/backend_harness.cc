@@ -82,6 +82,12 @@ std::vector<OpCase> cases() {
        [](T& t) { ops::add(t[0], t[1], t[0]); return none(); }},
       {"sum_squares", "", 1e-6, [](In& in) { return T{in.uniform({70000})}; },
        [](T& t) { return std::vector<double>{ops::sum_squares(t[0])}; }},
+      {"sum_to", "", 1e-9, [](In& in) { return T{in.uniform({70000}), Tensor::zeros({3}, DType::kF64)}; },
+       [](T& t) { ops::sum_to(t[0], t[1], 1); return none(); }},
+      {"sum_to", "slot outside out", 0, [](In& in) { return T{in.uniform({N}), Tensor::zeros({3}, DType::kF64)}; },
+       [](T& t) { ops::sum_to(t[0], t[1], 3); return none(); }},
+      {"sum_squares_to", "", 1e-6, [](In& in) { return T{in.uniform({70000}), Tensor::zeros({3}, DType::kF64)}; },
+       [](T& t) { ops::sum_squares_to(t[0], t[1], 2); return none(); }},
       {"cast", "f32 -> bf16", 0,
        [](In& in) { return T{in.uniform({N, H}, -1e3f, 1e3f), Tensor::zeros({N, H}, DType::kBF16)}; },
        [](T& t) { ops::cast(t[0], t[1]); return none(); }},
@@ -248,9 +254,13 @@ bool close(double got, double want, double tol) {
   return std::abs(got - want) <= tol * std::max(1.0, std::abs(want));
 }
 
+// Element i of a host f32 or f64 tensor.
+double element(const Tensor& t, int64_t i) { return t.dtype() == DType::kF64 ? t.f64()[i] : t.f32()[i]; }
+
 // The first difference between two host tensors of equal shape, or "".
 std::string compare(const Tensor& got, const Tensor& want, double tol) {
-  if (got.dtype() != DType::kF32 || tol == 0.0) {
+  const bool floating = got.dtype() == DType::kF32 || got.dtype() == DType::kF64;
+  if (!floating || tol == 0.0) {
     if (got.bytes() == 0 || std::memcmp(got.raw(), want.raw(), got.bytes()) == 0) return "";
     const size_t esize = dtype_size(got.dtype());
     for (int64_t i = 0; i < got.numel(); ++i) {
@@ -261,8 +271,8 @@ std::string compare(const Tensor& got, const Tensor& want, double tol) {
     }
   }
   for (int64_t i = 0; i < got.numel(); ++i) {
-    if (!close(got.f32()[i], want.f32()[i], tol)) {
-      return fmt::format("element {}: {} vs CPU {} (tolerance {})", i, got.f32()[i], want.f32()[i], tol);
+    if (!close(element(got, i), element(want, i), tol)) {
+      return fmt::format("element {}: {} vs CPU {} (tolerance {})", i, element(got, i), element(want, i), tol);
     }
   }
   return "";

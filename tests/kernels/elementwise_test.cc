@@ -1,5 +1,5 @@
-// Elementwise ops, sum_squares, bias add/backward (finite differences + accumulate semantics), and
-// a self-test showing the gradient checker rejects a wrong sign or a factor 2.
+// Elementwise ops, sum_squares and the slot sums, bias add/backward (finite differences + accumulate
+// semantics), and a self-test showing the gradient checker rejects a wrong sign or a factor 2.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -36,6 +36,21 @@ TEST_CASE("sum_squares is accurate in double") {
   double ref = 0;
   for (int64_t i = 0; i < x.numel(); ++i) ref += static_cast<double>(x.f32()[i]) * x.f32()[i];
   CHECK(ops::sum_squares(x) == Approx(ref).epsilon(1e-6));
+}
+
+TEST_CASE("sum_to and sum_squares_to: the bits of a serial double sum and of sum_squares, in their slot") {
+  Tensor x = random_tensor({300001}, 3);
+  double serial = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) serial += x.f32()[i];
+  Tensor out = Tensor::zeros({3}, DType::kF64);
+  ops::sum_to(x, out, 2);
+  ops::sum_squares_to(x, out, 0);
+  CHECK(out.f64()[2] == serial);
+  CHECK(out.f64()[0] == ops::sum_squares(x));
+  CHECK(out.f64()[1] == 0.0);
+  CHECK_THROWS_AS(ops::sum_to(x, out, 3), Error);
+  Tensor f32_out = Tensor::zeros({3});
+  CHECK_THROWS_AS(ops::sum_squares_to(x, f32_out, 0), Error);
 }
 
 TEST_CASE("add_bias and bias_backward: finite differences and accumulation") {
