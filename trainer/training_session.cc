@@ -166,10 +166,11 @@ TrainResult TrainingSession::run() {
     record(step, outcome, seconds_since(t0));
     if (valid_data_ && c_.training.eval_interval > 0 &&
         (step % c_.training.eval_interval == 0 || step == c_.training.train_iters)) {
-      TraceScope s = tracer_->scope("evaluation", "compute", {{"step", step}});
+      const Stream& stream = device_->stream();
+      const TraceAnchor anchor = tracer_->anchor(stream);
       optimizer_->wait_all();
       result_.last_val_loss = evaluate(step);
-      s.end();
+      tracer_->span("evaluation", "compute", anchor, anchor.event, stream.record(), {{"step", step}});
       spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result_.last_val_loss,
                    std::exp(result_.last_val_loss));
       metrics_->write_validation(step, result_.last_val_loss);
@@ -196,8 +197,11 @@ TrainResult TrainingSession::run() {
 // One step: the pipeline (forward, backward, gradient sync overlapped), the whole-model loss and
 // gradient norm, the optimizer.
 TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
-  TraceScope step_scope = tracer_->scope(tracer_->enabled() ? fmt::format("step {}", step) : "", "compute",
-                                         {{"step", step}});
+  // The step's spans are timed by events on the compute stream: on a GPU they show the device
+  // executing the work, not the host launching it.
+  const Stream& stream = device_->stream();
+  const TraceAnchor anchor = tracer_->anchor(stream);
+  const Event step_start = stream.record();
   // The distributed optimizer's parameter all-gathers may still be in flight
   // (overlap_param_gather): the forward waits for each bucket right before reading it.
   params_->zero_grads();
@@ -217,11 +221,11 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   if (p_ > 1) out.bubble = measured_bubble(pipe, *rc_.pp);
   // This rank's loss sum and gradient sums of squares reach the host in the step's one copy.
   if (step_losses_.defined()) readback_->enqueue_loss_sum(0, step_losses_);
-  TraceScope norm_scope = tracer_->scope("grad norm", "optimizer", {{"step", step}});
+  const Event norm_start = stream.record();
   readback_->enqueue_grad_sum_squares(optimizer_->norm_grads());
+  tracer_->span("grad norm", "optimizer", anchor, norm_start, stream.record(), {{"step", step}});
   readback_->read();
   out.grad_norm = grad_norm_->compute(readback_->grad_sum_squares());
-  norm_scope.end();
   out.loss = global_mean_loss(readback_->loss_sum(0), tokens_per_step_, groups_);
   if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
     throw Error(fmt::format("step {}: loss {} / grad norm {} is not finite; lower optimizer.lr or set "
@@ -230,11 +234,12 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   }
   out.lr = learning_rate(c_.optimizer, c_.training.train_iters, step);
   checkpoint_->before_optimizer_step();  // an overlapped checkpoint snapshot is taken before values change
-  {
-    TraceScope s = tracer_->scope("optimizer", "optimizer", {{"step", step}});
-    optimizer_->step(out.lr, clip_scale(out.grad_norm, c_.optimizer.grad_clip));
-  }
-  step_scope.end();
+  const Event optimizer_start = stream.record();
+  optimizer_->step(out.lr, clip_scale(out.grad_norm, c_.optimizer.grad_clip));
+  const Event step_end = stream.record();
+  tracer_->span("optimizer", "optimizer", anchor, optimizer_start, step_end, {{"step", step}});
+  if (tracer_->enabled())
+    tracer_->span(fmt::format("step {}", step), "compute", anchor, step_start, step_end, {{"step", step}});
   tracer_->counter("loss", {{"loss", out.loss}});
   tracer_->counter("grad_norm", {{"grad_norm", out.grad_norm}});
   return out;
