@@ -62,7 +62,7 @@ class Optimizer {
   void wait_param_gather(size_t bucket);
   void wait_param(size_t param_index);
   void wait_all();
-  // Gathers launched and not yet waited for (tests).
+  // Gathers launched and not yet waited for (the trace's count of gathers overlapping the forward).
   int pending_param_gathers() const;
 
   // What checkpoints save from and load into: unsharded, the optimizer's own tensors; sharded, flat

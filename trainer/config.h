@@ -121,7 +121,7 @@ struct Config {
 // Reads `path`, applies overrides ("a.b=v", v parsed as JSON, else as a string), validates.
 // Throws InputError naming the file / field on any problem.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
-// Same from an already parsed document (tests); `source` names it in messages.
+// Same from an already parsed document (a checkpoint's saved config); `source` names it in messages.
 Config parse_config(const nlohmann::json& doc, const std::string& source);
 // The fully resolved config (every key, defaults filled in), as `lattice validate` prints it.
 nlohmann::json config_to_json(const Config& config);

@@ -242,6 +242,8 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
     tracer_->span(fmt::format("step {}", step), "compute", anchor, step_start, step_end, {{"step", step}});
   tracer_->counter("loss", {{"loss", out.loss}});
   tracer_->counter("grad_norm", {{"grad_norm", out.grad_norm}});
+  // overlap_param_gather: the write-back's all-gathers left in flight for the next forward.
+  if (sharded_) tracer_->counter("param_gathers_in_flight", {{"gathers", optimizer_->pending_param_gathers()}});
   return out;
 }
 
