@@ -1,10 +1,7 @@
-// The optimizer's options from the config, and global-norm clipping helpers.
+// The optimizer's options from the config, and the global-norm clipping multiplier.
 #include "trainer/optimizer.h"
 
 #include <algorithm>
-#include <cmath>
-
-#include "kernels/ops.h"
 
 namespace lattice {
 
@@ -15,11 +12,6 @@ OptimizerOptions optimizer_options(const OptimizerConfig& config) {
   o.eps = config.eps;
   o.weight_decay = config.weight_decay;
   return o;
-}
-
-double global_grad_norm(const ParamGradBuffer& buffer) {
-  if (buffer.numel() == 0) return 0.0;
-  return std::sqrt(ops::sum_squares(buffer.flat_grads()));
 }
 
 float clip_scale(double norm, double max_norm) {
