@@ -17,13 +17,21 @@ struct MpiCommunicator::Info {
 
 namespace {
 
+// For moving data: bf16 travels as its 16-bit patterns.
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
     case DType::kF32: return MPI_FLOAT;
     case DType::kI32: return MPI_INT32_T;
     case DType::kF64: return MPI_DOUBLE;
+    case DType::kBF16: return MPI_UINT16_T;
   }
   throw Error("no MPI datatype for this dtype");
+}
+
+// For reductions, which need arithmetic: MPI has no bf16 type.
+MPI_Datatype mpi_reduce_type(const char* op, DType dtype) {
+  LATTICE_CHECK(dtype != DType::kBF16, "{}: MPI cannot reduce bf16 (it has no bf16 type); reduce in f32", op);
+  return mpi_type(dtype);
 }
 
 MPI_Op mpi_op(ReduceOp op) {
@@ -185,7 +193,7 @@ CommHandle MpiCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
   for (int64_t begin = 0; begin < n; begin += max_count_) {
     int count = static_cast<int>(std::min<int64_t>(max_count_, n - begin));
     MPI_Request request;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + begin * elem, count, mpi_type(inout.dtype()),
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + begin * elem, count, mpi_reduce_type("all_reduce", inout.dtype()),
                              mpi_op(op), comm_, &request));
     pending->requests.push_back(request);
   }
@@ -207,7 +215,7 @@ CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor&
       fmt::format("reduce_scatter(sum) of {} into {}", tensor_summary(in), tensor_summary(out)));
   MPI_Request request;
   MPI_CHECK(MPI_Ireduce_scatter_block(in.raw(), out.raw(), static_cast<int>(out.numel()),
-                                      mpi_type(in.dtype()), MPI_SUM, comm_, &request));
+                                      mpi_reduce_type("reduce_scatter", in.dtype()), MPI_SUM, comm_, &request));
   pending->requests.push_back(request);
   pending->keep_alive = {in, out};
   return CommHandle(std::move(pending), watchdog_, stream_);

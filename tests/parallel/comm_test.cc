@@ -140,6 +140,21 @@ TEST_CASE("all_gather concatenates in rank order") {
     for (int e = 0; e < k; ++e) CHECK(got[q * k + e] == q * 10 + e);
 }
 
+TEST_CASE("bf16 tensors move bit for bit; reducing them is an error that says so") {
+  auto& w = world();
+  const int n = w.size(), r = w.rank();
+  Tensor in = Tensor::empty({2}, DType::kBF16);
+  in.bf16()[0] = static_cast<uint16_t>(0x3f80 + r);  // 1.0 plus r ulps: distinct bit patterns per rank
+  in.bf16()[1] = 0x7fc0;                              // a quiet NaN survives as bits
+  Tensor out = Tensor::empty({n, 2}, DType::kBF16);
+  w.all_gather(in, out);
+  for (int q = 0; q < n; ++q) {
+    CHECK(out.bf16()[2 * q] == 0x3f80 + q);
+    CHECK(out.bf16()[2 * q + 1] == 0x7fc0);
+  }
+  CHECK_THROWS_WITH(w.all_reduce(in), Catch::Contains("all_reduce: MPI cannot reduce bf16"));
+}
+
 TEST_CASE("broadcast from a non-zero root") {
   auto& w = world();
   const int root = w.size() - 1;

@@ -57,7 +57,7 @@ Config config_for(const ModelConfig& model, int tp, int pp) {
 
 TEST_CASE("the model builder decays embedding and linear weight matrices only") {
   for (const Case& m : models()) {
-    for (const auto [tp, pp] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}}) {
+    for (const auto& [tp, pp] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}}) {
       const Config c = config_for(m.model, tp, pp);
       for (int rank = 0; rank < tp * pp; ++rank) {
         const RankGrid grid(tp * pp, rank, tp, pp, 1);
