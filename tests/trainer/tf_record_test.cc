@@ -54,6 +54,12 @@ TEST_CASE("event messages encode with TensorBoard's field numbers, a zero scalar
   v->set_tag("train/loss");
   v->set_simple_value(0.0f);
   CHECK(scalar.SerializeAsString() == from_hex("09000000000000f83f10072a130a110a0a747261696e2f6c6f73731500000000"));
+
+  tensorboard::Event start;
+  start.set_wall_time(1.5);
+  start.set_step(5);
+  start.mutable_session_log()->set_status(tensorboard::SessionLog::START);
+  CHECK(start.SerializeAsString() == from_hex("09000000000000f83f10053a020801"));
 }
 
 }  // namespace
