@@ -10,9 +10,10 @@ DEBIAN_PACKAGES=(
   libopenblas-dev libopenblas0-openmp
   libpcre2-dev
   zlib1g-dev
+  protobuf-compiler libprotobuf-dev
   fortunes
 )
-PYTHON_PACKAGES=(safetensors numpy tokenizers)
+PYTHON_PACKAGES=(safetensors numpy tokenizers tensorboard)
 
 missing=()
 for p in "${DEBIAN_PACKAGES[@]}"; do

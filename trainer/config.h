@@ -58,6 +58,7 @@ struct OptimizerConfig {
 struct LoggingConfig {
   int64_t log_interval = 1;
   std::string metrics_file;  // empty = none; one JSON object per line per step
+  std::string tensorboard_dir;  // empty = none; rank 0 writes a new TensorBoard event file per run
   std::string trace_file;    // empty = none; Chrome-trace JSON per rank (parallel/trace.h)
   // The hardware's peak in GFLOP/s per process (0 = unknown): the end-of-run summary reports MFU =
   // achieved / peak only when it is set, since the program cannot know the peak itself.

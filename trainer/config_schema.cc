@@ -168,6 +168,8 @@ std::vector<ConfigField> build_schema() {
   SectionFields<LoggingConfig> logging(all, "logging", &Config::logging);
   logging.integer("log_interval", &LoggingConfig::log_interval, at_least(1), "steps between log lines");
   logging.text("metrics_file", &LoggingConfig::metrics_file, {}, "JSON-lines metrics file; empty = none");
+  logging.text("tensorboard_dir", &LoggingConfig::tensorboard_dir, {},
+               "TensorBoard event files of the metrics file's scalars; empty = none");
   logging.text("trace_file", &LoggingConfig::trace_file, {}, "Chrome-trace timeline per rank; empty = none");
   logging.number("peak_gflops", &LoggingConfig::peak_gflops, non_negative(),
                  "peak GFLOP/s of one process, for MFU; 0 = unknown");

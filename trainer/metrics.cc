@@ -106,7 +106,8 @@ void log_run_summary(const RunSummary& s, int64_t first_step, int64_t last_step,
   add("checkpoint", outputs.checkpoint);
   add("export", outputs.export_dir);
   add("trace", outputs.trace_file);
-  spdlog::info("  outputs: {}", where.empty() ? "none (no metrics file, checkpoint, export or trace was asked for)" : where);
+  add("tensorboard", outputs.tensorboard_file);
+  spdlog::info("  outputs: {}", where.empty() ? "none (no metrics file, checkpoint, export, trace or TensorBoard events were asked for)" : where);
 }
 
 }  // namespace lattice

@@ -81,7 +81,7 @@ void log_step(const StepMetrics& m);
 
 // Where a run's outputs went ("" = not written).
 struct RunOutputs {
-  std::string metrics_file, checkpoint, export_dir, trace_file;
+  std::string metrics_file, checkpoint, export_dir, trace_file, tensorboard_file;
 };
 
 // The end-of-run summary (spdlog, a few lines): steps and tokens, wall time, mean throughput and MFU

@@ -70,6 +70,8 @@ void check_output_paths(const Config& c, const std::string& export_dir, int rank
   if (rank != 0) return;
   if (!export_dir.empty()) probe_directory("--export", export_dir, export_dir);
   if (!c.logging.metrics_file.empty()) check_writable_file("logging.metrics_file", c.logging.metrics_file);
+  if (!c.logging.tensorboard_dir.empty())
+    probe_directory("logging.tensorboard_dir", c.logging.tensorboard_dir, c.logging.tensorboard_dir);
 }
 
 }  // namespace lattice

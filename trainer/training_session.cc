@@ -64,6 +64,8 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   first_step_ = checkpoint_->resume() + 1;
   metrics_ = std::make_unique<MetricsWriter>(grid.rank() == 0 ? c.logging.metrics_file : std::string());
   metrics_->write_run_start({config_hash(c), first_step_ - 1, grid.world_size(), c.training.train_iters});
+  tensorboard_ = std::make_unique<TensorBoardWriter>(grid.rank() == 0 ? c.logging.tensorboard_dir : std::string(),
+                                                     first_step_, c.logging.log_interval);
   // training.sample_interval: one process only (validate_layout), so `params` is the whole model.
   if (c.training.sample_interval > 0) sampler_ = std::make_unique<TrainingSampler>(c, *params_);
   tracer_ = std::make_unique<Tracer>(c.logging.trace_file, grid.rank());
@@ -174,6 +176,7 @@ TrainResult TrainingSession::run() {
       spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result_.last_val_loss,
                    std::exp(result_.last_val_loss));
       metrics_->write_validation(step, result_.last_val_loss);
+      tensorboard_->write_validation(step, result_.last_val_loss);
     }
     if (end_step(step)) {
       last_step_ = step;
@@ -283,6 +286,7 @@ void TrainingSession::record(int64_t step, const StepOutcome& o, double seconds)
   sm.elapsed_s = seconds_since(loop_begin_);
   sm.eta_s = sm.elapsed_s / static_cast<double>(step - first_step_ + 1) * static_cast<double>(train_iters - step);
   metrics_->write_step(sm);
+  tensorboard_->write_step(sm);
   if (step % c_.logging.log_interval == 0 || step == first_step_ || step == train_iters) log_step(sm);
   if (sampler_ && step % c_.training.sample_interval == 0) sampler_->log_sample(step);
   if (step == first_step_) result_.first_loss = o.loss;
@@ -354,10 +358,11 @@ void TrainingSession::summarize() {
   if (steps_run > 0) summary.final_loss = result_.final_loss;
   summary.val_loss = result_.last_val_loss;
   metrics_->write_summary(summary);
+  tensorboard_->write_summary(summary, last_step_);
   const int64_t train_iters = c_.training.train_iters;
   log_run_summary(summary, first_step_, last_step_, train_iters,
                   {c_.logging.metrics_file, last_saved_ > 0 ? c_.checkpoint.dir + "/" + iter_dir_name(last_saved_) : "",
-                   last_step_ == train_iters ? options_.export_dir : "", tracer_->path()});
+                   last_step_ == train_iters ? options_.export_dir : "", tracer_->path(), tensorboard_->path()});
 }
 
 void TrainingSession::export_model() {

@@ -25,6 +25,7 @@
 #include "trainer/rank_context.h"
 #include "trainer/step_readback.h"
 #include "trainer/stop_request.h"
+#include "trainer/tensorboard_writer.h"
 #include "trainer/train_loop.h"
 #include "trainer/training_checkpoint.h"
 #include "trainer/training_sampler.h"
@@ -97,6 +98,7 @@ class TrainingSession {
   std::unique_ptr<TrainingCheckpoint> checkpoint_;
   int64_t first_step_ = 1;
   std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::unique_ptr<TrainingSampler> sampler_;
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<GradSync> grad_sync_;

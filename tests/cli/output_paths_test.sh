@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every output path is checked before the first step: an unwritable checkpoint.dir, --export
-# directory, logging.trace_file (each rank's own file) or logging.metrics_file ends `lattice train`
+# directory, logging.trace_file (each rank's own file), logging.metrics_file or logging.tensorboard_dir
+# ends `lattice train`
 # with exit 2 naming the field, the path and the system's reason, without training a step (before,
 # checkpoint.dir and --export failed only after training). "Unwritable" here is a path under a
 # regular file: the tests run as root, whom permissions do not stop.
@@ -31,6 +32,8 @@ refused 1 "logging.trace_file '$WORK/afile/t.rank0.json' is not writable: cannot
 refused 1 "logging.metrics_file '$WORK/afile/m.jsonl' is not writable: cannot create its directory '$WORK/afile': Not a directory" \
   --set logging.metrics_file="$WORK/afile/m.jsonl"
 refused 1 "logging.metrics_file '$WORK' is not writable: it is a directory, not a file" --set logging.metrics_file="$WORK"
+refused 1 "logging.tensorboard_dir '$WORK/afile/tb' is not writable: cannot create the directory: Not a directory" \
+  --set logging.tensorboard_dir="$WORK/afile/tb"
 # Under mpirun: every rank checks what it writes (here only rank 1's trace file is unwritable).
 mkdir -p "$WORK/traces"
 touch "$WORK/traces/1"
@@ -41,8 +44,10 @@ refused 2 "checkpoint.dir '$WORK/afile/ckpt' is not writable" --set parallel.dat
 # Writable paths in directories that do not exist yet: created, and no probe file is left behind.
 out=$WORK/new/a/b
 run 2 "$WORK/ok.log" "${base[@]}" --set parallel.data=2 --set checkpoint.dir="$out/ckpt" \
-  --set logging.trace_file="$out/trace/t.json" --set logging.metrics_file="$out/metrics/m.jsonl" --export "$out/hf"
-[[ -f $out/ckpt/latest && -f $out/hf/model.safetensors && -f $out/trace/t.rank1.json && -s $out/metrics/m.jsonl ]] ||
+  --set logging.trace_file="$out/trace/t.json" --set logging.metrics_file="$out/metrics/m.jsonl" --export "$out/hf" \
+  --set logging.tensorboard_dir="$out/tb"
+[[ -f $out/ckpt/latest && -f $out/hf/model.safetensors && -f $out/trace/t.rank1.json && -s $out/metrics/m.jsonl &&
+   $(ls "$out"/tb/events.out.tfevents.* | wc -l) -eq 1 ]] ||
   fail "a run with new output directories did not write its outputs"
 leftover=$(find "$out" -name '.lattice-write-probe-*')
 [[ -z $leftover ]] || fail "probe files left behind: $leftover"

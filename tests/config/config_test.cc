@@ -566,7 +566,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["training"]["sample_prompt"] == "");
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
-  CHECK(j["logging"].size() == 4);
+  CHECK(j["logging"].size() == 5);
   CHECK(j["parallel"].size() == 12);
   CHECK(j["checkpoint"].size() == 5);
   CHECK(j["parallel"]["schedule"] == "interleaved");
