@@ -156,12 +156,6 @@ void finish_section(const std::string& source, const std::string& section, const
       c.fail("parallel.overlap_param_gather = true needs parallel.distributed_optimizer = true (it overlaps the "
              "distributed optimizer's parameter all-gather with the next forward); set "
              "parallel.distributed_optimizer to true or parallel.overlap_param_gather to false");
-  } else if (section == "checkpoint") {
-    const CheckpointConfig& k = cfg.checkpoint;
-    if (k.save_interval > 0 && k.dir.empty())
-      c.fail(fmt::format("checkpoint.save_interval = {} needs checkpoint.dir: set checkpoint.dir to the directory "
-                         "that receives iter_*/ and latest",
-                         k.save_interval));
   }
 }
 
@@ -197,6 +191,12 @@ void check_consistency(const std::string& source, const Config& cfg) {
                        "x parallel.data ({})",
                        t.global_batch_size, t.micro_batch_size, cfg.parallel.data));
   }
+  // After resolve_run_dir: logging.run_dir gives checkpoint.dir a default.
+  const CheckpointConfig& k = cfg.checkpoint;
+  if (k.save_interval > 0 && k.dir.empty())
+    c.fail(fmt::format("checkpoint.save_interval = {} needs checkpoint.dir: set checkpoint.dir to the directory "
+                       "that receives iter_*/ and latest (or logging.run_dir, which puts it in RUN_DIR/checkpoints)",
+                       k.save_interval));
   const OptimizerConfig& o = cfg.optimizer;
   if (o.decay_iters > 0) {
     if (o.warmup_iters > o.decay_iters)
@@ -252,6 +252,18 @@ const char* decay_style_name(DecayStyle d) {
     case DecayStyle::kConstant: return "constant";
   }
   return "?";
+}
+
+void resolve_run_dir(Config& config) {
+  const std::string& run_dir = config.logging.run_dir;
+  if (run_dir.empty()) return;
+  const auto place = [&](std::string& path, const char* name) {
+    if (path.empty()) path = (std::filesystem::path(run_dir) / name).string();
+  };
+  place(config.logging.metrics_file, "metrics.jsonl");
+  place(config.logging.tensorboard_dir, "tensorboard");
+  place(config.logging.trace_file, "trace.json");
+  place(config.checkpoint.dir, "checkpoints");
 }
 
 std::vector<double> parse_data_split(const std::string& split, const std::string& field) {
@@ -329,6 +341,7 @@ Config parse_config(const json& doc, const std::string& source) {
     if (!contains(config_sections(), item.key())) throw InputError(source + ": " + unknown_key_message("", item.key()));
   Config cfg;
   for (const std::string& section : config_sections()) parse_section(source, doc, section, cfg);
+  resolve_run_dir(cfg);
   check_consistency(source, cfg);
   return cfg;
 }

@@ -57,6 +57,9 @@ struct OptimizerConfig {
 
 struct LoggingConfig {
   int64_t log_interval = 1;
+  // A run's folder (empty = none): its resolved config.json and rank 0's log.txt, and the default of
+  // every output key left empty below and checkpoint.dir (resolve_run_dir).
+  std::string run_dir;
   std::string metrics_file;  // empty = none; one JSON object per line per step
   std::string tensorboard_dir;  // empty = none; rank 0 writes a new TensorBoard event file per run
   std::string trace_file;    // empty = none; Chrome-trace JSON per rank (parallel/trace.h)
@@ -131,6 +134,12 @@ nlohmann::json config_to_json(const Config& config);
 std::string config_hash(const Config& config);
 
 const char* decay_style_name(DecayStyle d);
+
+// With logging.run_dir set, every output key left empty takes its place in the run folder:
+// logging.metrics_file RUN_DIR/metrics.jsonl, logging.tensorboard_dir RUN_DIR/tensorboard,
+// logging.trace_file RUN_DIR/trace.json, checkpoint.dir RUN_DIR/checkpoints. A key given a path keeps it.
+// parse_config applies it, so validate prints the resolved paths and config_hash covers them.
+void resolve_run_dir(Config& config);
 
 // Applies "a.b=v" overrides to a parsed document in place (what load_config does with --set).
 // v is parsed as JSON when it parses (numbers, true/false, null, quoted strings, arrays), else

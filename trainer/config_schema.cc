@@ -167,6 +167,8 @@ std::vector<ConfigField> build_schema() {
 
   SectionFields<LoggingConfig> logging(all, "logging", &Config::logging);
   logging.integer("log_interval", &LoggingConfig::log_interval, at_least(1), "steps between log lines");
+  logging.text("run_dir", &LoggingConfig::run_dir, {},
+               "run folder: config.json, log.txt and the default place of every output; empty = none");
   logging.text("metrics_file", &LoggingConfig::metrics_file, {}, "JSON-lines metrics file; empty = none");
   logging.text("tensorboard_dir", &LoggingConfig::tensorboard_dir, {},
                "TensorBoard event files of the metrics file's scalars; empty = none");

@@ -15,6 +15,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/model_builder.h"
 #include "trainer/output_paths.h"
+#include "trainer/run_dir.h"
 
 namespace lattice {
 
@@ -45,6 +46,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   tokens_per_step_ = c.training.global_batch_size * T;
   // Before anything is built: every path this rank writes is checked now rather than at its first
   // use, and checkpoint.dir is this run's alone until it ends (rank 0 holds its lock).
+  open_run_dir(c, grid.rank());  // first: log.txt then also holds a refused output path's error
   check_output_paths(c, options.export_dir, grid.rank());
   if (!c.checkpoint.dir.empty()) checkpoint_lock_ = CheckpointLock::acquire_for_job(c.checkpoint.dir, rc_.world);
 

@@ -566,7 +566,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["training"]["sample_prompt"] == "");
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
-  CHECK(j["logging"].size() == 5);
+  CHECK(j["logging"].size() == 6);
   CHECK(j["parallel"].size() == 12);
   CHECK(j["checkpoint"].size() == 5);
   CHECK(j["parallel"]["schedule"] == "interleaved");
@@ -595,6 +595,30 @@ TEST_CASE("checkpoint section: keys, defaults and mistakes") {
   CHECK_THAT(error_of(base(), {"training.exit_duration_mins=-1"}), Contains("training.exit_duration_mins"));
   CHECK_THAT(error_of(base(), {"training.exit_interval=-5"}), Contains("training.exit_interval"));
   CHECK(parse_config(base(), "t").training.exit_interval == 0);
+}
+
+TEST_CASE("logging.run_dir: empty output keys default into the run folder, set ones win") {
+  const auto parsed = [](const std::vector<std::string>& overrides) {
+    json d = base();
+    apply_overrides(d, overrides);
+    return parse_config(d, "t");
+  };
+  const Config none = parsed({});
+  CHECK(none.logging.metrics_file.empty());
+  CHECK(none.checkpoint.dir.empty());
+  const Config c = parsed({"logging.run_dir=runs/a", "logging.tensorboard_dir=tb/a", "checkpoint.save_interval=5"});
+  CHECK(c.logging.metrics_file == "runs/a/metrics.jsonl");
+  CHECK(c.logging.trace_file == "runs/a/trace.json");
+  CHECK(c.logging.tensorboard_dir == "tb/a");  // given: kept
+  CHECK(c.checkpoint.dir == "runs/a/checkpoints");  // so save_interval needs no checkpoint.dir
+  CHECK(parsed({"logging.run_dir=runs/a/"}).logging.metrics_file == "runs/a/metrics.jsonl");
+  // What validate prints (and the hash covers) is the resolved config; it parses back to itself.
+  const json j = config_to_json(c);
+  CHECK(j["logging"]["run_dir"] == "runs/a");
+  CHECK(j["checkpoint"]["dir"] == "runs/a/checkpoints");
+  CHECK(config_to_json(parse_config(j, "back")) == j);
+  CHECK(config_hash(c) != config_hash(parsed({"logging.run_dir=runs/b", "logging.tensorboard_dir=tb/a",
+                                               "checkpoint.save_interval=5"})));
 }
 
 TEST_CASE("load_config: file errors") {

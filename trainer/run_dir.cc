@@ -1,0 +1,55 @@
+// The run folder's own files: config.json and log.txt (see run_dir.h).
+#include "trainer/run_dir.h"
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
+namespace lattice {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void refuse(const std::string& path, const std::string& problem) {
+  throw InputError(fmt::format("logging.run_dir: cannot write '{}': {}; give a folder this user can write", path,
+                               problem));
+}
+
+// Rank 0's log lines also go to `path`, flushed at once: a run that dies still leaves its last line.
+void copy_log_to(const std::string& path) {
+  static std::shared_ptr<spdlog::sinks::sink> file_sink;  // one per process: a second run replaces it
+  auto& sinks = spdlog::default_logger()->sinks();
+  if (file_sink) std::erase(sinks, file_sink);
+  try {
+    file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+  } catch (const spdlog::spdlog_ex& e) {
+    refuse(path, e.what());
+  }
+  file_sink->set_pattern("[%Y-%m-%d %H:%M:%S] [%l] %v");  // no colour codes, the date for long runs
+  sinks.push_back(file_sink);
+  spdlog::default_logger()->flush_on(spdlog::level::info);
+}
+
+}  // namespace
+
+void open_run_dir(const Config& config, int rank) {
+  const std::string& dir = config.logging.run_dir;
+  if (dir.empty() || rank != 0) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) refuse(dir, ec.message());
+  copy_log_to((fs::path(dir) / "log.txt").string());
+  const std::string config_file = (fs::path(dir) / "config.json").string();
+  std::ofstream out(config_file, std::ios::trunc);
+  out << config_to_json(config).dump(2) << '\n';
+  out.close();
+  if (!out) refuse(config_file, "the write failed");
+  spdlog::info("run folder {}: config.json, log.txt", dir);
+}
+
+}  // namespace lattice
