@@ -1,5 +1,5 @@
 // lattice: the command-line entry point. Subcommands: train, validate, data prepare/inspect, export,
-// generate, bench. Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure. Logs and
+// generate, bench, report. Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure. Logs and
 // errors go to stderr, a command's report (validate, data inspect, bench, generate's text) to stdout.
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +36,7 @@
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/preemption.h"
+#include "trainer/run_report.h"
 #include "trainer/train_loop.h"
 #include "trainer/schedule_report.h"
 #include "trainer/validate_report.h"
@@ -324,6 +325,15 @@ int run(int argc, char** argv) {
                            "sample this checkpoint: an iter_* directory, or a checkpoint.dir holding `latest`");
   add_generate_options(generate_cmd, generate_options);
 
+  std::vector<std::string> report_dirs;
+  bool report_csv = false;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "compare run folders (logging.run_dir): the config keys that differ, status (finished / stopped / "
+                "failed), steps, final train and validation loss, tokens/s, MFU, bubble, hidden DP communication");
+  report_cmd->add_option("run_dirs", report_dirs, "run folders, each holding config.json and metrics.jsonl")
+      ->required();
+  report_cmd->add_flag("--csv", report_csv, "print CSV (numbers at full precision) instead of the aligned table");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -341,6 +351,12 @@ int run(int argc, char** argv) {
   }
   if (*inspect_cmd) {
     std::printf("%s", inspect_dataset(inspect).c_str());
+    return 0;
+  }
+  if (*report_cmd) {
+    std::vector<RunRecord> runs;
+    for (const std::string& dir : report_dirs) runs.push_back(read_run_folder(dir));
+    std::printf("%s", format_run_report(runs, report_csv).c_str());
     return 0;
   }
   if (*export_cmd) return run_export(export_args, export_checkpoint, export_output);

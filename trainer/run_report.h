@@ -1,0 +1,38 @@
+// `lattice report RUN_DIR...`: reads run folders (logging.run_dir: config.json, metrics.jsonl,
+// log.txt) and compares them in one table or CSV — the overrides that differ, status and results.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lattice {
+
+// One run folder as the report sees it. Numbers absent from the metrics file are NaN.
+struct RunRecord {
+  std::string dir;                                                          // as given on the command line
+  nlohmann::json config;                                                    // its config.json
+  std::string status;                                                       // finished / stopped / failed
+  int64_t steps = 0;                                                        // the last step trained
+  double train_loss, val_loss, tokens_per_s, mfu, bubble, dp_comm_hidden;  // set by read_run_folder
+};
+
+// Reads DIR/config.json and the metrics file it names (DIR/metrics.jsonl when it is the run folder's
+// default). The status comes from the segment after the last run_start line (a resumed run appends):
+// a summary whose steps reach training.train_iters = finished, one short of it = stopped, none (or
+// log.txt ending in an error) = failed. A missing or malformed file is an InputError naming it; a
+// missing metrics file is allowed only when log.txt ends in an error (the run failed before step 1).
+RunRecord read_run_folder(const std::string& dir);
+
+// The dotted config keys whose values differ between the runs (logging.run_dir and paths inside a
+// run's own folder excepted: they differ by construction), sorted.
+std::vector<std::string> differing_keys(const std::vector<RunRecord>& runs);
+
+// One row per run: run, the differing keys, status, steps, train loss, validation loss, tokens/s,
+// MFU, bubble, hidden DP communication. The table is aligned text with "-" for absent values; the CSV
+// has the same columns, absent values empty, numbers at full precision.
+std::string format_run_report(const std::vector<RunRecord>& runs, bool csv);
+
+}  // namespace lattice
