@@ -13,7 +13,7 @@ DEBIAN_PACKAGES=(
   protobuf-compiler libprotobuf-dev
   fortunes
 )
-PYTHON_PACKAGES=(safetensors numpy tokenizers tensorboard)
+PYTHON_PACKAGES=(safetensors numpy tokenizers tensorboard matplotlib)
 
 missing=()
 for p in "${DEBIAN_PACKAGES[@]}"; do
