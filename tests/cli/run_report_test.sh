@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# logging.run_dir and `lattice report` end to end: three tiny trainings at different learning rates,
+# each in its own run folder — one finished after a resume, one stopped, one failed before its first
+# step — then the report's table and CSV against their metrics files, and tools/plot_runs.py's PNG.
+set -euo pipefail
+source tests/parallel/train_test_env.sh
+export OMP_NUM_THREADS=1
+fail() { echo "FAIL: $*"; exit 1; }
+prepare_tiny_dataset
+
+runs=$WORK/runs
+rm -rf "$runs"
+train() {  # train RUN LR [args...]: the tiny GPT-2 in $runs/RUN, stopping after every 4th step
+  local run=$1 lr=$2
+  shift 2
+  timeout 120 $LATTICE train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" \
+    --set training.train_iters=8 --set training.exit_interval=4 --set training.eval_interval=4 \
+    --set training.eval_iters=2 --set logging.peak_gflops=1000 --set logging.run_dir="$runs/$run" \
+    --set optimizer.lr="$lr" "$@"
+}
+
+# validate prints the resolved paths.
+$LATTICE validate --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set logging.run_dir="$runs/a" >"$WORK/validate.txt"
+grep -q "\"metrics_file\": \"$runs/a/metrics.jsonl\"" "$WORK/validate.txt" || fail "validate: no resolved metrics_file"
+grep -q "\"dir\": \"$runs/a/checkpoints\"" "$WORK/validate.txt" || fail "validate: no resolved checkpoint.dir"
+
+# a: stops after step 4, then the same command resumes from a/checkpoints and finishes at step 8.
+train a 1e-3 >"$WORK/a1.log" 2>&1 || { tail -5 "$WORK/a1.log"; fail "a, job 1"; }
+train a 1e-3 >"$WORK/a2.log" 2>&1 || { tail -5 "$WORK/a2.log"; fail "a, job 2"; }
+grep -q "resum.*iter_0000004" "$WORK/a2.log" || { tail -20 "$WORK/a2.log"; fail "a, job 2 did not resume from step 4"; }
+for f in config.json log.txt metrics.jsonl trace.rank0.json checkpoints/latest checkpoints/iter_0000008; do
+  [[ -e $runs/a/$f ]] || fail "run folder a has no $f"
+done
+ls "$runs"/a/tensorboard/events.out.tfevents.* >/dev/null || fail "run folder a has no TensorBoard events"
+[[ $(grep -c run_start "$runs/a/metrics.jsonl") -eq 2 ]] || fail "a's metrics file does not hold both jobs"
+[[ $(grep -c "run summary" "$runs/a/log.txt") -eq 2 ]] || fail "a's log.txt does not hold both jobs"
+python3 - "$runs/a/config.json" "$runs/a" <<'PY' || fail "a/config.json is not the resolved config"
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["optimizer"]["lr"] == 1e-3 and c["logging"]["run_dir"] == sys.argv[2], c
+assert c["checkpoint"]["dir"] == sys.argv[2] + "/checkpoints", c["checkpoint"]
+PY
+# b: stopped after step 4.
+train b 2e-3 >"$WORK/b.log" 2>&1 || { tail -5 "$WORK/b.log"; fail "b"; }
+# c: checkpoint.dir's place is taken by a file: refused before step 1 (exit 2), the error in log.txt.
+mkdir -p "$runs/c" && touch "$runs/c/checkpoints"
+rc=0
+train c 3e-3 >"$WORK/c.log" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] || { tail -5 "$WORK/c.log"; fail "c exited $rc, expected 2"; }
+tail -1 "$runs/c/log.txt" | grep -q "\[error\] checkpoint.dir" || fail "c's log.txt does not end with its error"
+
+$LATTICE report "$runs/a" "$runs/b" "$runs/c" >"$WORK/report.txt" 2>"$WORK/report.err" ||
+  { cat "$WORK/report.err"; fail "report"; }
+$LATTICE report --csv "$runs/a" "$runs/b" "$runs/c" >"$WORK/report.csv" 2>"$WORK/report.err" ||
+  { cat "$WORK/report.err"; fail "report --csv"; }
+cat "$WORK/report.txt"
+python3 tests/cli/verify_run_report.py "$WORK/report.txt" "$WORK/report.csv" optimizer.lr \
+  "$runs/a=finished" "$runs/b=stopped" "$runs/c=failed"
+
+# One output key set to a path of its own wins over the run folder; the report follows it.
+train d 1e-3 --set logging.metrics_file="$WORK/d-metrics.jsonl" >"$WORK/d.log" 2>&1 || fail "d"
+[[ -s $WORK/d-metrics.jsonl && ! -e $runs/d/metrics.jsonl && -e $runs/d/checkpoints/latest ]] ||
+  fail "d: logging.metrics_file did not win over the run folder"
+$LATTICE report --csv "$runs/d" | grep -q ",stopped,4," || fail "report of d does not read $WORK/d-metrics.jsonl"
+
+# Missing and malformed files: exit 2 naming the file.
+expect_error() {  # expect_error TEXT RUN_DIR
+  local rc=0
+  $LATTICE report "$2" >/dev/null 2>"$WORK/err.txt" || rc=$?
+  [[ $rc -eq 2 ]] && grep -qF "$1" "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "report $2: rc $rc"; }
+}
+expect_error "$runs/none/config.json" "$runs/none"
+cp -r "$runs/b" "$runs/bad" && echo '{"step": 9, "loss"' >>"$runs/bad/metrics.jsonl"
+expect_error "'$runs/bad/metrics.jsonl' line $(wc -l <"$runs/bad/metrics.jsonl") is not JSON" "$runs/bad"
+rm "$runs/bad/metrics.jsonl"
+expect_error "$runs/bad/metrics.jsonl" "$runs/bad"
+
+# The plot: a PNG of the configured size (1500 x 450 pixels).
+python3 tools/plot_runs.py --output "$WORK/runs.png" "$runs/a" "$runs/b" "$runs/c" 2>"$WORK/plot.err" ||
+  { cat "$WORK/plot.err"; fail "plot_runs.py"; }
+python3 - "$WORK/runs.png" <<'PY' || fail "runs.png"
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
+width, height = struct.unpack(">II", data[16:24])
+assert (width, height) == (1500, 450), (width, height)
+assert len(data) > 20000, f"{len(data)} bytes: an empty picture?"
+print(f"ok: {sys.argv[1]}: {width} x {height}, {len(data)} bytes")
+PY
+echo "ok: run folders and report"
