@@ -5,7 +5,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <set>
 
@@ -20,7 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+constexpr double kAbsent = RunRecord::kAbsent;
 
 json read_config_file(const std::string& file) {
   std::ifstream in(file);
@@ -28,11 +27,14 @@ json read_config_file(const std::string& file) {
     throw InputError(fmt::format("report: '{}' cannot be read; is this a run folder (a run's logging.run_dir)?", file));
   try {
     json j = json::parse(in);
-    if (!j.is_object() || !j.contains("training") || !j.contains("logging")) throw InputError("");
+    const bool fits = j.is_object() && j.contains("logging") && j["logging"].is_object() &&
+                      j.contains("training") && j["training"].is_object() &&
+                      j["training"].contains("train_iters") && j["training"]["train_iters"].is_number_integer();
+    if (!fits) throw InputError("");
     return j;
   } catch (const std::exception&) {
-    throw InputError(fmt::format("report: '{}' is not a run's resolved config (a JSON object with training and "
-                                 "logging sections, as logging.run_dir writes it)",
+    throw InputError(fmt::format("report: '{}' is not a run's resolved config (a JSON object with a logging section "
+                                 "and training.train_iters, as logging.run_dir writes it)",
                                  file));
   }
 }
@@ -72,6 +74,7 @@ void read_metrics(const std::string& file, int64_t train_iters, RunRecord& r) {
     };
     if (!j.is_object()) malformed("not a JSON object");
     if (j.contains("run_start")) {
+      if (!j["run_start"].is_object()) malformed("a run_start that is not an object");
       started = true;
       resumed_from = j["run_start"].value("resumed_from_step", int64_t{0});
       summary = nullptr;
@@ -139,8 +142,9 @@ std::string csv_field(const std::string& s) {
 }  // namespace
 
 RunRecord read_run_folder(const std::string& dir) {
-  RunRecord r{dir, read_config_file((fs::path(dir) / "config.json").string()), "", 0,
-              kAbsent, kAbsent, kAbsent, kAbsent, kAbsent, kAbsent};
+  RunRecord r;
+  r.dir = dir;
+  r.config = read_config_file((fs::path(dir) / "config.json").string());
   const json& logging = r.config["logging"];
   const std::string run_dir = logging.value("run_dir", "");
   std::string metrics = logging.value("metrics_file", "");
@@ -153,7 +157,7 @@ RunRecord read_run_folder(const std::string& dir) {
     r.status = "failed";
     return r;
   }
-  read_metrics(metrics, r.config["training"].value("train_iters", int64_t{0}), r);
+  read_metrics(metrics, r.config["training"]["train_iters"].get<int64_t>(), r);
   if (errored) r.status = "failed";
   return r;
 }

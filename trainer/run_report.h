@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -10,13 +11,15 @@
 
 namespace lattice {
 
-// One run folder as the report sees it. Numbers absent from the metrics file are NaN.
+// One run folder as the report sees it. Numbers absent from the metrics file are NaN (kAbsent).
 struct RunRecord {
   std::string dir;                                                          // as given on the command line
   nlohmann::json config;                                                    // its config.json
   std::string status;                                                       // finished / stopped / failed
   int64_t steps = 0;                                                        // the last step trained
-  double train_loss, val_loss, tokens_per_s, mfu, bubble, dp_comm_hidden;  // set by read_run_folder
+  static constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+  double train_loss = kAbsent, val_loss = kAbsent;                          // the last ones logged
+  double tokens_per_s = kAbsent, mfu = kAbsent, bubble = kAbsent, dp_comm_hidden = kAbsent;  // the summary's
 };
 
 // Reads DIR/config.json and the metrics file it names (DIR/metrics.jsonl when it is the run folder's

@@ -70,6 +70,8 @@ expect_error() {  # expect_error TEXT RUN_DIR
   [[ $rc -eq 2 ]] && grep -qF "$1" "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "report $2: rc $rc"; }
 }
 expect_error "$runs/none/config.json" "$runs/none"
+mkdir -p "$runs/empty" && echo '{"training": {}}' >"$runs/empty/config.json"
+expect_error "'$runs/empty/config.json' is not a run's resolved config" "$runs/empty"
 cp -r "$runs/b" "$runs/bad" && echo '{"step": 9, "loss"' >>"$runs/bad/metrics.jsonl"
 expect_error "'$runs/bad/metrics.jsonl' line $(wc -l <"$runs/bad/metrics.jsonl") is not JSON" "$runs/bad"
 rm "$runs/bad/metrics.jsonl"
