@@ -155,7 +155,7 @@ if [[ $slurm -eq 1 && -z $only ]]; then
   if [[ ${#todo[@]} -eq 0 ]]; then echo "sweep: every point has finished"; exit 0; fi
   script=$out/.sweep/array.sbatch
   abs_out=$(cd "$out" && pwd)
-  opts=(--config "$(realpath "$base")" --out "$abs_out")
+  opts=(--config "$(cd "$(dirname "$base")" && pwd)/$(basename "$base")" --out "$abs_out")
   [[ -n $save_interval ]] && opts+=(--save-interval "$save_interval")
   {
     echo '#!/usr/bin/env bash'
@@ -168,7 +168,7 @@ if [[ $slurm -eq 1 && -z $only ]]; then
     echo "#SBATCH --output=$abs_out/.sweep/logs/slurm-%A_%a.log"
     echo 'set -euo pipefail'
     printf 'cd %q\n' "$PWD"
-    printf 'export LATTICE=%q\n' "$(realpath "$LATTICE")"
+    printf 'export LATTICE=%q\n' "$(cd "$(dirname "$LATTICE")" && pwd)/$(basename "$LATTICE")"
     printf 'exec %q' "$SELF"
     printf ' %q' "${opts[@]}" --points "$abs_out/.sweep/points.txt" --only
     # shellcheck disable=SC2016  # expanded by the array task, not here

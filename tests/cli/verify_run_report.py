@@ -36,7 +36,7 @@ def expected(run_dir):
 
 def main():
     table_file, csv_file, key = sys.argv[1:4]
-    runs = [a.split("=", 1) for a in sys.argv[4:]]
+    runs = [a.rsplit("=", 1) for a in sys.argv[4:]]  # run folders may hold "="
     columns = ["run", key, "status", "steps", "train_loss", "val_loss", "tokens_per_s", "mfu", "bubble",
                "dp_comm_hidden"]
     rows = list(csv.reader(open(csv_file)))
