@@ -24,7 +24,9 @@
 #   --only K               runs point K (0-based, in sweep order) alone: what the array script does
 #   -- ARGS...             passed to every `lattice train` (before the point's own overrides)
 #
-# A point's folder name is its overrides joined by ',' with every character other than
+# Every point runs with logging.run_dir=SWEEP_DIR/NAME and logging.metrics_file, .tensorboard_dir,
+# .trace_file and checkpoint.dir emptied, so that all its outputs land in its run folder whatever
+# the base config says. A point's folder name is its overrides joined by ',' with every character other than
 # [A-Za-z0-9._,=+-] made '_' (no overrides: 'base'). A point whose folder already reports `finished`
 # (`lattice report --csv`) is skipped; any other point is started with the same command, so a
 # stopped or interrupted one resumes from RUN_DIR/checkpoints (checkpoint.load auto) if it saved any.
@@ -140,7 +142,10 @@ point_status() {
 # The arguments of `lattice train` for point I after --config.
 train_args() {
   local i=$1 o
-  args=(--set "logging.run_dir=$out/${names[$i]}")
+  # The output paths are emptied so that they follow the run folder: a base config's own paths
+  # (the quickstart's metrics_file) would be shared by every point. `--` args and points may set them.
+  args=(--set "logging.run_dir=$out/${names[$i]}" --set logging.metrics_file= --set logging.tensorboard_dir=
+        --set logging.trace_file= --set checkpoint.dir=)
   [[ -n $save_interval ]] && args+=(--set "checkpoint.save_interval=$save_interval")
   args+=("${extra[@]}")
   for o in ${points[$i]}; do args+=(--set "$o"); done
