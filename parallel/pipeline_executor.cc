@@ -47,7 +47,7 @@ struct PipelineExecutor::Step {
 };
 
 PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx)
-    : pp_(pp_group), tracer_(tracer), ctx_(ctx), stream_(ctx.stream()) {}
+    : pp_(pp_group), tracer_(tracer), ctx_(ctx) {}
 
 void PipelineExecutor::reserve(int64_t buffers, const Shape& shape, DType dtype) {
   if (shape != shape_ || dtype != dtype_) {
@@ -124,8 +124,8 @@ PipelineExecutor::Step PipelineExecutor::begin_step(const std::vector<Action>& a
     if (!is_compute(a.type)) expected_peer(s, a);
   }
   s.held.reserve(16);
-  s.anchor = tracer_.anchor(stream_);
-  s.start = stream_.record();
+  s.anchor = tracer_.anchor(ctx_.stream());
+  s.start = ctx_.stream().record();
   return s;
 }
 
@@ -189,9 +189,9 @@ void PipelineExecutor::send(Step& s, const Action& a) {
 
 template <class Work>
 double PipelineExecutor::timed(const Step& s, const char* name, const char* category, TraceArgs args, Work&& work) {
-  const Event start = stream_.record();
+  const Event start = ctx_.stream().record();
   work();
-  const Event end = stream_.record();
+  const Event end = ctx_.stream().record();
   tracer_.span(name, category, s.anchor, start, end, args);
   return end.seconds_since(start);
 }
@@ -241,7 +241,7 @@ int PipelineExecutor::take_input(Step& s, ActionType recv_kind, const Action& a)
   if (s.held[idx].recv.pending()) {
     const char* name = recv_kind == ActionType::kRecvGrad ? "recv_grad" : "recv_activation";
     const TraceArgs args = {{"microbatch", a.microbatch}, {"chunk", a.chunk}};
-    s.stats.recv_wait_s += timed(s, name, "communication", args, [&] { s.held[idx].recv.wait_on(stream_); });
+    s.stats.recv_wait_s += timed(s, name, "communication", args, [&] { s.held[idx].recv.wait_on(ctx_.stream()); });
   }
   const int slot = s.held[idx].slot;
   s.held.erase(s.held.begin() + idx);
@@ -256,14 +256,14 @@ void PipelineExecutor::end_compute(Step& s, const Action& a, int in, int out, Ac
 void PipelineExecutor::end_step(Step& s) {
   // Every send completes (the host waits: the buffers go back to the pool), and every buffer is
   // back in the pool.
-  const Event start = stream_.record();
+  const Event start = ctx_.stream().record();
   for (Slot& slot : pool_) {
     if (slot.send.pending()) {
       auto scope = tracer_.scope("send_wait", "communication");
       slot.send.wait();
     }
   }
-  s.stats.send_wait_s += stream_.record().seconds_since(start);
+  s.stats.send_wait_s += ctx_.stream().record().seconds_since(start);
   if (!s.held.empty()) {
     std::string what;
     for (Held& h : s.held) {
@@ -276,7 +276,7 @@ void PipelineExecutor::end_step(Step& s) {
     throw Error(fmt::format("pp rank {}: the action list left transfers without their other half: {}", s.rank, what));
   }
   for (Slot& slot : pool_) slot.in_use = false;
-  s.stats.step_s = stream_.record().seconds_since(s.start);
+  s.stats.step_s = ctx_.stream().record().seconds_since(s.start);
   s.stats.buffers = pool_size();
 }
 

@@ -113,7 +113,6 @@ class PipelineExecutor {
   Communicator& pp_;
   Tracer& tracer_;
   const DeviceContext& ctx_;
-  Stream stream_;
   Shape shape_;
   DType dtype_ = DType::kF32;
   std::vector<Slot> pool_;
