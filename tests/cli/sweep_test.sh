@@ -11,7 +11,6 @@ set -euo pipefail
 source tests/parallel/train_test_env.sh
 export OMP_NUM_THREADS=1
 export LATTICE
-fail() { echo "FAIL: $*"; exit 1; }
 prepare_tiny_dataset
 
 sw=$WORK/sweep

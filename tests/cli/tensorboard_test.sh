@@ -6,7 +6,6 @@
 set -euo pipefail
 source tests/parallel/train_test_env.sh
 export OMP_NUM_THREADS=1
-fail() { echo "FAIL: $*"; exit 1; }
 prepare_tiny_dataset
 
 tb=$WORK/tb

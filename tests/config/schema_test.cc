@@ -2,9 +2,6 @@
 // schema's keys in order, and the --set paragraph names every string-valued key.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -12,29 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/readme_testing.h"
 #include "trainer/config_schema.h"
 
 using namespace lattice;
 
 namespace {
 
-// The text between README.md's BEGIN/END CONFIG REFERENCE markers.
-std::string config_reference() {
-  std::string path;
-  for (const char* p : {"README.md", "lattice/README.md"})
-    if (std::filesystem::exists(p)) path = p;
-  if (path.empty())
-    if (const char* src = std::getenv("TEST_SRCDIR")) path = std::string(src) + "/lattice/README.md";
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
-  const auto begin = text.find("BEGIN CONFIG REFERENCE"), end = text.find("END CONFIG REFERENCE");
-  REQUIRE(begin != std::string::npos);
-  REQUIRE(end != std::string::npos);
-  return text.substr(begin, end - begin);
-}
+std::string config_reference() { return testing::readme_config_reference(testing::readme_text()); }
 
 }  // namespace
 

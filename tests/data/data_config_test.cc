@@ -9,6 +9,7 @@
 
 #include "kernels/error.h"
 #include "tests/data/test_util.h"
+#include "tests/readme_testing.h"
 #include "trainer/config.h"
 
 using namespace lattice;
@@ -94,20 +95,8 @@ TEST_CASE("validate_for_training: one of data.path / data.blend, and every blend
 }
 
 TEST_CASE("README documents data.blend in the config reference") {
-  std::string path;
-  for (const char* p : {"README.md", "lattice/README.md"})
-    if (std::filesystem::exists(p)) path = p;
-  if (path.empty()) {
-    if (const char* src = std::getenv("TEST_SRCDIR")) path = std::string(src) + "/lattice/README.md";
-  }
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
-  const auto begin = text.find("BEGIN CONFIG REFERENCE"), end = text.find("END CONFIG REFERENCE");
-  REQUIRE(begin != std::string::npos);
-  const std::string ref = text.substr(begin, end - begin);
+  const std::string text = testing::readme_text();
+  const std::string ref = testing::readme_config_reference(text);
   CHECK_THAT(ref, Contains("| `blend` |"));
   CHECK_THAT(text, Contains("data inspect"));
 }

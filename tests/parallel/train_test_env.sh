@@ -1,6 +1,7 @@
 # Sourced by the tests that drive `lattice train` through the CLI, with or without mpirun: the
-# per-test OpenMPI environment, the binary, a work directory and the tiny fortunes dataset.
+# per-test OpenMPI environment, the binary, a work directory, fail() and the tiny fortunes dataset.
 source tests/parallel/mpi_env.sh
+fail() { echo "FAIL: $*"; exit 1; }
 LATTICE=trainer/lattice
 WORK=${TEST_TMPDIR:-$(mktemp -d)}
 TEXT=/usr/share/games/fortunes

@@ -36,8 +36,7 @@ double memorize(ModelConfig c) {
     targets.i32()[i] = token(rng);  // random targets: only memorization can fit them
   }
   Tensor losses = Tensor::empty({ids.numel()});
-  const DeviceContext ctx;
-  StepReadback readback(ctx, 1, 0);
+  StepReadback readback(host_context(), 1, 0);  // the parameters' device
   double loss = 0;
   for (int step = 1; step <= 200; ++step) {
     params.zero_grads();
