@@ -46,6 +46,10 @@ const Backend& backend_for(const char* op, std::initializer_list<const Tensor*> 
   return backend_for(op, first == nullptr ? Device::kCpu : first->device());
 }
 
+bool has_backend(Device device) {
+  return registry()[static_cast<size_t>(device)].load(std::memory_order_acquire) != nullptr;
+}
+
 const Backend* set_backend(Device device, const Backend* backend) {
   LATTICE_CHECK(backend == nullptr || backend->device == device, "set_backend: a {} table registered for {}",
                 device_name(backend->device), device_name(device));

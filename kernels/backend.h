@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/attention_shape.h"
@@ -28,6 +29,17 @@ struct Backend {
   // Return once the destination holds the data (the GPU stages through pinned memory).
   void (*copy_to_host)(const void* src, void* host_dst, int64_t bytes);
   void (*copy_from_host)(const void* host_src, void* dst, int64_t bytes);
+
+  // ---- the compute stream and its events (null on the CPU, where work runs inline) ----
+  void (*synchronize)();                    // the host waits for the compute stream
+  std::shared_ptr<void> (*record_event)();  // an event at the compute stream's current point
+  bool (*event_query)(void* event);
+  void (*event_synchronize)(void* event);
+  double (*event_seconds)(void* start, void* end);  // device time between two events
+  // Makes GPU local_rank mod visible the process's device; returns a line for the log. Exit 2
+  // (InputError) when no device is visible.
+  std::string (*select_device)(int local_rank, int local_size);
+  size_t (*peak_memory_bytes)();  // the most device memory in use at once so far
 
   // ---- elementwise and reductions ----
   void (*fill)(float* x, int64_t n, float value);
@@ -119,6 +131,9 @@ const Backend& backend_for(const char* op, Device device);
 // The backend of the device that every defined tensor in `tensors` is on (CPU when none is
 // defined); tensors on two devices are an error naming `op` and both tensors.
 const Backend& backend_for(const char* op, std::initializer_list<const Tensor*> tensors);
+
+// Whether this binary has a backend for `device` (the CUDA one comes with --config=cuda).
+bool has_backend(Device device);
 
 // Makes `backend` (null: none) the one of `device` and returns the previous one. The CUDA build
 // registers its table at startup; tests swap in tables to check the harness.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 
 #include "kernels/tensor.h"
 
@@ -33,9 +34,12 @@ class Event {
   Device device_ = Device::kCpu;
   bool recorded_ = false;
   std::chrono::steady_clock::time_point host_time_;  // CPU: when recorded = when the work finished
+  std::shared_ptr<void> device_event_;                // a device's event (its backend's record_event)
 };
 
-// An ordered queue of device work. The CPU stream runs everything inline.
+// An ordered queue of device work. The CPU stream runs everything inline. A CUDA stream is the
+// backend's compute stream (one GPU and one compute stream per process), so waits between two
+// streams of one device are already ordered.
 class Stream {
  public:
   explicit Stream(Device device = Device::kCpu) : device_(device) {}

@@ -1,0 +1,195 @@
+// CUDA softmax cross-entropy: the twin of kernels/cpu/cross_entropy.cc.
+// Math matches the CPU: max by `x > m ? x : m` (NaNs never win, -inf start), float sum of
+// exp(x - m), lse = m + log(sum), grad = exp(x - lse) * grad_scale, then -grad_scale at the
+// target. expf/logf are the accurate (non-intrinsic) versions; the CPU's fast_exp is ~2 ulp too.
+// Reductions are per-thread strided partials then a fixed warp-shuffle tree: deterministic, no
+// atomics.
+#include "kernels/cuda/cross_entropy.h"
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/launch.cuh"
+
+namespace lattice::cuda {
+namespace {
+
+// Threads per row block: a multiple of 32 and at most 1024, so at most 32 warp partials.
+constexpr int kRowThreads = 512;
+// Threads per block of the (elementwise) backward, and columns each thread covers at most
+// before another column-chunk block is added.
+constexpr int kBwdThreads = 256;
+constexpr int kBwdColsPerThread = 8;
+
+// The CPU's max step, exactly (a NaN x never replaces m).
+__device__ __forceinline__ float max_step(float m, float x) { return x > m ? x : m; }
+
+// Reduces one float per thread over the block; every thread gets the same result. smem holds 32
+// floats. The leading __syncthreads lets callers reuse smem for back-to-back reductions.
+// The xor butterfly gives bitwise identical values on all lanes (each step adds/maxes the same
+// pair, just commuted), and the tree is fixed, so the result is run-to-run deterministic.
+template <bool kMax>
+__device__ float block_reduce(float v, float* smem) {
+  const float identity = kMax ? -INFINITY : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? max_step(v, other) : v + other;
+  }
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  __syncthreads();  // smem may still be read by an earlier reduction
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = lane < warps ? smem[lane] : identity;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? max_step(v, other) : v + other;
+  }
+  return v;
+}
+
+// max over x[0, n) (-inf when n == 0), on every thread.
+__device__ float row_max(const float* x, int64_t n, float* smem) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = max_step(m, x[j]);
+  return block_reduce<true>(m, smem);
+}
+
+// sum over x[0, n) of exp(x - m) in float (as the CPU), on every thread.
+__device__ float row_sum_exp(const float* x, int64_t n, float m, float* smem) {
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(x[j] - m);
+  return block_reduce<false>(s, smem);
+}
+
+// One block per row. Only reads logits, so no aliasing concerns.
+__global__ void forward_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+                               float* __restrict__ losses, float* __restrict__ lse, int64_t vocab) {
+  __shared__ float smem[32];
+  const int64_t r = blockIdx.x;
+  const float* x = logits + r * vocab;
+  const float m = row_max(x, vocab, smem);
+  const float s = row_sum_exp(x, vocab, m, smem);
+  if (threadIdx.x == 0) {
+    const float l = m + logf(s);
+    lse[r] = l;
+    losses[r] = l - x[targets[r]];
+  }
+}
+
+__global__ void shard_max_kernel(const float* __restrict__ logits, float* __restrict__ out, int64_t cols,
+                                 int64_t valid) {
+  __shared__ float smem[32];
+  const int64_t r = blockIdx.x;
+  const float m = row_max(logits + r * cols, valid, smem);
+  if (threadIdx.x == 0) out[r] = m;
+}
+
+__global__ void shard_sums_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+                                  const float* __restrict__ row_max_in, float* __restrict__ sum_exp,
+                                  float* __restrict__ target_logit, int64_t cols, int64_t first_col,
+                                  int64_t valid) {
+  __shared__ float smem[32];
+  const int64_t r = blockIdx.x;
+  const float* x = logits + r * cols;
+  const float s = row_sum_exp(x, valid, row_max_in[r], smem);
+  if (threadIdx.x == 0) {
+    sum_exp[r] = s;
+    const int64_t t = static_cast<int64_t>(targets[r]) - first_col;
+    target_logit[r] = t >= 0 && t < valid ? x[t] : 0.0f;
+  }
+}
+
+// Elementwise per row; a thread reads x[j] and writes d[j] itself (the target correction included),
+// so d == x needs no barrier. No __restrict__ on logits/dlogits: they may alias.
+__global__ void shard_backward_kernel(const float* logits, const int32_t* __restrict__ targets,
+                                      const float* __restrict__ lse, float grad_scale, float* dlogits,
+                                      int64_t cols, int64_t first_col, int64_t valid) {
+  const int64_t r = blockIdx.x;
+  const float* x = logits + r * cols;
+  float* d = dlogits + r * cols;
+  const float l = lse[r];
+  const int64_t t = static_cast<int64_t>(targets[r]) - first_col;
+  const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; j < cols; j += stride) {
+    float v = 0.0f;  // padding columns: no gradient
+    if (j < valid) {
+      v = expf(x[j] - l) * grad_scale;
+      if (j == t) v -= grad_scale;  // same two roundings as the CPU's d[t] -= grad_scale
+    }
+    d[j] = v;
+  }
+}
+
+__global__ void shard_loss_kernel(const float* __restrict__ row_max_in, const float* __restrict__ sum_exp,
+                                  const float* __restrict__ target_logit, float* __restrict__ losses,
+                                  float* __restrict__ lse, int64_t rows) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
+    const float l = row_max_in[r] + logf(sum_exp[r]);
+    lse[r] = l;
+    losses[r] = l - target_logit[r];
+  }
+}
+
+void launch_shard_backward(const float* logits, const int32_t* targets, const float* lse, float grad_scale,
+                           float* dlogits, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
+  if (rows <= 0) return;
+  // Rows on x (up to 2^31-1 blocks); column chunks on y so a few long rows still fill the GPU.
+  int64_t chunks = (cols + int64_t{kBwdThreads} * kBwdColsPerThread - 1) / (int64_t{kBwdThreads} * kBwdColsPerThread);
+  chunks = chunks < 1 ? 1 : (chunks > 65535 ? 65535 : chunks);
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
+  shard_backward_kernel<<<grid, kBwdThreads, 0, compute_stream()>>>(logits, targets, lse, grad_scale, dlogits, cols,
+                                                                    first_col, valid);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+void cross_entropy_forward(const float* logits, const int32_t* targets, float* losses, float* lse, int64_t rows,
+                           int64_t vocab) {
+  if (rows <= 0) return;
+  forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, compute_stream()>>>(logits, targets, losses, lse,
+                                                                                    vocab);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void cross_entropy_backward(const float* logits, const int32_t* targets, const float* lse, float grad_scale,
+                            float* dlogits, int64_t rows, int64_t vocab) {
+  // The whole vocabulary is one shard starting at column 0 with no padding (as the CPU).
+  launch_shard_backward(logits, targets, lse, grad_scale, dlogits, rows, vocab, 0, vocab);
+}
+
+void cross_entropy_shard_max(const float* logits, float* row_max, int64_t rows, int64_t cols, int64_t valid) {
+  if (rows <= 0) return;
+  shard_max_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, compute_stream()>>>(logits, row_max, cols, valid);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void cross_entropy_shard_sums(const float* logits, const int32_t* targets, const float* row_max, float* sum_exp,
+                              float* target_logit, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
+  if (rows <= 0) return;
+  shard_sums_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, compute_stream()>>>(
+      logits, targets, row_max, sum_exp, target_logit, cols, first_col, valid);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void cross_entropy_shard_loss(const float* row_max, const float* sum_exp, const float* target_logit, float* losses,
+                              float* lse, int64_t rows) {
+  if (rows <= 0) return;
+  constexpr int kThreads = 256;
+  shard_loss_kernel<<<grid_for(rows, kThreads), kThreads, 0, compute_stream()>>>(row_max, sum_exp, target_logit,
+                                                                                 losses, lse, rows);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void cross_entropy_shard_backward(const float* logits, const int32_t* targets, const float* lse, float grad_scale,
+                                  float* dlogits, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
+  launch_shard_backward(logits, targets, lse, grad_scale, dlogits, rows, cols, first_col, valid);
+}
+
+}  // namespace lattice::cuda

@@ -1,0 +1,137 @@
+// The CUDA backend's table: kernels/cuda/*.cu kernels, cuBLASLt matmul, the runtime's memory and
+// events, and the few entries composed here (index checks that throw, initialization).
+#include "kernels/cuda/cuda_backend.h"
+
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/cpu/init.h"
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/error.h"
+
+namespace lattice::cuda {
+
+namespace {
+
+std::shared_ptr<Storage> allocate_storage(size_t bytes) {
+  return std::make_shared<Storage>(Device::kCuda, allocate(bytes), bytes, &release);
+}
+
+// The CPU's message, word for word (kernels/cpu/embedding.cc), so errors read the same on both.
+void check_indices(const char* op, const char* what, const int32_t* ids, int64_t n, int64_t vocab) {
+  int32_t bad_id = 0;
+  const int64_t bad = first_bad_index(ids, n, vocab, &bad_id);
+  if (bad >= 0) throw Error(fmt::format("{}: {} {} at position {} is outside [0, {})", op, what, bad_id, bad, vocab));
+}
+
+// Initialization runs once per parameter: it draws on the host with the CPU kernel and copies,
+// so every device and layout starts from bit-identical weights (CUDA's double log/sin/cos are
+// not guaranteed to round as glibc's do).
+void fill_normal_via_host(float* x, const std::vector<int64_t>& box_shape, const std::vector<int64_t>& global_shape,
+                          const std::vector<int64_t>& box_offset, uint64_t seed, uint64_t stream, float std) {
+  int64_t n = 1;
+  for (const int64_t d : box_shape) n *= d;
+  std::vector<float> host(static_cast<size_t>(n));
+  cpu::fill_normal(host.data(), box_shape, global_shape, box_offset, seed, stream, std);
+  copy_from_host(host.data(), x, n * static_cast<int64_t>(sizeof(float)));
+}
+
+std::shared_ptr<void> record_event() {
+  cudaEvent_t event = nullptr;
+  LATTICE_CUDA_CHECK(cudaEventCreate(&event));
+  LATTICE_CUDA_CHECK(cudaEventRecord(event, compute_stream()));
+  return std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+}
+
+bool event_query(void* event) {
+  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();  // not an error: clear it so the next launch check does not see it
+    return false;
+  }
+  LATTICE_CUDA_CHECK(err);
+  return true;
+}
+
+void event_synchronize(void* event) { LATTICE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+
+double event_seconds(void* start, void* end) {
+  float ms = 0;
+  LATTICE_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+  return ms / 1e3;
+}
+
+constexpr Backend kCudaBackend{
+    .device = Device::kCuda,
+    .allocate = &allocate_storage,
+    .zero = &zero,
+    .copy = &copy,
+    .copy_to_host = &copy_to_host,
+    .copy_from_host = &copy_from_host,
+    .synchronize = &synchronize,
+    .record_event = &record_event,
+    .event_query = &event_query,
+    .event_synchronize = &event_synchronize,
+    .event_seconds = &event_seconds,
+    .select_device = &select_device,
+    .peak_memory_bytes = &pool_peak_bytes,
+    .fill = &fill,
+    .scale = &scale,
+    .axpy = &axpy,
+    .add = &add,
+    .sum_squares = &sum_squares,
+    .sum_to = &sum_to,
+    .sum_squares_to = &sum_squares_to,
+    .add_bias = &add_bias,
+    .bias_backward = &bias_backward,
+    .f32_to_bf16 = &f32_to_bf16,
+    .bf16_to_f32 = &bf16_to_f32,
+    .sgemm = &sgemm,
+    .check_indices = &check_indices,
+    .embedding_forward = &embedding_forward,
+    .embedding_backward = &embedding_backward,
+    .add_position_embedding = &add_position_embedding,
+    .position_embedding_backward = &position_embedding_backward,
+    .embedding_forward_shard = &embedding_forward_shard,
+    .embedding_backward_shard = &embedding_backward_shard,
+    .add_position_embedding_tokens = &add_position_embedding_tokens,
+    .position_embedding_backward_tokens = &position_embedding_backward_tokens,
+    .layernorm_forward = &layernorm_forward,
+    .layernorm_backward = &layernorm_backward,
+    .rmsnorm_forward = &rmsnorm_forward,
+    .rmsnorm_backward = &rmsnorm_backward,
+    .gelu_forward = &gelu_forward,
+    .gelu_backward = &gelu_backward,
+    .swiglu_forward = &swiglu_forward,
+    .swiglu_backward = &swiglu_backward,
+    .rope = &rope,
+    .attention_forward = &attention_forward,
+    .attention_backward = &attention_backward,
+    .cross_entropy_forward = &cross_entropy_forward,
+    .cross_entropy_backward = &cross_entropy_backward,
+    .cross_entropy_shard_max = &cross_entropy_shard_max,
+    .cross_entropy_shard_sums = &cross_entropy_shard_sums,
+    .cross_entropy_shard_loss = &cross_entropy_shard_loss,
+    .cross_entropy_shard_backward = &cross_entropy_shard_backward,
+    .fill_normal = &fill_normal_via_host,
+    .adamw_update = &adamw_update,
+};
+
+// Registered when the binary starts: set_backend only stores the pointer.
+[[maybe_unused]] const bool kRegistered = (set_backend(Device::kCuda, &kCudaBackend), true);
+
+}  // namespace
+
+const Backend& backend() { return kCudaBackend; }
+
+}  // namespace lattice::cuda

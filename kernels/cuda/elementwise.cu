@@ -1,0 +1,288 @@
+// CUDA twins of kernels/cpu/elementwise.cc, cast.cc and adamw.cc. Grid-stride loops with int64
+// indices (n may exceed 2^31); reductions accumulate in double with a fixed grid and a fixed tree
+// order, so a given n always gives the same bits (no atomics anywhere).
+#include "kernels/cuda/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/ops.h"
+
+namespace lattice::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+// Stage-1 blocks of a reduction: enough to fill an H100/H200 (132 SMs x 8 blocks), few enough that
+// the second stage (one block) is cheap.
+constexpr int kReduceBlocks = 1024;
+// bias_backward: rows per stage-1 chunk, and at most this many chunks (bounds the scratch buffer).
+constexpr int64_t kBiasChunkRows = 256;
+constexpr int64_t kBiasMaxChunks = 64;
+
+__device__ __forceinline__ int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+__global__ void fill_kernel(float* x, int64_t n, float value) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = value;
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float alpha) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] *= alpha;
+}
+
+__global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
+}
+
+// No __restrict__: out may alias a or b (each element is read before it is written).
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+}
+
+// Sums the block's kThreads values of `shared` in a fixed tree; the result is in shared[0].
+__device__ __forceinline__ void block_tree_sum(double* shared) {
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+}
+
+// Stage 1: block b writes the double sum of its grid-stride share of x (squared if kSquare).
+template <bool kSquare>
+__global__ void __launch_bounds__(kThreads) reduce_partials_kernel(const float* x, int64_t n, double* partials) {
+  __shared__ double shared[kThreads];
+  double acc = 0.0;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const double v = static_cast<double>(x[i]);
+    acc += kSquare ? v * v : v;  // a float squared is exact in double
+  }
+  shared[threadIdx.x] = acc;
+  block_tree_sum(shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = shared[0];
+}
+
+// Stage 2 (one block): *out = the sum of partials[0, count) in a fixed order.
+__global__ void __launch_bounds__(kThreads) reduce_final_kernel(const double* partials, int count, double* out) {
+  __shared__ double shared[kThreads];
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < count; i += kThreads) acc += partials[i];
+  shared[threadIdx.x] = acc;
+  block_tree_sum(shared);
+  if (threadIdx.x == 0) *out = shared[0];
+}
+
+template <bool kSquare>
+void reduce_to(const float* x, int64_t n, double* out) {
+  cudaStream_t stream = compute_stream();
+  if (n <= 0) {
+    LATTICE_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), stream));  // +0.0 is all zero bits
+    return;
+  }
+  const unsigned blocks = std::min<unsigned>(grid_for(n, kThreads), kReduceBlocks);
+  auto* partials = static_cast<double*>(allocate(sizeof(double) * blocks));
+  reduce_partials_kernel<kSquare><<<blocks, kThreads, 0, stream>>>(x, n, partials);
+  LATTICE_CUDA_LAUNCHED();
+  reduce_final_kernel<<<1, kThreads, 0, stream>>>(partials, static_cast<int>(blocks), out);
+  LATTICE_CUDA_LAUNCHED();
+  release(partials);  // stream ordered: freed after the kernels ran
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += bias[i % cols];
+}
+
+// Stage 1 of bias_backward: thread (column c, chunk blockIdx.y) sums its rows in order in float,
+// like the CPU's per-column float accumulator. With one chunk it adds straight into dbias, which is
+// then the CPU's loop exactly (same additions in the same order).
+__global__ void bias_chunk_kernel(const float* dy, int64_t rows, int64_t cols, int64_t rows_per_chunk, float* out,
+                                  bool accumulate) {
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+  for (int64_t c = first_index(); c < cols; c += grid_stride()) {
+    float acc = 0.0f;
+    for (int64_t r = r0; r < r1; ++r) acc += dy[r * cols + c];
+    if (accumulate) {
+      out[c] += acc;
+    } else {
+      out[static_cast<int64_t>(blockIdx.y) * cols + c] = acc;
+    }
+  }
+}
+
+// Stage 2: dbias[c] += the chunk sums of column c, in chunk order.
+__global__ void bias_combine_kernel(const float* partials, int64_t chunks, int64_t cols, float* dbias) {
+  for (int64_t c = first_index(); c < cols; c += grid_stride()) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < chunks; ++j) acc += partials[j * cols + c];
+    dbias[c] += acc;
+  }
+}
+
+// kernels/bf16.h's float_to_bfloat16, bit for bit (its std::bit_cast version is host-only).
+__device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
+  const uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // quiet NaN
+  const uint32_t lsb = (bits >> 16) & 1u;
+  return static_cast<uint16_t>((bits + 0x7fffu + lsb) >> 16);  // nearest even; overflow carries to Inf
+}
+
+__global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = f32_to_bf16_bits(src[i]);
+}
+
+__global__ void bf16_to_f32_kernel(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    dst[i] = __uint_as_float(static_cast<uint32_t>(src[i]) << 16);
+  }
+}
+
+// kernels/cpu/adamw.cc's adamw_loop, the same float operations in the same order. __fsqrt_rn and
+// __fdiv_rn keep IEEE rounding even under --use_fast_math (the CPU uses std::sqrt and '/').
+__global__ void adamw_kernel(float* __restrict__ pw, const float* __restrict__ gw, float* __restrict__ mw,
+                             float* __restrict__ vw, int64_t n, float gs, float b1, float one_minus_b1, float b2,
+                             float one_minus_b2, float eps, float inv_sqrt_bc2, float step_size, float decay) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const float g = gw[i] * gs;
+    const float m = b1 * mw[i] + one_minus_b1 * g;
+    const float v = b2 * vw[i] + one_minus_b2 * g * g;
+    mw[i] = m;
+    vw[i] = v;
+    const float denom = __fsqrt_rn(v) * inv_sqrt_bc2 + eps;
+    pw[i] = pw[i] * decay - step_size * __fdiv_rn(m, denom);
+  }
+}
+
+}  // namespace
+
+void zero(void* data, int64_t bytes) {
+  if (bytes <= 0) return;
+  LATTICE_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<size_t>(bytes), compute_stream()));
+}
+
+void copy(const void* src, void* dst, int64_t bytes) {
+  if (src == dst || bytes <= 0) return;
+  cudaStream_t stream = compute_stream();
+  const auto s = reinterpret_cast<uintptr_t>(src), d = reinterpret_cast<uintptr_t>(dst);
+  const auto b = static_cast<uintptr_t>(bytes);
+  if (s < d + b && d < s + b) {
+    // cudaMemcpy on overlapping ranges is undefined: stage through a temporary (memmove semantics).
+    void* tmp = allocate(static_cast<size_t>(bytes));
+    LATTICE_CUDA_CHECK(cudaMemcpyAsync(tmp, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream));
+    LATTICE_CUDA_CHECK(cudaMemcpyAsync(dst, tmp, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream));
+    release(tmp);
+    return;
+  }
+  LATTICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream));
+}
+
+void fill(float* x, int64_t n, float value) {
+  if (n <= 0) return;
+  fill_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, value);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void scale(float* x, int64_t n, float alpha) {
+  if (n <= 0) return;
+  scale_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, alpha);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void axpy(float alpha, const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  axpy_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(alpha, x, y, n);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void add(const float* a, const float* b, float* out, int64_t n) {
+  if (n <= 0) return;
+  add_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(a, b, out, n);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+double sum_squares(const float* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  // The same kernel as sum_squares_to (ops.h: the same bits), read back through one device double.
+  auto* slot = static_cast<double*>(allocate(sizeof(double)));
+  double result = 0.0;
+  try {
+    reduce_to<true>(x, n, slot);
+    copy_to_host(slot, &result, sizeof(double));  // synchronizes the compute stream
+  } catch (...) {
+    release(slot);
+    throw;
+  }
+  release(slot);
+  return result;
+}
+
+void sum_to(const float* x, int64_t n, double* out) { reduce_to<false>(x, n, out); }
+
+void sum_squares_to(const float* x, int64_t n, double* out) { reduce_to<true>(x, n, out); }
+
+void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  add_bias_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, compute_stream()>>>(y, bias, rows, cols);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols) {
+  if (cols <= 0) return;
+  if (rows < 0) rows = 0;
+  cudaStream_t stream = compute_stream();
+  // Fixed chunking from (rows) alone, so the rounding depends only on the shape.
+  int64_t chunks = (rows + kBiasChunkRows - 1) / kBiasChunkRows;
+  if (chunks < 1) chunks = 1;  // rows == 0 still adds +0.0f, as the CPU loop does
+  if (chunks > kBiasMaxChunks) chunks = kBiasMaxChunks;
+  const int64_t rows_per_chunk = rows > 0 ? (rows + chunks - 1) / chunks : 1;
+  const dim3 grid(grid_for(cols, kThreads), static_cast<unsigned>(chunks));
+  if (chunks == 1) {
+    bias_chunk_kernel<<<grid, kThreads, 0, stream>>>(dy, rows, cols, rows_per_chunk, dbias, true);
+    LATTICE_CUDA_LAUNCHED();
+    return;
+  }
+  auto* partials = static_cast<float*>(allocate(sizeof(float) * static_cast<size_t>(chunks * cols)));
+  bias_chunk_kernel<<<grid, kThreads, 0, stream>>>(dy, rows, cols, rows_per_chunk, partials, false);
+  LATTICE_CUDA_LAUNCHED();
+  bias_combine_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(partials, chunks, cols, dbias);
+  LATTICE_CUDA_LAUNCHED();
+  release(partials);
+}
+
+void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  if (n <= 0) return;
+  f32_to_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(src, dst, n);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  if (n <= 0) return;
+  bf16_to_f32_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(src, dst, n);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                  const ops::AdamWParams& p) {
+  if (n <= 0) return;
+  // Host-side scalars computed exactly as kernels/cpu/adamw.cc does (double, then rounded to float).
+  const double t = static_cast<double>(p.step);
+  const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
+  const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
+  const float step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
+  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  const float decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * static_cast<double>(p.weight_decay));
+  const float one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
+  const float one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(
+      param, grad, exp_avg, exp_avg_sq, n, p.grad_scale, p.beta1, one_minus_b1, p.beta2, one_minus_b2, p.eps,
+      inv_sqrt_bc2, step_size, decay);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+}  // namespace lattice::cuda

@@ -1,0 +1,13 @@
+// Matrix multiply on the GPU through cuBLASLt (the Backend's sgemm entry).
+#pragma once
+
+#include <cstdint>
+
+namespace lattice::cuda {
+
+// Row-major c[M, N] = alpha op(a) op(b) + beta c with row strides lda/ldb/ldc, as the CPU sgemm.
+// f32 in, f32 out, f32 accumulation (CUBLAS_COMPUTE_32F: exact f32, no TF32).
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace lattice::cuda

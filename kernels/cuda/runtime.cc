@@ -1,0 +1,193 @@
+// The process's CUDA device, compute stream, memory pool and pinned staging buffers.
+#include "kernels/cuda/runtime.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/error.h"
+
+namespace lattice::cuda {
+
+void fail(const char* call, const char* what, const char* file, int line) {
+  throw Error(fmt::format("{}:{}: {} failed: {}", file, line, call, what));
+}
+
+namespace {
+
+struct State {
+  std::once_flag once;
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  cudaMemPool_t pool = nullptr;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+// Sets up the device (device 0 unless select_device chose), its stream and pool, once.
+void ensure_started(int chosen = 0) {
+  State& s = state();
+  std::call_once(s.once, [&] {
+    visible_device_count();
+    LATTICE_CUDA_CHECK(cudaSetDevice(chosen));
+    s.device = chosen;
+    LATTICE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    LATTICE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&s.pool, chosen));
+    // Keep freed memory in the pool: the default threshold (0) returns it to the driver at every
+    // synchronization, and each step would allocate from the driver again.
+    uint64_t keep = std::numeric_limits<uint64_t>::max();
+    LATTICE_CUDA_CHECK(cudaMemPoolSetAttribute(s.pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  });
+}
+
+// A pinned host buffer that grows to the largest copy asked of it; one per direction, guarded
+// because the prefetch thread and the checkpoint writer may copy while the step runs.
+class PinnedStage {
+ public:
+  ~PinnedStage() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+  }
+  std::mutex& mutex() { return mutex_; }
+  void* get(size_t bytes) {
+    if (bytes > bytes_) {
+      if (data_ != nullptr) LATTICE_CUDA_CHECK(cudaFreeHost(data_));
+      data_ = nullptr;
+      LATTICE_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+      bytes_ = bytes;
+    }
+    return data_;
+  }
+
+ private:
+  std::mutex mutex_;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Copies of more than this go through the stage in pieces of this size.
+constexpr size_t kStageBytes = size_t{64} << 20;
+
+PinnedStage& stage_to_host() {
+  static PinnedStage s;
+  return s;
+}
+PinnedStage& stage_from_host() {
+  static PinnedStage s;
+  return s;
+}
+
+}  // namespace
+
+int visible_device_count() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    throw InputError(fmt::format("no CUDA device is visible (cudaGetDeviceCount: {}); run on a machine with a "
+                                 "GPU, check CUDA_VISIBLE_DEVICES, or set device to \"cpu\"",
+                                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices"));
+  }
+  return count;
+}
+
+std::string select_device(int local_rank, int local_size) {
+  const int count = visible_device_count();
+  const int chosen = local_rank % count;
+  ensure_started(chosen);
+  LATTICE_CHECK(state().device == chosen, "select_device: the CUDA device was already set to {}", state().device);
+  cudaDeviceProp prop{};
+  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, chosen));
+  const int sharing = local_size / count + (chosen < local_size % count ? 1 : 0);
+  return fmt::format("cuda: local rank {} uses GPU {} of {} ({}, {:.1f} GiB, sm_{}{}){}", local_rank, chosen, count,
+                     prop.name, prop.totalGlobalMem / double(1 << 30), prop.major, prop.minor,
+                     sharing > 1 ? fmt::format("; {} ranks of this node share it", sharing) : "");
+}
+
+int device() {
+  ensure_started();
+  return state().device;
+}
+
+cudaStream_t compute_stream() {
+  ensure_started();
+  return state().stream;
+}
+
+void* allocate(size_t bytes) {
+  ensure_started();
+  if (bytes == 0) return nullptr;
+  void* ptr = nullptr;
+  const cudaError_t err = cudaMallocAsync(&ptr, bytes, state().stream);
+  if (err != cudaSuccess) {
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    throw Error(fmt::format("out of GPU memory: allocating {:.2f} GiB failed ({}); {:.2f} GiB of {:.2f} GiB are free, "
+                            "{:.2f} GiB held by this process's pool. Lower training.micro_batch_size, raise "
+                            "parallel.tensor/pipeline, or set parallel.distributed_optimizer",
+                            bytes / double(1 << 30), cudaGetErrorString(err), free_bytes / double(1 << 30),
+                            total / double(1 << 30), pool_used_bytes() / double(1 << 30)));
+  }
+  return ptr;
+}
+
+void release(void* ptr) {
+  if (ptr == nullptr) return;
+  // Never throw from a Storage destructor: a failure here means the context is already broken,
+  // and the next checked call reports it.
+  cudaFreeAsync(ptr, state().stream);
+}
+
+size_t pool_used_bytes() {
+  ensure_started();
+  uint64_t used = 0;
+  LATTICE_CUDA_CHECK(cudaMemPoolGetAttribute(state().pool, cudaMemPoolAttrUsedMemCurrent, &used));
+  return used;
+}
+
+size_t pool_peak_bytes() {
+  ensure_started();
+  uint64_t peak = 0;
+  LATTICE_CUDA_CHECK(cudaMemPoolGetAttribute(state().pool, cudaMemPoolAttrUsedMemHigh, &peak));
+  return peak;
+}
+
+void copy_to_host(const void* device_src, void* host_dst, int64_t bytes) {
+  if (bytes <= 0) return;
+  PinnedStage& stage = stage_to_host();
+  std::lock_guard<std::mutex> lock(stage.mutex());
+  auto* staged = static_cast<char*>(stage.get(std::min<size_t>(bytes, kStageBytes)));
+  for (int64_t done = 0; done < bytes;) {
+    const size_t n = std::min<size_t>(bytes - done, kStageBytes);
+    LATTICE_CUDA_CHECK(cudaMemcpyAsync(staged, static_cast<const char*>(device_src) + done, n,
+                                       cudaMemcpyDeviceToHost, compute_stream()));
+    LATTICE_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    std::memcpy(static_cast<char*>(host_dst) + done, staged, n);
+    done += static_cast<int64_t>(n);
+  }
+}
+
+void copy_from_host(const void* host_src, void* device_dst, int64_t bytes) {
+  if (bytes <= 0) return;
+  PinnedStage& stage = stage_from_host();
+  std::lock_guard<std::mutex> lock(stage.mutex());
+  auto* staged = static_cast<char*>(stage.get(std::min<size_t>(bytes, kStageBytes)));
+  for (int64_t done = 0; done < bytes;) {
+    const size_t n = std::min<size_t>(bytes - done, kStageBytes);
+    std::memcpy(staged, static_cast<const char*>(host_src) + done, n);
+    LATTICE_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(device_dst) + done, staged, n, cudaMemcpyHostToDevice,
+                                       compute_stream()));
+    // The stage is reused by the next piece (and the next call): wait until the device read it.
+    LATTICE_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    done += static_cast<int64_t>(n);
+  }
+}
+
+void synchronize() { LATTICE_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+
+}  // namespace lattice::cuda

@@ -1,0 +1,43 @@
+// The CUDA runtime state of this process: its device, its compute stream, the stream-ordered
+// memory pool, pinned staging and events. One GPU per process (issue 12); every kernel of the CUDA
+// backend is enqueued on compute_stream().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime.h>
+
+namespace lattice::cuda {
+
+// How many CUDA devices are visible; throws lattice::InputError (exit 2) "no CUDA device is visible
+// (cudaGetDeviceCount: <reason>)" when none is.
+int visible_device_count();
+// Makes GPU local_rank mod visible the process's device (before any other call below). Returns a
+// line for the log naming the device, and whether other local ranks share it.
+std::string select_device(int local_rank, int local_size);
+// The process's device; selects device 0 on first use when select_device was not called.
+int device();
+// The compute stream every kernel runs on (created on first use, non-blocking).
+cudaStream_t compute_stream();
+
+// Memory from the device's stream-ordered pool (cudaMallocAsync on compute_stream()), released
+// back to it in stream order; the pool keeps what it has (release threshold: unlimited), so steady
+// steps allocate nothing from the driver.
+void* allocate(size_t bytes);
+void release(void* ptr);
+// Bytes of the pool in use now and at most since the process started.
+size_t pool_used_bytes();
+size_t pool_peak_bytes();
+
+// Host <-> device copies that return when the host side may be read / reused: staged through one
+// pinned buffer per direction (an async copy from pageable memory is synchronous anyway).
+void copy_to_host(const void* device_src, void* host_dst, int64_t bytes);
+void copy_from_host(const void* host_src, void* device_dst, int64_t bytes);
+
+// The host blocks until the compute stream is drained.
+void synchronize();
+
+}  // namespace lattice::cuda
