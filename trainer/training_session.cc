@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint_lock.h"
 #include "parallel/schedule.h"
+#include "trainer/device_selection.h"
 #include "trainer/export_gather.h"
 #include "trainer/hf_export.h"
 #include "trainer/lr_schedule.h"
@@ -55,6 +56,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
                c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, c.model.num_kv_heads,
                c.model.vocab_size, T, stats_.num_params / 1e6);
 
+  select_training_device(c);
   device_ = std::make_unique<DeviceContext>(config_device(c));
   build_model();
   build_optimizer();
@@ -349,6 +351,11 @@ void TrainingSession::summarize() {
                  c_.parallel.overlap_grad_reduce ? "" : " — off: overlap_grad_reduce is false");
   }
   export_model();
+  if (const Backend& backend = device_->backend(); backend.peak_memory_bytes != nullptr) {
+    summary.peak_device_bytes = static_cast<double>(backend.peak_memory_bytes());
+    spdlog::info("peak {} memory: {:.2f} GiB (the memory pool's high mark)", device_name(device_->device()),
+                 summary.peak_device_bytes / double(1 << 30));
+  }
 
   summary.tokens = steps_run * tokens_per_step_;
   summary.wall_s = seconds_since(run_begin_);

@@ -1,0 +1,39 @@
+// The process's device from the config and the launcher's local rank.
+#include "trainer/device_selection.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/backend.h"
+#include "kernels/error.h"
+#include "trainer/model_builder.h"
+
+namespace lattice {
+
+namespace {
+
+// The first of the launchers' variables that is set (mpirun, then srun), else `fallback`.
+int launcher_int(const char* ompi, const char* slurm, int fallback) {
+  for (const char* name : {ompi, slurm}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return fallback;
+}
+
+}  // namespace
+
+void select_training_device(const Config& config) {
+  const Device device = config_device(config);
+  if (device == Device::kCpu) return;
+  if (!has_backend(device)) {
+    throw InputError("device: \"cuda\" but this binary was built without CUDA: build with --config=cuda "
+                     "(bazel build --config=cuda //trainer:lattice), or set device to \"cpu\"");
+  }
+  const int local_rank = launcher_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", 0);
+  const int local_size = launcher_int("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", 1);
+  spdlog::info("{}", backend_for("select_training_device", device).select_device(local_rank, local_size));
+}
+
+}  // namespace lattice
