@@ -1,0 +1,220 @@
+// The CUDA backend against the CPU oracle on a GPU: every op of kernels/ops.h through the backend
+// harness, the heavy ops at GPT-2-124M sizes and at ragged ones, bit-identical initialization and
+// run-to-run determinism. Needs a visible GPU (tools/gpu/check.sh runs it on a lent H200).
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "kernels/device_context.h"
+#include "kernels/ops.h"
+#include "tests/kernels/backend_harness.h"
+
+namespace lattice {
+namespace {
+
+using Tensors = std::vector<Tensor>;
+
+Tensor uniform(const Shape& shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = Tensor::empty(shape);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(gen);
+  return t;
+}
+
+Tensor ids(int64_t n, int32_t vocab, uint32_t seed) {
+  Tensor t = Tensor::empty({n}, DType::kI32);
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  for (int64_t i = 0; i < n; ++i) t.i32()[i] = dist(gen);
+  return t;
+}
+
+// ‖got − want‖₂ / ‖want‖₂ over a host f32 tensor: the norm-wise error of an op whose outputs sum
+// many terms in another order (per-element relative error is meaningless near zero).
+double relative_error(const Tensor& got, const Tensor& want) {
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double d = double(got.f32()[i]) - double(want.f32()[i]);
+    diff += d * d;
+    ref += double(want.f32()[i]) * double(want.f32()[i]);
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
+}
+
+bool all_finite(const Tensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.f32()[i])) return false;
+  return true;
+}
+
+// Runs `op` on copies of `inputs` on the CPU and on the GPU and returns both sets of tensors (host).
+std::pair<Tensors, Tensors> run_both(const Tensors& inputs, const std::function<void(Tensors&)>& op) {
+  const DeviceContext gpu(Device::kCuda);
+  Tensors cpu_t, gpu_t;
+  for (const Tensor& t : inputs) {
+    cpu_t.push_back(host_context().to_device(t));  // a copy
+    gpu_t.push_back(gpu.to_device(t));
+  }
+  op(cpu_t);
+  op(gpu_t);
+  Tensors back;
+  for (const Tensor& t : gpu_t) back.push_back(gpu.to_host(t));
+  return {cpu_t, back};
+}
+
+// Each listed output within `tol` norm-wise of the CPU's, finite, and reported.
+void require_close(const std::string& what, const Tensors& cpu, const Tensors& gpu, const std::vector<int>& outputs,
+                   double tol) {
+  for (const int i : outputs) {
+    const double err = relative_error(gpu[i], cpu[i]);
+    INFO(what << ": output " << i << " " << cpu[i].describe() << " relative error " << err << " (tolerance " << tol
+              << ")");
+    std::printf("  %-58s output %d: relative error %.2e\n", what.c_str(), i, err);
+    REQUIRE(all_finite(gpu[i]));
+    REQUIRE(err <= tol);
+  }
+}
+
+TEST_CASE("every op matches the CPU oracle (backend harness, three seeds)") {
+  for (const uint64_t seed : {1u, 101u, 202u}) {
+    const auto mismatches = test::compare_backend_ops(Device::kCuda, /*exact=*/false, seed);
+    for (const auto& m : mismatches) UNSCOPED_INFO("seed " << seed << ": " << m.op << ": " << m.detail);
+    CHECK(mismatches.empty());
+  }
+}
+
+// f32 with TF32 off: GEMMs of K terms differ from OpenBLAS's only in summation order, ~1e-7·√K.
+constexpr double kF32Tol = 1e-5;
+
+TEST_CASE("matmul at GPT-2 124M sizes and ragged ones, every transpose") {
+  struct Mnk {
+    int64_t m, n, k;
+  };
+  for (const Mnk s : {Mnk{8192, 2304, 768}, Mnk{8192, 768, 3072}, Mnk{4096, 50304, 768}, Mnk{333, 97, 129},
+                      Mnk{1, 1, 1}}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        if (s.m * s.n * s.k > 8192LL * 2304 * 768 && (ta || tb)) continue;  // one big case per shape suffices
+        const Tensor a = uniform(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 1);
+        const Tensor b = uniform(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2);
+        const Tensor c = uniform({s.m, s.n}, 3);
+        auto [cpu, gpu] = run_both({a, b, c}, [&](Tensors& t) { ops::matmul(t[0], ta, t[1], tb, t[2], 0.5f, 1.0f); });
+        require_close(fmt::format("matmul {}x{}x{} ta {} tb {} beta 1", s.m, s.n, s.k, ta, tb), cpu, gpu, {2},
+                      kF32Tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backward") {
+  struct Att {
+    int64_t b, t, hq, hkv, d;
+  };
+  for (const Att s : {Att{2, 1024, 12, 12, 64}, Att{1, 257, 8, 2, 80}, Att{3, 100, 6, 3, 32}, Att{1, 70, 4, 1, 128},
+                      Att{2, 33, 2, 2, 16}}) {
+    const Tensor q = uniform({s.b, s.t, s.hq, s.d}, 11, -2, 2), k = uniform({s.b, s.t, s.hkv, s.d}, 12, -2, 2),
+                 v = uniform({s.b, s.t, s.hkv, s.d}, 13), dout = uniform({s.b, s.t, s.hq, s.d}, 14);
+    const Tensor out = Tensor::zeros({s.b, s.t, s.hq, s.d}), lse = Tensor::zeros({s.b, s.hq, s.t});
+    const Tensor dq = Tensor::zeros(q.shape()), dk = Tensor::zeros(k.shape()), dv = Tensor::zeros(v.shape());
+    auto [cpu, gpu] = run_both({q, k, v, out, lse, dout, dq, dk, dv}, [](Tensors& t) {
+      ops::attention_forward(t[0], t[1], t[2], t[3], t[4]);
+      ops::attention_backward(t[5], t[0], t[1], t[2], t[3], t[4], t[6], t[7], t[8]);
+    });
+    require_close(fmt::format("attention B{} T{} Hq{} Hkv{} D{}", s.b, s.t, s.hq, s.hkv, s.d), cpu, gpu,
+                  {3, 4, 6, 7, 8}, 1e-5);
+  }
+}
+
+TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
+  const int64_t rows = 4096, hidden = 768, vocab = 50257;
+  {
+    const Tensor logits = uniform({512, vocab}, 21, -4, 4), targets = ids(512, vocab, 22);
+    const Tensor losses = Tensor::zeros({512}), lse = Tensor::zeros({512}), dlogits = Tensor::zeros({512, vocab});
+    auto [cpu, gpu] = run_both({logits, targets, losses, lse, dlogits}, [](Tensors& t) {
+      ops::cross_entropy_forward(t[0], t[1], t[2], t[3]);
+      ops::cross_entropy_backward(t[0], t[1], t[3], 1.0f / 512, t[4]);
+    });
+    require_close("cross-entropy 512 x 50257", cpu, gpu, {2, 3, 4}, kF32Tol);
+  }
+  {
+    const Tensor x = uniform({rows, hidden}, 31), gamma = uniform({hidden}, 32), beta = uniform({hidden}, 33),
+                 dy = uniform({rows, hidden}, 34);
+    const Tensor y = Tensor::zeros({rows, hidden}), mean = Tensor::zeros({rows}), rstd = Tensor::zeros({rows});
+    const Tensor dx = Tensor::zeros({rows, hidden}), dgamma = uniform({hidden}, 35), dbeta = uniform({hidden}, 36);
+    auto [cpu, gpu] = run_both({x, gamma, beta, y, mean, rstd, dy, dx, dgamma, dbeta}, [](Tensors& t) {
+      ops::layernorm_forward(t[0], t[1], t[2], 1e-5f, t[3], t[4], t[5]);
+      ops::layernorm_backward(t[6], t[0], t[1], t[4], t[5], t[7], t[8], t[9]);
+    });
+    require_close("layernorm 4096 x 768", cpu, gpu, {3, 4, 5, 7, 8, 9}, kF32Tol);
+  }
+  {
+    const Tensor table = uniform({vocab, hidden}, 41), tok = ids(rows, vocab, 42), dout = uniform({rows, hidden}, 43);
+    const Tensor out = Tensor::zeros({rows, hidden}), dtable = uniform({vocab, hidden}, 44);
+    auto [cpu, gpu] = run_both({tok, table, out, dout, dtable}, [](Tensors& t) {
+      ops::embedding_forward(t[0], t[1], t[2]);
+      ops::embedding_backward(t[0], t[3], t[4]);
+    });
+    require_close("embedding 4096 tokens x 768", cpu, gpu, {2, 4}, kF32Tol);
+  }
+  {
+    const Tensor x = uniform({rows, 4 * hidden}, 51, -5, 5), dy = uniform({rows, 4 * hidden}, 52);
+    const Tensor y = Tensor::zeros(x.shape()), dx = Tensor::zeros(x.shape());
+    auto [cpu, gpu] = run_both({x, y, dy, dx}, [](Tensors& t) {
+      ops::gelu_forward(t[0], t[1]);
+      ops::gelu_backward(t[2], t[0], t[3]);
+    });
+    require_close("gelu 4096 x 3072", cpu, gpu, {1, 3}, kF32Tol);
+  }
+}
+
+TEST_CASE("initialization is bit-identical to the CPU's, whole tensor and shard") {
+  const DeviceContext gpu(Device::kCuda);
+  const Shape global{1000, 37};
+  Tensor want = Tensor::empty({250, 37});
+  ops::fill_normal(want, global, {500, 0}, 1234, 99, 0.02f);
+  Tensor got = gpu.empty({250, 37});
+  ops::fill_normal(got, global, {500, 0}, 1234, 99, 0.02f);
+  const Tensor back = gpu.to_host(got);
+  REQUIRE(std::memcmp(back.raw(), want.raw(), want.bytes()) == 0);
+}
+
+TEST_CASE("the same inputs give the same bits, run after run") {
+  const Tensor q = uniform({2, 300, 8, 64}, 61), k = uniform({2, 300, 4, 64}, 62), v = uniform({2, 300, 4, 64}, 63),
+               dout = uniform({2, 300, 8, 64}, 64), x = uniform({600, 512}, 65), gamma = uniform({512}, 66),
+               tok = ids(600, 1000, 67);
+  auto run = [&] {
+    const DeviceContext gpu(Device::kCuda);
+    Tensors t;
+    for (const Tensor& h : {q, k, v, dout, x, gamma, tok}) t.push_back(gpu.to_device(h));
+    Tensor out = gpu.zeros(q.shape()), lse = gpu.zeros({2, 8, 300});
+    Tensor dq = gpu.zeros(q.shape()), dk = gpu.zeros(k.shape()), dv = gpu.zeros(v.shape());
+    ops::attention_forward(t[0], t[1], t[2], out, lse);
+    ops::attention_backward(t[3], t[0], t[1], t[2], out, lse, dq, dk, dv);
+    Tensor y = gpu.zeros({600, 512}), rstd = gpu.zeros({600}), dx = gpu.zeros({600, 512}), dgamma = gpu.zeros({512});
+    ops::rmsnorm_forward(t[4], t[5], 1e-6f, y, rstd);
+    ops::rmsnorm_backward(t[4], t[4], t[5], rstd, dx, dgamma);
+    Tensor dtable = gpu.zeros({1000, 512});
+    ops::embedding_backward(t[6], t[4], dtable);
+    Tensor sums = gpu.zeros({2}, DType::kF64);
+    ops::sum_squares_to(dx, sums, 0);
+    ops::sum_to(dgamma, sums, 1);
+    Tensors host;
+    for (const Tensor& r : {out, lse, dq, dk, dv, y, dx, dgamma, dtable, sums}) host.push_back(gpu.to_host(r));
+    return host;
+  };
+  const Tensors first = run(), second = run();
+  for (size_t i = 0; i < first.size(); ++i) {
+    INFO("output " << i << " " << first[i].describe());
+    REQUIRE(std::memcmp(first[i].raw(), second[i].raw(), first[i].bytes()) == 0);
+  }
+}
+
+}  // namespace
+}  // namespace lattice
