@@ -22,8 +22,8 @@ const char* reduce_op_name(ReduceOp op);
 // complete. Two kinds of wait:
 //   wait_on(stream): work enqueued on `stream` afterwards runs after the operation — what a consumer
 //     of the result on the device needs (ordering). On a device backend the host does not block.
-//     MPI on CPU tensors: CPU work runs inline when it is called, so ordering it after the operation
-//     means completing the operation now: it blocks the host like wait().
+//     MPI (host-driven; device tensors staged through host buffers, copied back at completion):
+//     ordering work after the operation means completing it now: it blocks the host like wait().
 //   wait(): the host blocks (under the watchdog) until the operation has completed — before the
 //     host reuses or frees a buffer, or reads a result itself. Every host wait is under the watchdog.
 // test() makes progress and says whether the operation has completed.

@@ -1,4 +1,6 @@
 // MpiCommunicator: nonblocking MPI operations wrapped in PendingOps that hold their tensors.
+// Device tensors go through host staging buffers (MPI here is not CUDA-aware): inputs are copied
+// to the host at the call, outputs back to the device when the operation completes.
 #include "parallel/mpi_communicator.h"
 
 #include <algorithm>
@@ -6,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "parallel/host_staging.h"
 #include "parallel/mpi_runtime.h"
 
 namespace lattice {
@@ -59,7 +62,10 @@ class MpiOp : public PendingOp {
   ~MpiOp() override = default;
 
   std::vector<MPI_Request> requests;
-  std::vector<Tensor> keep_alive;
+  std::vector<Tensor> keep_alive;  // the buffers MPI reads and writes (host tensors)
+  // Device tensors' host buffers; outputs are copied back once the requests complete, which every
+  // wait (host, stream, watchdog) and test() observes through test().
+  HostStaging staging;
   // recv: element count each request must deliver (a shorter message is an error).
   std::vector<int> expected_counts;
   MPI_Datatype recv_type = MPI_DATATYPE_NULL;
@@ -90,6 +96,7 @@ class MpiOp : public PendingOp {
     }
     if (flag) {
       done_ = true;
+      staging.finish();
       keep_alive.clear();
     }
     return done_;
@@ -158,13 +165,8 @@ void MpiCommunicator::set_max_count(int64_t max_count) {
   max_count_ = max_count;
 }
 
-void MpiCommunicator::check_cpu(const Tensor& t, const char* op, const char* what) const {
+void MpiCommunicator::check_defined(const Tensor& t, const char* op, const char* what) const {
   if (!t.defined()) throw Error(fmt::format("{} on {}: the {} tensor is undefined", op, describe(), what));
-  if (t.device() != Device::kCpu) {
-    throw Error(fmt::format("{} on {}: the {} tensor {} is on {}, but MpiCommunicator handles CPU "
-                            "tensors only (CUDA tensors need the NCCL communicator)",
-                            op, describe(), what, t.describe(), device_name(t.device())));
-  }
 }
 
 void MpiCommunicator::check_peer(int peer, const char* op, const char* what) const {
@@ -183,12 +185,13 @@ void MpiCommunicator::check_block(int64_t count, const char* op) const {
 }
 
 CommHandle MpiCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
-  check_cpu(inout, "all_reduce", "in/out");
+  check_defined(inout, "all_reduce", "in/out");
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,
       fmt::format("all_reduce({}) of {}", reduce_op_name(op), tensor_summary(inout)));
+  const Tensor buffer = pending->staging.output(inout, /*copy_in=*/true);
   const int64_t n = inout.numel();
-  char* data = static_cast<char*>(inout.raw());
+  char* data = static_cast<char*>(buffer.raw());
   const size_t elem = dtype_size(inout.dtype());
   for (int64_t begin = 0; begin < n; begin += max_count_) {
     int count = static_cast<int>(std::min<int64_t>(max_count_, n - begin));
@@ -197,13 +200,13 @@ CommHandle MpiCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
                              mpi_op(op), comm_, &request));
     pending->requests.push_back(request);
   }
-  pending->keep_alive.push_back(inout);
+  pending->keep_alive.push_back(buffer);
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor& out) {
-  check_cpu(in, "reduce_scatter", "input");
-  check_cpu(out, "reduce_scatter", "output");
+  check_defined(in, "reduce_scatter", "input");
+  check_defined(out, "reduce_scatter", "output");
   if (in.dtype() != out.dtype() || in.numel() != out.numel() * size_) {
     throw Error(fmt::format("reduce_scatter on {}: input {} must have size {} × the output's {} "
                             "elements and the same dtype",
@@ -213,17 +216,19 @@ CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor&
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,
       fmt::format("reduce_scatter(sum) of {} into {}", tensor_summary(in), tensor_summary(out)));
+  const Tensor in_buffer = pending->staging.input(in);
+  const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
   MPI_Request request;
-  MPI_CHECK(MPI_Ireduce_scatter_block(in.raw(), out.raw(), static_cast<int>(out.numel()),
+  MPI_CHECK(MPI_Ireduce_scatter_block(in_buffer.raw(), out_buffer.raw(), static_cast<int>(out.numel()),
                                       mpi_reduce_type("reduce_scatter", in.dtype()), MPI_SUM, comm_, &request));
   pending->requests.push_back(request);
-  pending->keep_alive = {in, out};
+  pending->keep_alive = {in_buffer, out_buffer};
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out) {
-  check_cpu(in, "all_gather", "input");
-  check_cpu(out, "all_gather", "output");
+  check_defined(in, "all_gather", "input");
+  check_defined(out, "all_gather", "output");
   if (in.dtype() != out.dtype() || out.numel() != in.numel() * size_) {
     throw Error(fmt::format("all_gather on {}: output {} must have size {} × the input's {} "
                             "elements and the same dtype",
@@ -233,23 +238,27 @@ CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,
       fmt::format("all_gather of {} into {}", tensor_summary(in), tensor_summary(out)));
+  const Tensor in_buffer = pending->staging.input(in);
+  const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
   const int count = static_cast<int>(in.numel());
   MPI_Request request;
-  MPI_CHECK(MPI_Iallgather(in.raw(), count, mpi_type(in.dtype()), out.raw(), count,
+  MPI_CHECK(MPI_Iallgather(in_buffer.raw(), count, mpi_type(in.dtype()), out_buffer.raw(), count,
                            mpi_type(out.dtype()), comm_, &request));
   pending->requests.push_back(request);
-  pending->keep_alive = {in, out};
+  pending->keep_alive = {in_buffer, out_buffer};
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::broadcast_async(const Tensor& inout, int root) {
-  check_cpu(inout, "broadcast", "in/out");
+  check_defined(inout, "broadcast", "in/out");
   check_peer(root, "broadcast", "root");
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,
       fmt::format("broadcast from group rank {} of {}", root, tensor_summary(inout)));
+  // The root sends its value; the others only receive, so they need not copy theirs in.
+  const Tensor buffer = pending->staging.output(inout, /*copy_in=*/rank_ == root);
   const int64_t n = inout.numel();
-  char* data = static_cast<char*>(inout.raw());
+  char* data = static_cast<char*>(buffer.raw());
   const size_t elem = dtype_size(inout.dtype());
   for (int64_t begin = 0; begin < n; begin += max_count_) {
     int count = static_cast<int>(std::min<int64_t>(max_count_, n - begin));
@@ -257,19 +266,20 @@ CommHandle MpiCommunicator::broadcast_async(const Tensor& inout, int root) {
     MPI_CHECK(MPI_Ibcast(data + begin * elem, count, mpi_type(inout.dtype()), root, comm_, &request));
     pending->requests.push_back(request);
   }
-  pending->keep_alive.push_back(inout);
+  pending->keep_alive.push_back(buffer);
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::send_async(const Tensor& in, int dst, int tag) {
-  check_cpu(in, "send", "input");
+  check_defined(in, "send", "input");
   check_peer(dst, "send", "destination");
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,
       fmt::format("send of {} to group rank {} (world rank {}), tag {}", tensor_summary(in), dst,
                   world_ranks_[dst], tag));
+  const Tensor buffer = pending->staging.input(in);
   const int64_t n = in.numel();
-  char* data = static_cast<char*>(in.raw());
+  char* data = static_cast<char*>(buffer.raw());
   const size_t elem = dtype_size(in.dtype());
   // Chunks of one pair and tag arrive in order (MPI's non-overtaking rule); an empty tensor is
   // still one (empty) message so that the receiver's matching recv completes.
@@ -281,19 +291,20 @@ CommHandle MpiCommunicator::send_async(const Tensor& in, int dst, int tag) {
     pending->requests.push_back(request);
     begin += max_count_;
   } while (begin < n);
-  pending->keep_alive.push_back(in);
+  pending->keep_alive.push_back(buffer);
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::recv_async(const Tensor& out, int src, int tag) {
-  check_cpu(out, "recv", "output");
+  check_defined(out, "recv", "output");
   check_peer(src, "recv", "source");
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,
       fmt::format("recv of {} from group rank {} (world rank {}), tag {}", tensor_summary(out), src,
                   world_ranks_[src], tag));
+  const Tensor buffer = pending->staging.output(out, /*copy_in=*/false);
   const int64_t n = out.numel();
-  char* data = static_cast<char*>(out.raw());
+  char* data = static_cast<char*>(buffer.raw());
   const size_t elem = dtype_size(out.dtype());
   pending->recv_type = mpi_type(out.dtype());
   int64_t begin = 0;
@@ -305,13 +316,13 @@ CommHandle MpiCommunicator::recv_async(const Tensor& out, int src, int tag) {
     pending->expected_counts.push_back(count);
     begin += max_count_;
   } while (begin < n);
-  pending->keep_alive.push_back(out);
+  pending->keep_alive.push_back(buffer);
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
 CommHandle MpiCommunicator::all_to_all_async(const Tensor& in, const Tensor& out) {
-  check_cpu(in, "all_to_all", "input");
-  check_cpu(out, "all_to_all", "output");
+  check_defined(in, "all_to_all", "input");
+  check_defined(out, "all_to_all", "output");
   if (in.dtype() != out.dtype() || in.numel() != out.numel() || in.numel() % size_ != 0) {
     throw Error(fmt::format("all_to_all on {}: input {} and output {} must have the same dtype and "
                             "element count, divisible by the group size {}",
@@ -322,11 +333,13 @@ CommHandle MpiCommunicator::all_to_all_async(const Tensor& in, const Tensor& out
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,
       fmt::format("all_to_all of {}", tensor_summary(in)));
+  const Tensor in_buffer = pending->staging.input(in);
+  const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
   MPI_Request request;
-  MPI_CHECK(MPI_Ialltoall(in.raw(), static_cast<int>(block), mpi_type(in.dtype()), out.raw(),
+  MPI_CHECK(MPI_Ialltoall(in_buffer.raw(), static_cast<int>(block), mpi_type(in.dtype()), out_buffer.raw(),
                           static_cast<int>(block), mpi_type(out.dtype()), comm_, &request));
   pending->requests.push_back(request);
-  pending->keep_alive = {in, out};
+  pending->keep_alive = {in_buffer, out_buffer};
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 

@@ -1,5 +1,7 @@
-// MpiCommunicator: the Communicator on CPU tensors over an MPI communicator, with MPI-3
-// nonblocking collectives and an MpiHostChannel; sub-groups come from MPI_Comm_split.
+// MpiCommunicator: the Communicator over an MPI communicator, with MPI-3 nonblocking collectives
+// and an MpiHostChannel; sub-groups come from MPI_Comm_split. CPU tensors go to MPI directly;
+// tensors on another device (CUDA) are staged through host buffers (parallel/host_staging.h):
+// inputs copied at the call, outputs copied back when a wait or test() sees the operation complete.
 #pragma once
 
 #include <mpi.h>
@@ -57,7 +59,7 @@ class MpiCommunicator : public Communicator {
 
  private:
   struct Info;  // what a pending op reports when it hangs
-  void check_cpu(const Tensor& t, const char* op, const char* what) const;
+  void check_defined(const Tensor& t, const char* op, const char* what) const;
   void check_peer(int peer, const char* op, const char* what) const;
   void check_block(int64_t count, const char* op) const;
 
