@@ -60,12 +60,20 @@ void fill(Tensor& x, float value) {
 }
 
 void copy(const Tensor& src, Tensor& dst) {
-  const Backend& be = backend_for("copy", {&src, &dst});
   LATTICE_CHECK(src.defined() && dst.defined(), "copy: undefined tensor (src {}, dst {})", src.defined(),
                 dst.defined());
   LATTICE_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
                 "copy: src {} and dst {} differ in dtype or element count", src.describe(), dst.describe());
-  be.copy(src.raw(), dst.raw(), static_cast<int64_t>(src.bytes()));
+  const auto bytes = static_cast<int64_t>(src.bytes());
+  // Between the host and a device: the device's explicit copies (they return once the destination
+  // holds the data), so checkpoint snapshots, loads and export gathers work on any device.
+  if (src.device() != dst.device() && src.device() == Device::kCpu) {
+    backend_for("copy", dst.device()).copy_from_host(src.raw(), dst.raw(), bytes);
+  } else if (src.device() != dst.device() && dst.device() == Device::kCpu) {
+    backend_for("copy", src.device()).copy_to_host(src.raw(), dst.raw(), bytes);
+  } else {
+    backend_for("copy", {&src, &dst}).copy(src.raw(), dst.raw(), bytes);
+  }
 }
 
 void scale(Tensor& x, float alpha) {

@@ -14,7 +14,7 @@ namespace lattice::ops {
 
 // ---- elementwise and reductions ----
 void fill(Tensor& x, float value);
-void copy(const Tensor& src, Tensor& dst);                      // same numel
+void copy(const Tensor& src, Tensor& dst);                      // same numel; host <-> device too
 void scale(Tensor& x, float alpha);                             // x *= alpha
 void axpy(float alpha, const Tensor& x, Tensor& y);             // y += alpha * x
 void add(const Tensor& a, const Tensor& b, Tensor& out);        // out = a + b (out may alias a or b)

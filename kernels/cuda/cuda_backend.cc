@@ -66,6 +66,9 @@ bool event_query(void* event) {
 void event_synchronize(void* event) { LATTICE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
 
 double event_seconds(void* start, void* end) {
+  // Both must have completed; the later one (end) implies the earlier.
+  LATTICE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(start)));
+  LATTICE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(end)));
   float ms = 0;
   LATTICE_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
   return ms / 1e3;

