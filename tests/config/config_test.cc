@@ -451,11 +451,11 @@ TEST_CASE("validate_layout: valid layouts resolve") {
   ::unsetenv("SLURM_NTASKS");
 }
 
-TEST_CASE("device cuda is refused") {
+TEST_CASE("device is cpu or cuda") {
   json d;
   d = base();
-  d["device"] = "cuda";
-  CHECK_THAT(error_of(d), Contains("device \"cuda\"") && Contains("no CUDA backend"));
+  d["device"] = "cuda";  // whether this binary and machine can run it is checked when training starts
+  CHECK(parse_config(d, "test.json").device == "cuda");
   d = base();
   d["device"] = "tpu";
   CHECK_THAT(error_of(d), Contains("device must be one of cpu | cuda"));

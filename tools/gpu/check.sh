@@ -5,13 +5,14 @@
 # the same models timed in PyTorch. Ends with "N passed, M failed" and the benchmark's lines.
 # What it prints also goes to $RESULTS/check.log (default build/gpu-check), and every run's log into
 # $RESULTS/logs.tgz (refreshed after each phase, so a run cut short still leaves them).
-#   tools/gpu/check.sh [--quick]     --quick: the tests only, no benchmarks
+#   tools/gpu/check.sh [--quick | --no-torch]   --quick: the tests only; --no-torch: no PyTorch timing
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=build/gpu-bundle
 RESULTS=${RESULTS:-build/gpu-check}
-quick=0
+quick=0 torch=1
 [[ ${1:-} == --quick ]] && quick=1
+[[ ${1:-} == --no-torch ]] && torch=0
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "check.sh: no GPU: nvidia-smi finds no NVIDIA GPU on this machine ($(command -v nvidia-smi || echo 'nvidia-smi not installed')). Run it where a GPU is visible; tools/gpu/bundle.sh builds what it needs." >&2
@@ -87,6 +88,7 @@ bench() {  # bench NAME CONFIG STEPS [--set ...]
   save_logs
 }
 torch_ref() {  # torch_ref NAME CONFIG [--set ...]
+  [[ $torch -eq 1 ]] || return 0
   local name=$1 cfg=$2
   shift 2
   timeout 120 python3 tools/gpu/torch_baseline.py --config "$cfg" --steps 5 --warmup 2 --dtype fp32 "$@" 2>&1 |
