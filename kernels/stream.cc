@@ -41,8 +41,12 @@ double Event::seconds_since(const Event& start) const {
 }
 
 void Stream::wait(const Event& event) const {
-  LATTICE_CHECK(!event.recorded() || event.device() == device_, "Stream::wait: a {} stream cannot wait for a {} event",
-                device_name(device_), device_name(event.device()));
+  // A host (CPU) event marks work the host has already finished, so any stream may "wait" for it
+  // (MPI operations complete on the host; a GPU stream then orders nothing extra). A device event
+  // on another device's stream would need that device's cooperation: refused.
+  LATTICE_CHECK(!event.recorded() || event.device() == device_ || event.device() == Device::kCpu,
+                "Stream::wait: a {} stream cannot wait for a {} event", device_name(device_),
+                device_name(event.device()));
 }
 
 void Stream::synchronize() const {

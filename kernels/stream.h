@@ -46,7 +46,8 @@ class Stream {
 
   Device device() const { return device_; }
   // Work enqueued on this stream from now on starts after `event` completed: a device-side wait,
-  // the host does not block (CPU: the event is complete already).
+  // the host does not block (CPU: the event is complete already). A CPU event (host work, e.g. an
+  // MPI operation the host completed) is complete once recorded, so any stream may wait for it.
   void wait(const Event& event) const;
   // The host blocks until all work enqueued on this stream has completed (CPU: at once).
   void synchronize() const;

@@ -59,7 +59,7 @@ done
 save_logs
 echo "== device errors =="
 out=$(CUDA_VISIBLE_DEVICES= "$LATTICE" train --config configs/test-tiny-gpt2.json --set device=cuda \
-  --set data.path="$B/data/tiny" --set training.train_iters=1 2>&1)
+  --set data.path="$B/data/tiny" --set training.train_iters=3 2>&1)
 st=$?
 echo "$out" | tail -1 | sed 's/^/  /'
 [[ $st -eq 2 ]] && grep -q "no CUDA device is visible (cudaGetDeviceCount: " <<<"$out"
