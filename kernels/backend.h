@@ -40,6 +40,7 @@ struct Backend {
   // (InputError) when no device is visible.
   std::string (*select_device)(int local_rank, int local_size);
   size_t (*peak_memory_bytes)();  // the most device memory in use at once so far
+  void (*set_tf32)(bool enabled);  // f32 matmuls in TF32 from now on (training.tf32)
 
   // ---- elementwise and reductions ----
   void (*fill)(float* x, int64_t n, float value);

@@ -9,9 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh
 bazel build //trainer:lattice  # the plain build needs no CUDA toolkit
-gpu_tests=$(bazel query 'attr(tags, "gpu", tests(//tests/...))' 2>/dev/null)
+# The GPU targets are tagged manual, so //... leaves them out: name them.
+gpu_targets=$(bazel query 'attr(tags, "\bgpu\b", //tests/...)' 2>/dev/null)
+gpu_tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//tests/...))' 2>/dev/null)
 # shellcheck disable=SC2086  # one label per word
-bazel build --config=cuda //... $gpu_tests
+bazel build --config=cuda //... $gpu_targets
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 have_gpu=0

@@ -57,8 +57,9 @@ int run_benchmark(Config c, int64_t steps) {
   c.optimizer.decay_iters = 0;
   const Device device = config_device(c);
   select_training_device(c);
-  const std::string peak_name =
-      device == Device::kCpu ? "sgemm peak GFLOP/s (measured)" : "GPU f32 GEMM GFLOP/s (measured)";
+  const std::string peak_name = device == Device::kCpu ? "sgemm peak GFLOP/s (measured)"
+                                : c.training.tf32     ? "GPU TF32 GEMM GFLOP/s (measured)"
+                                                      : "GPU f32 GEMM GFLOP/s (measured)";
   if (device == Device::kCpu) spdlog::info("BLAS: {}", blas_kernel_description());
   const double peak_before = measure_peak_gflops(device);
 

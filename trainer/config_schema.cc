@@ -126,6 +126,7 @@ std::vector<ConfigField> build_schema() {
   training.integer("sample_interval", &TrainingConfig::sample_interval, at_least(0),
                    "log a short sample every this many steps; 0 = never");
   training.text("sample_prompt", &TrainingConfig::sample_prompt, {}, "the text the samples continue");
+  training.boolean("tf32", &TrainingConfig::tf32, "GPU f32 matmuls in TF32 (faster, ~1e-3 relative); false = exact f32");
 
   SectionFields<OptimizerConfig> optimizer(all, "optimizer", &Config::optimizer);
   optimizer.number("lr", &OptimizerConfig::lr, non_negative(), "peak learning rate");

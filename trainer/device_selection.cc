@@ -26,14 +26,20 @@ int launcher_int(const char* ompi, const char* slurm, int fallback) {
 
 void select_training_device(const Config& config) {
   const Device device = config_device(config);
-  if (device == Device::kCpu) return;
+  if (device == Device::kCpu) {
+    if (config.training.tf32) spdlog::warn("training.tf32 has no effect on the CPU: its matmuls are exact f32");
+    return;
+  }
   if (!has_backend(device)) {
     throw InputError("device: \"cuda\" but this binary was built without CUDA: build with --config=cuda "
                      "(bazel build --config=cuda //trainer:lattice), or set device to \"cpu\"");
   }
   const int local_rank = launcher_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", 0);
   const int local_size = launcher_int("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", 1);
-  spdlog::info("{}", backend_for("select_training_device", device).select_device(local_rank, local_size));
+  const Backend& backend = backend_for("select_training_device", device);
+  spdlog::info("{}", backend.select_device(local_rank, local_size));
+  backend.set_tf32(config.training.tf32);
+  spdlog::info("matmul precision: {}", config.training.tf32 ? "TF32 tensor cores (training.tf32)" : "exact f32");
 }
 
 }  // namespace lattice

@@ -58,6 +58,9 @@ struct ConfigArgs {
 // The memory check's message when this node's ranks need more than the host has (nullopt: fits).
 std::optional<std::string> host_memory_shortfall(const Config& c, const ModelStats& stats,
                                                  const ParallelLayout& layout) {
+  // On a GPU the model's state is in device memory; the host holds staging buffers only. (Device
+  // memory that runs out ends the run at its first allocation with the sizes and what to change.)
+  if (config_device(c) != Device::kCpu) return std::nullopt;
   return memory_shortfall(stats, rank_memory_bytes(stats, layout, c.parallel.distributed_optimizer), ranks_per_node(),
                           host_memory());
 }
@@ -89,7 +92,7 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
     return 0;
   }
   std::printf("%s\n", config_to_json(c).dump(2).c_str());
-  std::printf("%s", format_model_stats(stats).c_str());
+  std::printf("%s", format_model_stats(stats, config_device(c)).c_str());
   std::printf("%s", format_layout(layout, c).c_str());
   std::printf("%s", format_schedule_report(simulate_layout_schedule(layout)).c_str());
   if (has_data)

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/hf_interop.h"
+#include "kernels/ops.h"
 #include "model/model_parameters.h"
 #include "trainer/param_box.h"
 
@@ -17,9 +18,14 @@ std::unique_ptr<ParameterStore> build_parameters(const Config& config, const Dev
   auto params = std::make_unique<ParameterStore>(model_parameter_specs(config.model), ctx);
   if (config.model.init_from.empty()) {
     params->initialize(config.training.seed);
-  } else {
+  } else if (ctx.device() == Device::kCpu) {
     spdlog::info("loading weights from {}", config.model.init_from);
     import_hf(config.model, config.model.init_from, *params);
+  } else {
+    // The file's reader fills host tensors: load on the host (same specs, so the same flat
+    // layout), then copy the flat buffer to the device in one transfer.
+    const auto host = build_parameters(config, host_context());
+    ops::copy(host->flat_values(), params->flat_values());
   }
   return params;
 }

@@ -109,7 +109,7 @@ ModelStats compute_model_stats(const Config& config) {
   return s;
 }
 
-std::string format_model_stats(const ModelStats& s) {
+std::string format_model_stats(const ModelStats& s, Device device) {
   std::string out;
   const auto line = [&](const std::string& k, const std::string& v) { out += fmt::format("  {:<28}{}\n", k, v); };
   out += "parameters\n";
@@ -123,7 +123,7 @@ std::string format_model_stats(const ModelStats& s) {
                                   flops_str(s.matmul_flops_per_token), flops_str(s.attention_flops_per_token)));
   line("tokens/iteration", with_commas(s.tokens_per_iter));
   line("FLOPs/iteration", flops_str(s.flops_per_iter));
-  out += "memory per process (fp32)\n";
+  out += device == Device::kCpu ? "memory per process (fp32)\n" : "memory per process (fp32, in GPU memory)\n";
   line("weights", format_bytes(s.weight_bytes));
   line("gradients", format_bytes(s.grad_bytes));
   line("AdamW moments", format_bytes(s.optimizer_bytes));

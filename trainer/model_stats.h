@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/tensor.h"
 #include "trainer/config.h"
 
 namespace lattice {
@@ -40,6 +41,7 @@ ModelStats compute_model_stats(const Config& config);
 std::string format_bytes(int64_t bytes);
 
 // A readable multi-line table (M/B params, GFLOP/token, MiB/GiB), one item per line.
-std::string format_model_stats(const ModelStats& stats);
+// `device`: where the memory figures live (the GPU's memory for cuda; the host keeps only staging).
+std::string format_model_stats(const ModelStats& stats, Device device = Device::kCpu);
 
 }  // namespace lattice

@@ -88,6 +88,7 @@ constexpr Backend kCudaBackend{
     .event_seconds = &event_seconds,
     .select_device = &select_device,
     .peak_memory_bytes = &pool_peak_bytes,
+    .set_tf32 = &set_tf32,
     .fill = &fill,
     .scale = &scale,
     .axpy = &axpy,

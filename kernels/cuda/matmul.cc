@@ -4,6 +4,7 @@
 
 #include <cublasLt.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -37,8 +38,10 @@ int alignment(const void* p) {
   return a;
 }
 
-// What the descriptors and the chosen algorithm depend on.
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int>;
+// What the descriptors and the chosen algorithm depend on (the last flag: TF32).
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int, bool>;
+
+std::atomic<bool> tf32_enabled{false};
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -70,9 +73,10 @@ cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld) {
 }
 
 Plan make_plan(const Key& key) {
-  const auto [ta, tb, m, n, k, lda, ldb, ldc, has_beta, align_a, align_b, align_c] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, has_beta, align_a, align_b, align_c, tf32] = key;
   Plan p;
-  LATTICE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LATTICE_CUBLAS_CHECK(
+      cublasLtMatmulDescCreate(&p.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
@@ -110,6 +114,8 @@ Plan make_plan(const Key& key) {
 
 }  // namespace
 
+void set_tf32(bool enabled) { tf32_enabled.store(enabled, std::memory_order_relaxed); }
+
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
@@ -126,7 +132,8 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   }
   // Row-major C[M,N] is column-major C^T[N,M] = op(B)^T op(A)^T, and a row-major operand read as
   // column-major is its transpose: so cuBLAS multiplies (b, a) with the same transpose flags.
-  const Key key{trans_b, trans_a, n, m, k, ldb, lda, ldc, beta != 0.0f, alignment(b), alignment(a), alignment(c)};
+  const Key key{trans_b,      trans_a,      n,           m, k, ldb, lda, ldc, beta != 0.0f, alignment(b),
+                alignment(a), alignment(c), tf32_enabled.load(std::memory_order_relaxed)};
   Lt& state = lt();
   const Plan* plan;
   {

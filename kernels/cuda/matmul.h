@@ -6,8 +6,11 @@
 namespace lattice::cuda {
 
 // Row-major c[M, N] = alpha op(a) op(b) + beta c with row strides lda/ldb/ldc, as the CPU sgemm.
-// f32 in, f32 out, f32 accumulation (CUBLAS_COMPUTE_32F: exact f32, no TF32).
+// f32 in, f32 out, f32 accumulation (CUBLAS_COMPUTE_32F: exact f32, no TF32 unless set_tf32).
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// training.tf32: later matmuls use the tensor cores in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32).
+void set_tf32(bool enabled);
 
 }  // namespace lattice::cuda

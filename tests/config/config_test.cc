@@ -561,7 +561,8 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["optimizer"]["decay"] == "linear");
   CHECK(j["device"] == "cpu");
   CHECK(j["model"].size() == 17);
-  CHECK(j["training"].size() == 10);
+  CHECK(j["training"].size() == 11);
+  CHECK(j["training"]["tf32"] == false);
   CHECK(j["training"]["sample_interval"] == 0);
   CHECK(j["training"]["sample_prompt"] == "");
   CHECK(j["optimizer"].size() == 10);

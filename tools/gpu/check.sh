@@ -78,6 +78,8 @@ echo "gpu tests: $passed passed, $failed failed ($((SECONDS - start)) s)"
 [[ $quick -eq 1 ]] && exit $((failed > 0))
 
 echo "== benchmark (f32; bf16 arrives with the mixed-precision issue) =="
+echo "-- each op alone at GPT-2 124M sizes (tests/cuda/cuda_ops_bench) --"
+timeout 120 "$B/bin/cuda_ops_bench" 2>&1 | grep -v "OpenBLAS picked" | sed 's/^/  /'
 bench() {  # bench NAME CONFIG STEPS [--set ...]
   local name=$1 cfg=$2 steps=$3
   shift 3
@@ -96,6 +98,9 @@ torch_ref() {  # torch_ref NAME CONFIG [--set ...]
 }
 bench gpt2-124m configs/gpt2-124m.json 11 --set training.micro_batch_size=8 --set training.global_batch_size=8
 torch_ref gpt2-124m configs/gpt2-124m.json --set training.micro_batch_size=8
+bench gpt2-124m-tf32 configs/gpt2-124m.json 11 --set training.micro_batch_size=8 --set training.global_batch_size=8 \
+  --set training.tf32=true
+torch_ref gpt2-124m-tf32 configs/gpt2-124m.json --set training.micro_batch_size=8 --dtype tf32
 bench gpt2-1.5b configs/bench-gpt2-1.5b.json 6
 torch_ref gpt2-1.5b configs/bench-gpt2-1.5b.json
 bench llama-1b configs/bench-llama-1b.json 6

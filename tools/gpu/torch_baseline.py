@@ -7,7 +7,7 @@ with AdamW on random token ids at the same micro-batch and sequence length, and 
 to set beside Lattice's own number from `lattice bench`.
 
   python3 tools/gpu/torch_baseline.py --config configs/gpt2-124m.json [--set key=value ...]
-      [--steps 10] [--warmup 3] [--dtype fp32|bf16] [--compile] [--device cuda]
+      [--steps 10] [--warmup 3] [--dtype fp32|tf32|bf16] [--compile] [--device cuda]
 
 fp32: fp32 weights and math, TF32 off. bf16: fp32 weights under torch.autocast(bfloat16).
 The last line printed is the result, or "pytorch: failed: ..." with exit status 1.
@@ -96,7 +96,7 @@ def main():
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--dtype", choices=["fp32", "tf32", "bf16"], default="fp32")  # tf32: fp32 with TF32 matmuls
     p.add_argument("--compile", action="store_true")
     p.add_argument("--device", default="cuda")
     args = p.parse_args()
@@ -110,8 +110,8 @@ def main():
     cuda = args.device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available (use --device cpu)")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
+    torch.backends.cudnn.allow_tf32 = args.dtype == "tf32"
     torch.manual_seed(t.get("seed", 1234))
     device = torch.device(args.device)
 
