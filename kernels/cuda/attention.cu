@@ -453,8 +453,8 @@ void launch_backward(const float* dout, const float* q, const float* k, const fl
 
 }  // namespace
 
-void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse,
-                       const AttentionShape& s) {
+void attention_forward_flash(const float* q, const float* k, const float* v, float* out, float* lse,
+                             const AttentionShape& s) {
   check_shape("attention_forward", s);
   if (empty(s) || s.q_heads == 0) return;
   if (s.head_dim <= 32) {
@@ -466,8 +466,17 @@ void attention_forward(const float* q, const float* k, const float* v, float* ou
   }
 }
 
-void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
-                        const float* lse, float* dq, float* dk, float* dv, const AttentionShape& s) {
+void attention_dvec(const float* dout, const float* out, float* dvec, const AttentionShape& s) {
+  const int64_t rows = s.batch * s.q_heads * s.seq;
+  if (rows == 0) return;
+  constexpr int kDvecThreads = 256;
+  attention_dvec_kernel<<<grid_for(rows * 32, kDvecThreads), kDvecThreads, 0, compute_stream()>>>(
+      dout, out, dvec, rows, static_cast<int>(s.seq), static_cast<int>(s.q_heads), static_cast<int>(s.head_dim));
+  LATTICE_CUDA_LAUNCHED();
+}
+
+void attention_backward_flash(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                              const float* lse, float* dq, float* dk, float* dv, const AttentionShape& s) {
   check_shape("attention_backward", s);
   if (empty(s)) return;
   if (s.q_heads == 0) {  // no q head reads k / v: their gradients are 0
@@ -478,11 +487,8 @@ void attention_backward(const float* dout, const float* q, const float* k, const
   }
   const int64_t rows = s.batch * s.q_heads * s.seq;
   float* dvec = static_cast<float*>(allocate(sizeof(float) * static_cast<size_t>(rows)));
-  constexpr int kDvecThreads = 256;
-  attention_dvec_kernel<<<grid_for(rows * 32, kDvecThreads), kDvecThreads, 0, compute_stream()>>>(
-      dout, out, dvec, rows, static_cast<int>(s.seq), static_cast<int>(s.q_heads), static_cast<int>(s.head_dim));
   try {
-    LATTICE_CUDA_LAUNCHED();
+    attention_dvec(dout, out, dvec, s);
     if (s.head_dim <= 32) {
       launch_backward<32>(dout, q, k, v, lse, dvec, dq, dk, dv, s);
     } else if (s.head_dim <= 64) {

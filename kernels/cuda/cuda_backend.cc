@@ -2,6 +2,8 @@
 // events, and the few entries composed here (index checks that throw, initialization).
 #include "kernels/cuda/cuda_backend.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include "kernels/cpu/init.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_gemm.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
@@ -44,6 +47,34 @@ void fill_normal_via_host(float* x, const std::vector<int64_t>& box_shape, const
   std::vector<float> host(static_cast<size_t>(n));
   cpu::fill_normal(host.data(), box_shape, global_shape, box_offset, seed, stream, std);
   copy_from_host(host.data(), x, n * static_cast<int64_t>(sizeof(float)));
+}
+
+// Attention: the GEMM path (cuBLAS speed, tensor cores with TF32) when its [T, T] score buffers
+// fit, else the flash kernel (O(T) memory). LATTICE_CUDA_ATTENTION=flash|gemm forces one, so the
+// tests check both against the CPU.
+bool use_attention_gemm(const AttentionShape& s) {
+  const char* forced = std::getenv("LATTICE_CUDA_ATTENTION");
+  if (forced != nullptr && std::strcmp(forced, "flash") == 0) return false;
+  if (forced != nullptr && std::strcmp(forced, "gemm") == 0) return true;
+  return attention_gemm_fits(s);
+}
+
+void attention_forward(const float* q, const float* k, const float* v, float* out, float* lse,
+                       const AttentionShape& s) {
+  if (use_attention_gemm(s)) {
+    attention_forward_gemm(q, k, v, out, lse, s);
+  } else {
+    attention_forward_flash(q, k, v, out, lse, s);
+  }
+}
+
+void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                        const float* lse, float* dq, float* dk, float* dv, const AttentionShape& s) {
+  if (use_attention_gemm(s)) {
+    attention_backward_gemm(dout, q, k, v, out, lse, dq, dk, dv, s);
+  } else {
+    attention_backward_flash(dout, q, k, v, out, lse, dq, dk, dv, s);
+  }
 }
 
 std::shared_ptr<void> record_event() {

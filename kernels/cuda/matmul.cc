@@ -4,6 +4,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -38,8 +39,18 @@ int alignment(const void* p) {
   return a;
 }
 
-// What the descriptors and the chosen algorithm depend on (the last flag: TF32).
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int, int, bool>;
+// One column-major cuBLASLt problem: D = alpha op(A) op(B) + beta C, `batch` times with element
+// strides between consecutive matrices.
+struct Problem {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  int64_t batch, stride_a, stride_b, stride_c;
+};
+
+// What the descriptors and the chosen algorithm depend on: the problem, beta != 0, the operands'
+// alignments and TF32.
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, bool, int, int, int, bool>;
 
 std::atomic<bool> tf32_enabled{false};
 
@@ -66,14 +77,21 @@ Lt& lt() {
   return *s;
 }
 
-cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld) {
+cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
   LATTICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    LATTICE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    LATTICE_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
   return l;
 }
 
 Plan make_plan(const Key& key) {
-  const auto [ta, tb, m, n, k, lda, ldb, ldc, has_beta, align_a, align_b, align_c, tf32] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, has_beta, align_a, align_b, align_c,
+              tf32] = key;
   Plan p;
   LATTICE_CUBLAS_CHECK(
       cublasLtMatmulDescCreate(&p.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -81,9 +99,9 @@ Plan make_plan(const Key& key) {
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   // Column-major shapes as stored (before the op): A is m×k (k×m when transposed), B is k×n (n×k).
-  p.a = ta ? layout(k, m, lda) : layout(m, k, lda);
-  p.b = tb ? layout(n, k, ldb) : layout(k, n, ldb);
-  p.c = layout(m, n, ldc);
+  p.a = ta ? layout(k, m, lda, batch, stride_a) : layout(m, k, lda, batch, stride_a);
+  p.b = tb ? layout(n, k, ldb, batch, stride_b) : layout(k, n, ldb, batch, stride_b);
+  p.c = layout(m, n, ldc, batch, stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -104,12 +122,35 @@ Plan make_plan(const Key& key) {
   LATTICE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
   cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0) {
-    throw Error(fmt::format("cuBLASLt has no f32 algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, alignment "
-                            "{} {} {}; beta {})",
-                            m, n, k, ta, tb, lda, ldb, ldc, align_a, align_b, align_c, has_beta ? "!= 0" : "0"));
+    throw Error(fmt::format("cuBLASLt has no f32 algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, batch {}, "
+                            "alignment {} {} {}; beta {})",
+                            m, n, k, ta, tb, lda, ldb, ldc, batch, align_a, align_b, align_c, has_beta ? "!= 0" : "0"));
   }
   p.algo = result.algo;
   return p;
+}
+
+// Runs a column-major problem with its cached plan.
+void run(const Problem& p, float alpha, const float* a, const float* b, float beta, float* c) {
+  // Every matrix of a batch must meet the alignment the plan promises: the stride counts too.
+  auto align = [&](const void* ptr, int64_t stride) {
+    const int by_ptr = alignment(ptr);
+    return p.batch > 1 ? std::min(by_ptr, alignment(reinterpret_cast<const void*>(stride * sizeof(float)))) : by_ptr;
+  };
+  const Key key{p.ta,         p.tb,         p.m,         p.n,          p.k,          p.lda,
+                p.ldb,        p.ldc,        p.batch,     p.stride_a,   p.stride_b,   p.stride_c,
+                beta != 0.0f, align(a, p.stride_a), align(b, p.stride_b), align(c, p.stride_c),
+                tf32_enabled.load(std::memory_order_relaxed)};
+  Lt& state = lt();
+  const Plan* plan;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    auto it = state.plans.find(key);
+    if (it == state.plans.end()) it = state.plans.emplace(key, make_plan(key)).first;
+    plan = &it->second;
+  }
+  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, a, plan->a, b, plan->b, &beta, c, plan->c, c,
+                                      plan->c, &plan->algo, state.workspace, kWorkspaceBytes, compute_stream()));
 }
 
 }  // namespace
@@ -130,20 +171,17 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     }
     return;
   }
+  sgemm_strided_batched(trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+}
+
+void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                           int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+                           float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  LATTICE_CHECK(k > 0, "sgemm_strided_batched: k = 0");
   // Row-major C[M,N] is column-major C^T[N,M] = op(B)^T op(A)^T, and a row-major operand read as
   // column-major is its transpose: so cuBLAS multiplies (b, a) with the same transpose flags.
-  const Key key{trans_b,      trans_a,      n,           m, k, ldb, lda, ldc, beta != 0.0f, alignment(b),
-                alignment(a), alignment(c), tf32_enabled.load(std::memory_order_relaxed)};
-  Lt& state = lt();
-  const Plan* plan;
-  {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    auto it = state.plans.find(key);
-    if (it == state.plans.end()) it = state.plans.emplace(key, make_plan(key)).first;
-    plan = &it->second;
-  }
-  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
-                                      plan->c, &plan->algo, state.workspace, kWorkspaceBytes, compute_stream()));
+  run(Problem{trans_b, trans_a, n, m, k, ldb, lda, ldc, batch, stride_b, stride_a, stride_c}, alpha, b, a, beta, c);
 }
 
 }  // namespace lattice::cuda

@@ -10,6 +10,12 @@ namespace lattice::cuda {
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// `batch` independent products of the same shape: the i-th reads a + i·stride_a and b + i·stride_b
+// and writes c + i·stride_c (strides in elements). k > 0.
+void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                           int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+                           float* c, int64_t ldc, int64_t stride_c, int64_t batch);
+
 // training.tf32: later matmuls use the tensor cores in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32).
 void set_tf32(bool enabled);
 

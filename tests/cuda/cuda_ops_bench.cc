@@ -5,9 +5,11 @@
 // last column multiplies by how often a micro-batch calls the op (a qkv-sized product stands for
 // its dgrad and wgrad; the attention output projection is left out), so the rows add up to an
 // estimate of one micro-batch's forward and backward plus one optimizer step.
-// Run by tools/gpu/check.sh; not a test (it asserts nothing but that the ops run).
+// Attention is timed on both CUDA paths (flash kernel, GEMMs). Run by tools/gpu/check.sh; not a
+// test (it asserts nothing but that the ops run).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -91,10 +93,17 @@ int main() {
   Tensor out = ctx.empty({B, T, NH, D}), lse = ctx.empty({B, NH, T});
   Tensor dq = ctx.empty(q.shape()), dk = ctx.empty(k.shape()), dv = ctx.empty(v.shape());
   const double att_flops = 4.0 * B * NH * T * T * D / 2;  // causal: half the QK^T and PV products
-  report("attention forward (f32 flash kernel)", median_ms(ctx, [&] { ops::attention_forward(q, k, v, out, lse); }),
-         att_flops, 0, L);
-  report("attention backward", median_ms(ctx, [&] { ops::attention_backward(dout, q, k, v, out, lse, dq, dk, dv); }),
-         2.5 * att_flops, 0, L);
+  // Both CUDA attention paths; the step total counts the one the backend picks here (the GEMM path).
+  for (const char* path : {"flash", "gemm"}) {
+    ::setenv("LATTICE_CUDA_ATTENTION", path, 1);
+    const int calls = std::string(path) == "gemm" ? L : 0;
+    report(("attention forward (" + std::string(path) + ")").c_str(),
+           median_ms(ctx, [&] { ops::attention_forward(q, k, v, out, lse); }), att_flops, 0, calls);
+    report(("attention backward (" + std::string(path) + ")").c_str(),
+           median_ms(ctx, [&] { ops::attention_backward(dout, q, k, v, out, lse, dq, dk, dv); }), 2.5 * att_flops, 0,
+           calls);
+  }
+  ::unsetenv("LATTICE_CUDA_ATTENTION");
 
   const Tensor gamma = random_on(ctx, {H}, 10), beta = random_on(ctx, {H}, 11), dy = random_on(ctx, {N, H}, 12);
   Tensor y = ctx.empty({N, H}), mean = ctx.empty({N}), rstd = ctx.empty({N}), dgamma = ctx.zeros({H}),

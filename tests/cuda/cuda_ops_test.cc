@@ -2,6 +2,7 @@
 // harness, the heavy ops at GPT-2-124M sizes and at ragged ones, bit-identical initialization and
 // run-to-run determinism. Needs a visible GPU (tools/gpu/check.sh runs it on a lent H200).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -113,22 +114,27 @@ TEST_CASE("matmul at GPT-2 124M sizes and ragged ones, every transpose") {
   }
 }
 
-TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backward") {
+TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backward, both CUDA paths") {
   struct Att {
     int64_t b, t, hq, hkv, d;
   };
-  for (const Att s : {Att{2, 1024, 12, 12, 64}, Att{1, 257, 8, 2, 80}, Att{3, 100, 6, 3, 32}, Att{1, 70, 4, 1, 128},
+  // The backend picks the GEMM path when its score buffers fit, else the flash kernel: check each.
+  for (const char* path : {"flash", "gemm"}) {
+    for (const Att s : {Att{2, 1024, 12, 12, 64}, Att{1, 257, 8, 2, 80}, Att{3, 100, 6, 3, 32}, Att{1, 70, 4, 1, 128},
                       Att{2, 33, 2, 2, 16}}) {
-    const Tensor q = uniform({s.b, s.t, s.hq, s.d}, 11, -2, 2), k = uniform({s.b, s.t, s.hkv, s.d}, 12, -2, 2),
-                 v = uniform({s.b, s.t, s.hkv, s.d}, 13), dout = uniform({s.b, s.t, s.hq, s.d}, 14);
-    const Tensor out = Tensor::zeros({s.b, s.t, s.hq, s.d}), lse = Tensor::zeros({s.b, s.hq, s.t});
-    const Tensor dq = Tensor::zeros(q.shape()), dk = Tensor::zeros(k.shape()), dv = Tensor::zeros(v.shape());
-    auto [cpu, gpu] = run_both({q, k, v, out, lse, dout, dq, dk, dv}, [](Tensors& t) {
-      ops::attention_forward(t[0], t[1], t[2], t[3], t[4]);
-      ops::attention_backward(t[5], t[0], t[1], t[2], t[3], t[4], t[6], t[7], t[8]);
-    });
-    require_close(fmt::format("attention B{} T{} Hq{} Hkv{} D{}", s.b, s.t, s.hq, s.hkv, s.d), cpu, gpu,
-                  {3, 4, 6, 7, 8}, 1e-5);
+      ::setenv("LATTICE_CUDA_ATTENTION", path, 1);
+      const Tensor q = uniform({s.b, s.t, s.hq, s.d}, 11, -2, 2), k = uniform({s.b, s.t, s.hkv, s.d}, 12, -2, 2),
+                   v = uniform({s.b, s.t, s.hkv, s.d}, 13), dout = uniform({s.b, s.t, s.hq, s.d}, 14);
+      const Tensor out = Tensor::zeros({s.b, s.t, s.hq, s.d}), lse = Tensor::zeros({s.b, s.hq, s.t});
+      const Tensor dq = Tensor::zeros(q.shape()), dk = Tensor::zeros(k.shape()), dv = Tensor::zeros(v.shape());
+      auto [cpu, gpu] = run_both({q, k, v, out, lse, dout, dq, dk, dv}, [](Tensors& t) {
+        ops::attention_forward(t[0], t[1], t[2], t[3], t[4]);
+        ops::attention_backward(t[5], t[0], t[1], t[2], t[3], t[4], t[6], t[7], t[8]);
+      });
+      ::unsetenv("LATTICE_CUDA_ATTENTION");
+      require_close(fmt::format("attention ({}) B{} T{} Hq{} Hkv{} D{}", path, s.b, s.t, s.hq, s.hkv, s.d), cpu, gpu,
+                    {3, 4, 6, 7, 8}, 1e-5);
+    }
   }
 }
 
