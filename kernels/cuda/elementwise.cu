@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/adamw_coefficients.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/ops.h"
 
@@ -270,18 +271,10 @@ void bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
 void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const ops::AdamWParams& p) {
   if (n <= 0) return;
-  // Host-side scalars computed exactly as kernels/cpu/adamw.cc does (double, then rounded to float).
-  const double t = static_cast<double>(p.step);
-  const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
-  const float step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * static_cast<double>(p.weight_decay));
-  const float one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
-  const float one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
+  const AdamWCoefficients c = adamw_coefficients(p);  // the CPU kernel's scalars
   adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(
-      param, grad, exp_avg, exp_avg_sq, n, p.grad_scale, p.beta1, one_minus_b1, p.beta2, one_minus_b2, p.eps,
-      inv_sqrt_bc2, step_size, decay);
+      param, grad, exp_avg, exp_avg_sq, n, p.grad_scale, p.beta1, c.one_minus_b1, p.beta2, c.one_minus_b2, p.eps,
+      c.inv_sqrt_bc2, c.step_size, c.decay);
   LATTICE_CUDA_LAUNCHED();
 }
 

@@ -50,8 +50,11 @@ echo "== op parity: CUDA against the CPU oracle (tests/cuda/cuda_ops_test) =="
 mapfile -t cases < <("$B/bin/cuda_ops_test" --list-test-names-only | grep -v '^$')
 for c in "${cases[@]}"; do
   log="$LOGS/ops-$(echo "$c" | tr -c 'a-zA-Z0-9' _ | cut -c1-40).log"
-  timeout 120 "$B/bin/cuda_ops_test" "$c" >"$log" 2>&1
+  # Catch2 splits a filter at commas: escape them, and fail when a filter matches no test case
+  # (--warn NoTests), so a renamed case cannot pass by running nothing.
+  timeout 120 "$B/bin/cuda_ops_test" --warn NoTests "${c//,/\\,}" >"$log" 2>&1
   st=$?
+  grep -qE "^All tests passed \(.* in 1 test case\)" "$log" || [[ $st -ne 0 ]] || st=1
   grep -E "relative error|FAILED|REQUIRE|CHECK|with expansion|seed [0-9]+:" "$log" | head -40 | sed 's/^/  /'
   result "cuda_ops_test: $c" "$st"
 done
