@@ -2,6 +2,8 @@
 // a failing call throws lattice::Error naming the call, the error and file:line.
 #pragma once
 
+#include <cuda_runtime.h>
+
 namespace lattice::cuda {
 
 // Throws lattice::Error "<file>:<line>: <call> failed: <what>" (defined in runtime.cc).
