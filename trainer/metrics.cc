@@ -63,6 +63,7 @@ void MetricsWriter::write_summary(const RunSummary& s) {
   put("val_loss", s.val_loss);
   put("bubble_measured", s.bubble_measured);
   put("bubble_theory", s.bubble_theory);
+  put("peak_host_bytes", s.peak_host_bytes);
   put("peak_device_bytes", s.peak_device_bytes);
   put("dp_comm_hidden", s.dp_comm_hidden);
   put("dp_comm_s", s.dp_comm_s);

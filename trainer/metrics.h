@@ -55,6 +55,7 @@ struct RunSummary {
   double dp_comm_hidden = -1;   // 1 - blocked / outstanding, over all steps
   double dp_comm_s = -1;
   double dp_wait_s = -1;
+  double peak_host_bytes = -1;    // this process's peak resident host memory (getrusage ru_maxrss)
   double peak_device_bytes = -1;  // GPU: the most device memory in use at once (the pool's high mark)
 };
 

@@ -105,6 +105,8 @@ void read_metrics(const std::string& file, int64_t train_iters, RunRecord& r) {
   r.mfu = number_or_absent(summary, "mfu");
   r.bubble = number_or_absent(summary, "bubble_measured");
   r.dp_comm_hidden = number_or_absent(summary, "dp_comm_hidden");
+  r.peak_mem_bytes = number_or_absent(summary, summary.contains("peak_device_bytes") ? "peak_device_bytes"
+                                                                                       : "peak_host_bytes");
 }
 
 // Dotted leaf keys of `j` ("optimizer.lr"); arrays are leaves.
@@ -182,7 +184,8 @@ std::string format_run_report(const std::vector<RunRecord>& runs, bool csv) {
   const std::vector<std::string> keys = differing_keys(runs);
   std::vector<std::string> header{"run"};
   header.insert(header.end(), keys.begin(), keys.end());
-  for (const char* h : {"status", "steps", "train_loss", "val_loss", "tokens_per_s", "mfu", "bubble", "dp_comm_hidden"})
+  for (const char* h : {"status", "steps", "train_loss", "val_loss", "tokens_per_s", "mfu", "bubble", "dp_comm_hidden",
+                        "peak_mem_gib"})
     header.push_back(h);
   // Full precision in the CSV (it is read back by programs), rounded in the table (read by people).
   const auto number = [&](double v, const char* table_format) {
@@ -202,6 +205,7 @@ std::string format_run_report(const std::vector<RunRecord>& runs, bool csv) {
     row.push_back(number(r.mfu, "{:.4f}"));
     row.push_back(number(r.bubble, "{:.3f}"));
     row.push_back(number(r.dp_comm_hidden, "{:.3f}"));
+    row.push_back(number(r.peak_mem_bytes / double(1 << 30), "{:.2f}"));
     rows.push_back(std::move(row));
   }
   std::string out;

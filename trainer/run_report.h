@@ -20,6 +20,8 @@ struct RunRecord {
   static constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
   double train_loss = kAbsent, val_loss = kAbsent;                          // the last ones logged
   double tokens_per_s = kAbsent, mfu = kAbsent, bubble = kAbsent, dp_comm_hidden = kAbsent;  // the summary's
+  // The training device's peak: GPU memory for a GPU run, else rank 0's host RSS (the summary's).
+  double peak_mem_bytes = kAbsent;
 };
 
 // Reads DIR/config.json and the metrics file it names (DIR/metrics.jsonl when it is the run folder's

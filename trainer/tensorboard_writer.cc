@@ -85,6 +85,8 @@ void TensorBoardWriter::write_summary(const RunSummary& s, int64_t step) {
   put("summary/bubble_measured", s.bubble_measured);
   put("summary/bubble_theory", s.bubble_theory);
   put("summary/dp_comm_hidden", s.dp_comm_hidden);
+  put("summary/peak_host_bytes", s.peak_host_bytes);
+  put("summary/peak_device_bytes", s.peak_device_bytes);
   write_scalars(step, scalars);
   flush();
 }

@@ -3,6 +3,8 @@
 // whole-model math (loss, gradient norm), the optimizer, the metrics and the step boundary.
 #include "trainer/training_session.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -23,6 +25,13 @@ namespace lattice {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// This process's peak resident set (Linux reports ru_maxrss in KiB).
+int64_t peak_resident_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -351,6 +360,8 @@ void TrainingSession::summarize() {
                  c_.parallel.overlap_grad_reduce ? "" : " — off: overlap_grad_reduce is false");
   }
   export_model();
+  summary.peak_host_bytes = static_cast<double>(peak_resident_bytes());
+  spdlog::info("peak host memory (RSS): {:.2f} GiB", summary.peak_host_bytes / double(1 << 30));
   if (const Backend& backend = device_->backend(); backend.peak_memory_bytes != nullptr) {
     summary.peak_device_bytes = static_cast<double>(backend.peak_memory_bytes());
     spdlog::info("peak {} memory: {:.2f} GiB (the memory pool's high mark)", device_name(device_->device()),

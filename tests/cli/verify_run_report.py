@@ -30,6 +30,9 @@ def expected(run_dir):
         "mfu": summary.get("mfu"),
         "bubble": summary.get("bubble_measured"),
         "dp_comm_hidden": summary.get("dp_comm_hidden"),
+        # the training device's peak: GPU memory for a GPU run, else the host's RSS
+        "peak_mem_gib": (lambda b: None if b is None else b / 2**30)(
+            summary.get("peak_device_bytes", summary.get("peak_host_bytes"))),
         "lr": json.load(open(f"{run_dir}/config.json"))["optimizer"]["lr"],
     }
 
@@ -38,7 +41,7 @@ def main():
     table_file, csv_file, key = sys.argv[1:4]
     runs = [a.rsplit("=", 1) for a in sys.argv[4:]]  # run folders may hold "="
     columns = ["run", key, "status", "steps", "train_loss", "val_loss", "tokens_per_s", "mfu", "bubble",
-               "dp_comm_hidden"]
+               "dp_comm_hidden", "peak_mem_gib"]
     rows = list(csv.reader(open(csv_file)))
     if rows[0] != columns:
         fail(f"CSV header {rows[0]}, expected {columns} (only {key} differs between the runs)")
@@ -60,7 +63,7 @@ def main():
         if float(got[key]) != want["lr"] or int(got["steps"]) != want["steps"] or int(shown["steps"]) != want["steps"]:
             fail(f"{run_dir}: lr/steps {got[key]} {got['steps']}, expected {want['lr']} {want['steps']}")
         for c, digits in (("train_loss", 4), ("val_loss", 4), ("tokens_per_s", 1), ("mfu", 4), ("bubble", 3),
-                          ("dp_comm_hidden", 3)):
+                          ("dp_comm_hidden", 3), ("peak_mem_gib", 2)):
             w = want[c]
             if w is None:
                 if got[c] != "" or shown[c] != "-":

@@ -19,7 +19,8 @@ from tensorboard.backend.event_processing import event_accumulator, event_file_l
 STEP_TAGS = {"loss": "train/loss", "grad_norm": "train/grad_norm", "lr": "train/lr",
              "tokens_per_s": "train/tokens_per_s", "step_ms": "train/step_ms", "gflops": "train/gflops",
              "data_wait_ms": "train/data_wait_ms", "bubble": "train/bubble", "dp_comm_hidden": "train/dp_comm_hidden"}
-SUMMARY_TAGS = ["tokens_per_s", "gflops", "wall_s", "mfu", "bubble_measured", "bubble_theory", "dp_comm_hidden"]
+SUMMARY_TAGS = ["tokens_per_s", "gflops", "wall_s", "mfu", "bubble_measured", "bubble_theory", "dp_comm_hidden",
+                "peak_host_bytes", "peak_device_bytes"]
 
 
 def expected_scalars(metrics_path):
