@@ -109,11 +109,6 @@ std::string select_device(int local_rank, int local_size) {
                      sharing > 1 ? fmt::format("; {} ranks of this node share it", sharing) : "");
 }
 
-int device() {
-  ensure_started();
-  return state().device;
-}
-
 cudaStream_t compute_stream() {
   ensure_started();
   // The current device is per host thread: the prefetch and checkpoint threads copy too.
