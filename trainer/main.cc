@@ -36,6 +36,7 @@
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/preemption.h"
+#include "trainer/run_plot.h"
 #include "trainer/run_report.h"
 #include "trainer/train_loop.h"
 #include "trainer/schedule_report.h"
@@ -332,10 +333,15 @@ int run(int argc, char** argv) {
   bool report_csv = false;
   CLI::App* report_cmd = app.add_subcommand(
       "report", "compare run folders (logging.run_dir): the config keys that differ, status (finished / stopped / "
-                "failed), steps, final train and validation loss, tokens/s, MFU, bubble, hidden DP communication");
+                "failed), steps, final train and validation loss, tokens/s, MFU, bubble, hidden DP communication, peak "
+                "memory");
   report_cmd->add_option("run_dirs", report_dirs, "run folders, each holding config.json and metrics.jsonl")
       ->required();
   report_cmd->add_flag("--csv", report_csv, "print CSV (numbers at full precision) instead of the aligned table");
+  std::string report_plot;
+  report_cmd->add_option("--plot", report_plot,
+                         "also draw the runs' train and validation loss (by step and by tokens) and tokens/s into "
+                         "this PNG (tools/plot_runs.py, matplotlib)");
 
   try {
     app.parse(argc, argv);
@@ -360,6 +366,7 @@ int run(int argc, char** argv) {
     std::vector<RunRecord> runs;
     for (const std::string& dir : report_dirs) runs.push_back(read_run_folder(dir));
     std::printf("%s", format_run_report(runs, report_csv).c_str());
+    if (!report_plot.empty()) plot_runs(report_dirs, report_plot);
     return 0;
   }
   if (*export_cmd) return run_export(export_args, export_checkpoint, export_output);

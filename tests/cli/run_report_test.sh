@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # logging.run_dir and `lattice report` end to end: three tiny trainings at different learning rates,
 # each in its own run folder — one finished after a resume, one stopped, one failed before its first
-# step — then the report's table and CSV against their metrics files, and tools/plot_runs.py's PNG.
+# step — then the report's table and CSV against their metrics files, and report --plot's PNG (tools/plot_runs.py).
 set -euo pipefail
 source tests/parallel/train_test_env.sh
 export OMP_NUM_THREADS=1
@@ -76,9 +76,11 @@ expect_error "'$runs/bad/metrics.jsonl' line $(wc -l <"$runs/bad/metrics.jsonl")
 rm "$runs/bad/metrics.jsonl"
 expect_error "$runs/bad/metrics.jsonl" "$runs/bad"
 
-# The plot: a PNG of the configured size (1500 x 450 pixels).
-python3 tools/plot_runs.py --output "$WORK/runs.png" "$runs/a" "$runs/b" "$runs/c" 2>"$WORK/plot.err" ||
-  { cat "$WORK/plot.err"; fail "plot_runs.py"; }
+# The plot (report --plot runs tools/plot_runs.py): a PNG of the configured size (1500 x 450 pixels),
+# and the table still printed.
+$LATTICE report --plot "$WORK/runs.png" "$runs/a" "$runs/b" "$runs/c" >"$WORK/plot.out" 2>"$WORK/plot.err" ||
+  { cat "$WORK/plot.err"; fail "report --plot"; }
+grep -q "^run " "$WORK/plot.out" || fail "report --plot printed no table: $(head -3 "$WORK/plot.out")"
 python3 - "$WORK/runs.png" <<'PY' || fail "runs.png"
 import struct, sys
 data = open(sys.argv[1], "rb").read()
