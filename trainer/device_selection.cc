@@ -25,6 +25,10 @@ int launcher_int(const char* ompi, const char* slurm, int fallback) {
 }  // namespace
 
 void select_training_device(const Config& config) {
+  // Once per process: `lattice bench` selects before it measures the GEMM peak, then its training
+  // session asks again for the same config; the device, TF32 and the log lines stay the first call's.
+  static bool selected = false;
+  if (selected) return;
   const Device device = config_device(config);
   if (device == Device::kCpu) {
     if (config.training.tf32) spdlog::warn("training.tf32 has no effect on the CPU: its matmuls are exact f32");
@@ -40,6 +44,7 @@ void select_training_device(const Config& config) {
   spdlog::info("{}", backend.select_device(local_rank, local_size));
   backend.set_tf32(config.training.tf32);
   spdlog::info("matmul precision: {}", config.training.tf32 ? "TF32 tensor cores (training.tf32)" : "exact f32");
+  selected = true;
 }
 
 }  // namespace lattice

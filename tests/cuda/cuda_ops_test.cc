@@ -15,19 +15,13 @@
 #include "kernels/device_context.h"
 #include "kernels/ops.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/kernels/test_util.h"
 
 namespace lattice {
 namespace {
 
 using Tensors = std::vector<Tensor>;
-
-Tensor uniform(const Shape& shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t = Tensor::empty(shape);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(gen);
-  return t;
-}
+using test::random_tensor;
 
 Tensor ids(int64_t n, int32_t vocab, uint32_t seed) {
   Tensor t = Tensor::empty({n}, DType::kI32);
@@ -60,7 +54,7 @@ std::pair<Tensors, Tensors> run_both(const Tensors& inputs, const std::function<
   const DeviceContext gpu(Device::kCuda);
   Tensors cpu_t, gpu_t;
   for (const Tensor& t : inputs) {
-    cpu_t.push_back(host_context().to_device(t));  // a copy
+    cpu_t.push_back(test::clone(t));
     gpu_t.push_back(gpu.to_device(t));
   }
   op(cpu_t);
@@ -98,17 +92,16 @@ TEST_CASE("matmul at GPT-2 124M sizes and ragged ones, every transpose") {
   struct Mnk {
     int64_t m, n, k;
   };
-  for (const Mnk s : {Mnk{8192, 2304, 768}, Mnk{8192, 768, 3072}, Mnk{4096, 50304, 768}, Mnk{333, 97, 129},
-                      Mnk{1, 1, 1}}) {
+  for (const Mnk s :
+       {Mnk{8192, 2304, 768}, Mnk{8192, 768, 3072}, Mnk{4096, 50304, 768}, Mnk{333, 97, 129}, Mnk{1, 1, 1}}) {
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
         if (s.m * s.n * s.k > 8192LL * 2304 * 768 && (ta || tb)) continue;  // one big case per shape suffices
-        const Tensor a = uniform(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 1);
-        const Tensor b = uniform(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2);
-        const Tensor c = uniform({s.m, s.n}, 3);
+        const Tensor a = random_tensor(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 1);
+        const Tensor b = random_tensor(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2);
+        const Tensor c = random_tensor({s.m, s.n}, 3);
         auto [cpu, gpu] = run_both({a, b, c}, [&](Tensors& t) { ops::matmul(t[0], ta, t[1], tb, t[2], 0.5f, 1.0f); });
-        require_close(fmt::format("matmul {}x{}x{} ta {} tb {} beta 1", s.m, s.n, s.k, ta, tb), cpu, gpu, {2},
-                      kF32Tol);
+        require_close(fmt::format("matmul {}x{}x{} ta {} tb {} beta 1", s.m, s.n, s.k, ta, tb), cpu, gpu, {2}, kF32Tol);
       }
     }
   }
@@ -121,10 +114,11 @@ TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backw
   // The backend picks the GEMM path when its score buffers fit, else the flash kernel: check each.
   for (const char* path : {"flash", "gemm"}) {
     for (const Att s : {Att{2, 1024, 12, 12, 64}, Att{1, 257, 8, 2, 80}, Att{3, 100, 6, 3, 32}, Att{1, 70, 4, 1, 128},
-                      Att{2, 33, 2, 2, 16}}) {
+                        Att{2, 33, 2, 2, 16}}) {
       ::setenv("LATTICE_CUDA_ATTENTION", path, 1);
-      const Tensor q = uniform({s.b, s.t, s.hq, s.d}, 11, -2, 2), k = uniform({s.b, s.t, s.hkv, s.d}, 12, -2, 2),
-                   v = uniform({s.b, s.t, s.hkv, s.d}, 13), dout = uniform({s.b, s.t, s.hq, s.d}, 14);
+      const Tensor q = random_tensor({s.b, s.t, s.hq, s.d}, 11, -2, 2),
+                   k = random_tensor({s.b, s.t, s.hkv, s.d}, 12, -2, 2), v = random_tensor({s.b, s.t, s.hkv, s.d}, 13),
+                   dout = random_tensor({s.b, s.t, s.hq, s.d}, 14);
       const Tensor out = Tensor::zeros({s.b, s.t, s.hq, s.d}), lse = Tensor::zeros({s.b, s.hq, s.t});
       const Tensor dq = Tensor::zeros(q.shape()), dk = Tensor::zeros(k.shape()), dv = Tensor::zeros(v.shape());
       auto [cpu, gpu] = run_both({q, k, v, out, lse, dout, dq, dk, dv}, [](Tensors& t) {
@@ -141,7 +135,7 @@ TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backw
 TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
   const int64_t rows = 4096, hidden = 768, vocab = 50257;
   {
-    const Tensor logits = uniform({512, vocab}, 21, -4, 4), targets = ids(512, vocab, 22);
+    const Tensor logits = random_tensor({512, vocab}, 21, -4, 4), targets = ids(512, vocab, 22);
     const Tensor losses = Tensor::zeros({512}), lse = Tensor::zeros({512}), dlogits = Tensor::zeros({512, vocab});
     auto [cpu, gpu] = run_both({logits, targets, losses, lse, dlogits}, [](Tensors& t) {
       ops::cross_entropy_forward(t[0], t[1], t[2], t[3]);
@@ -150,10 +144,11 @@ TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
     require_close("cross-entropy 512 x 50257", cpu, gpu, {2, 3, 4}, kF32Tol);
   }
   {
-    const Tensor x = uniform({rows, hidden}, 31), gamma = uniform({hidden}, 32), beta = uniform({hidden}, 33),
-                 dy = uniform({rows, hidden}, 34);
+    const Tensor x = random_tensor({rows, hidden}, 31), gamma = random_tensor({hidden}, 32),
+                 beta = random_tensor({hidden}, 33), dy = random_tensor({rows, hidden}, 34);
     const Tensor y = Tensor::zeros({rows, hidden}), mean = Tensor::zeros({rows}), rstd = Tensor::zeros({rows});
-    const Tensor dx = Tensor::zeros({rows, hidden}), dgamma = uniform({hidden}, 35), dbeta = uniform({hidden}, 36);
+    const Tensor dx = Tensor::zeros({rows, hidden}), dgamma = random_tensor({hidden}, 35),
+                 dbeta = random_tensor({hidden}, 36);
     auto [cpu, gpu] = run_both({x, gamma, beta, y, mean, rstd, dy, dx, dgamma, dbeta}, [](Tensors& t) {
       ops::layernorm_forward(t[0], t[1], t[2], 1e-5f, t[3], t[4], t[5]);
       ops::layernorm_backward(t[6], t[0], t[1], t[4], t[5], t[7], t[8], t[9]);
@@ -161,8 +156,9 @@ TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
     require_close("layernorm 4096 x 768", cpu, gpu, {3, 4, 5, 7, 8, 9}, kF32Tol);
   }
   {
-    const Tensor table = uniform({vocab, hidden}, 41), tok = ids(rows, vocab, 42), dout = uniform({rows, hidden}, 43);
-    const Tensor out = Tensor::zeros({rows, hidden}), dtable = uniform({vocab, hidden}, 44);
+    const Tensor table = random_tensor({vocab, hidden}, 41), tok = ids(rows, vocab, 42),
+                 dout = random_tensor({rows, hidden}, 43);
+    const Tensor out = Tensor::zeros({rows, hidden}), dtable = random_tensor({vocab, hidden}, 44);
     auto [cpu, gpu] = run_both({tok, table, out, dout, dtable}, [](Tensors& t) {
       ops::embedding_forward(t[0], t[1], t[2]);
       ops::embedding_backward(t[0], t[3], t[4]);
@@ -170,7 +166,7 @@ TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
     require_close("embedding 4096 tokens x 768", cpu, gpu, {2, 4}, kF32Tol);
   }
   {
-    const Tensor x = uniform({rows, 4 * hidden}, 51, -5, 5), dy = uniform({rows, 4 * hidden}, 52);
+    const Tensor x = random_tensor({rows, 4 * hidden}, 51, -5, 5), dy = random_tensor({rows, 4 * hidden}, 52);
     const Tensor y = Tensor::zeros(x.shape()), dx = Tensor::zeros(x.shape());
     auto [cpu, gpu] = run_both({x, y, dy, dx}, [](Tensors& t) {
       ops::gelu_forward(t[0], t[1]);
@@ -192,9 +188,9 @@ TEST_CASE("initialization is bit-identical to the CPU's, whole tensor and shard"
 }
 
 TEST_CASE("the same inputs give the same bits, run after run") {
-  const Tensor q = uniform({2, 300, 8, 64}, 61), k = uniform({2, 300, 4, 64}, 62), v = uniform({2, 300, 4, 64}, 63),
-               dout = uniform({2, 300, 8, 64}, 64), x = uniform({600, 512}, 65), gamma = uniform({512}, 66),
-               tok = ids(600, 1000, 67);
+  const Tensor q = random_tensor({2, 300, 8, 64}, 61), k = random_tensor({2, 300, 4, 64}, 62),
+               v = random_tensor({2, 300, 4, 64}, 63), dout = random_tensor({2, 300, 8, 64}, 64),
+               x = random_tensor({600, 512}, 65), gamma = random_tensor({512}, 66), tok = ids(600, 1000, 67);
   auto run = [&] {
     const DeviceContext gpu(Device::kCuda);
     Tensors t;
