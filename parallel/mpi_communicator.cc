@@ -4,11 +4,13 @@
 #include "parallel/mpi_communicator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "kernels/error.h"
 #include "parallel/host_staging.h"
+#include "parallel/mpi_bf16_ops.h"
 #include "parallel/mpi_runtime.h"
 
 namespace lattice {
@@ -31,12 +33,6 @@ MPI_Datatype mpi_type(DType dtype) {
   throw Error("no MPI datatype for this dtype");
 }
 
-// For reductions, which need arithmetic: MPI has no bf16 type.
-MPI_Datatype mpi_reduce_type(const char* op, DType dtype) {
-  LATTICE_CHECK(dtype != DType::kBF16, "{}: MPI cannot reduce bf16 (it has no bf16 type); reduce in f32", op);
-  return mpi_type(dtype);
-}
-
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return MPI_SUM;
@@ -44,6 +40,13 @@ MPI_Op mpi_op(ReduceOp op) {
     case ReduceOp::kMin: return MPI_MIN;
   }
   throw Error("unknown ReduceOp");
+}
+
+// A reduction's datatype and op: MPI's own, except for bf16 (MPI has no bf16 type): its 16-bit
+// patterns with the user-defined ops that round every combine to bf16.
+std::pair<MPI_Datatype, MPI_Op> mpi_reduction(DType dtype, ReduceOp op) {
+  if (dtype == DType::kBF16) return {MPI_UINT16_T, bf16_reduce_op(op)};
+  return {mpi_type(dtype), mpi_op(op)};
 }
 
 // "f32[4, 256] (4 KiB)"
@@ -193,11 +196,11 @@ CommHandle MpiCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
   const int64_t n = inout.numel();
   char* data = static_cast<char*>(buffer.raw());
   const size_t elem = dtype_size(inout.dtype());
+  const auto [type, mpi_reduce_op] = mpi_reduction(inout.dtype(), op);
   for (int64_t begin = 0; begin < n; begin += max_count_) {
     int count = static_cast<int>(std::min<int64_t>(max_count_, n - begin));
     MPI_Request request;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + begin * elem, count, mpi_reduce_type("all_reduce", inout.dtype()),
-                             mpi_op(op), comm_, &request));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + begin * elem, count, type, mpi_reduce_op, comm_, &request));
     pending->requests.push_back(request);
   }
   pending->keep_alive.push_back(buffer);
@@ -218,9 +221,10 @@ CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor&
       fmt::format("reduce_scatter(sum) of {} into {}", tensor_summary(in), tensor_summary(out)));
   const Tensor in_buffer = pending->staging.input(in);
   const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
+  const auto [type, mpi_reduce_op] = mpi_reduction(in.dtype(), ReduceOp::kSum);
   MPI_Request request;
-  MPI_CHECK(MPI_Ireduce_scatter_block(in_buffer.raw(), out_buffer.raw(), static_cast<int>(out.numel()),
-                                      mpi_reduce_type("reduce_scatter", in.dtype()), MPI_SUM, comm_, &request));
+  MPI_CHECK(MPI_Ireduce_scatter_block(in_buffer.raw(), out_buffer.raw(), static_cast<int>(out.numel()), type,
+                                      mpi_reduce_op, comm_, &request));
   pending->requests.push_back(request);
   pending->keep_alive = {in_buffer, out_buffer};
   return CommHandle(std::move(pending), watchdog_, stream_);

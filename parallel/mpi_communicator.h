@@ -2,6 +2,7 @@
 // and an MpiHostChannel; sub-groups come from MPI_Comm_split. CPU tensors go to MPI directly;
 // tensors on another device (CUDA) are staged through host buffers (parallel/host_staging.h):
 // inputs copied at the call, outputs copied back when a wait or test() sees the operation complete.
+// bf16 reduces through user-defined ops that round every combine (parallel/mpi_bf16_ops.h).
 #pragma once
 
 #include <mpi.h>

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "parallel/mpi_bf16_ops.h"
 #include "parallel/mpi_communicator.h"
 
 namespace lattice {
@@ -28,6 +29,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv, int required_thread_level) {
   }
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  owns_bf16_ops_ = create_bf16_reduce_ops();
   if (thread_level_ < required_thread_level) {
     spdlog::debug("MPI granted thread level {} (asked for {})", thread_level_, required_thread_level);
   }
@@ -42,10 +44,11 @@ void MpiRuntime::abort_job(int exit_code) {
 }
 
 MpiRuntime::~MpiRuntime() {
-  if (!owns_) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (owns_bf16_ops_) free_bf16_reduce_ops();
+  if (owns_) MPI_Finalize();
 }
 
 std::unique_ptr<MpiCommunicator> MpiRuntime::world(std::shared_ptr<Watchdog> watchdog) const {

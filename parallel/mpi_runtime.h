@@ -33,9 +33,10 @@ std::string mpi_error_string(int code);
 
 class MpiRuntime {
  public:
-  // Initializes MPI unless it already is (then leaves finalizing to whoever initialized it).
-  // Asks for MPI_THREAD_MULTIPLE by default so that background threads may communicate;
-  // thread_level() says what the library granted.
+  // Initializes MPI unless it already is (then leaves finalizing to whoever initialized it), and
+  // creates the bf16 reduction ops (parallel/mpi_bf16_ops.h) unless they exist; the destructor frees
+  // the ops it created. Asks for MPI_THREAD_MULTIPLE by default so that background threads may
+  // communicate; thread_level() says what the library granted.
   MpiRuntime(int* argc, char*** argv, int required_thread_level = MPI_THREAD_MULTIPLE);
   ~MpiRuntime();
   MpiRuntime(const MpiRuntime&) = delete;
@@ -58,6 +59,7 @@ class MpiRuntime {
 
  private:
   bool owns_ = false;
+  bool owns_bf16_ops_ = false;  // this runtime created them, so it frees them
   int rank_ = 0;
   int world_size_ = 1;
   int thread_level_ = MPI_THREAD_SINGLE;

@@ -1,11 +1,18 @@
 // Multi-rank tests of MpiCommunicator and the grid's process groups (run under mpirun -np 4 and
-// -np 8): every result is checked against values computed locally from rank numbers.
+// -np 8): every result is checked against values computed locally from rank numbers. bf16
+// reductions also run on groups of 2 and 4 ranks split from the world.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <memory>
 #include <numeric>
+#include <set>
+#include <string>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/error.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_communicator.h"
@@ -140,7 +147,7 @@ TEST_CASE("all_gather concatenates in rank order") {
     for (int e = 0; e < k; ++e) CHECK(got[q * k + e] == q * 10 + e);
 }
 
-TEST_CASE("bf16 tensors move bit for bit; reducing them is an error that says so") {
+TEST_CASE("bf16 tensors move bit for bit") {
   auto& w = world();
   const int n = w.size(), r = w.rank();
   Tensor in = Tensor::empty({2}, DType::kBF16);
@@ -152,7 +159,126 @@ TEST_CASE("bf16 tensors move bit for bit; reducing them is an error that says so
     CHECK(out.bf16()[2 * q] == 0x3f80 + q);
     CHECK(out.bf16()[2 * q + 1] == 0x7fc0);
   }
-  CHECK_THROWS_WITH(w.all_reduce(in), Catch::Contains("all_reduce: MPI cannot reduce bf16"));
+}
+
+// One combine of a bf16 sum: both operands widened to f32, added, rounded to nearest even.
+uint16_t bf16_add(uint16_t a, uint16_t b) { return float_to_bfloat16(bfloat16_to_float(a) + bfloat16_to_float(b)); }
+
+// Every result a bf16 sum of `values` can have when each combine rounds, over all orders and
+// groupings: MPI may combine a commutative op in any tree. By subsets: the sums of a set of leaves
+// are the combines of the sums of any split of it into two parts.
+std::set<uint16_t> bf16_sums(const std::vector<uint16_t>& values) {
+  const unsigned full = (1u << values.size()) - 1;
+  std::vector<std::set<uint16_t>> sums(full + 1);
+  for (unsigned mask = 1; mask <= full; ++mask) {
+    if ((mask & (mask - 1)) == 0) {
+      sums[mask] = {values[std::countr_zero(mask)]};
+      continue;
+    }
+    const unsigned low = mask & -mask;  // in the first part, so each split is counted once
+    for (unsigned a = (mask - 1) & mask; a != 0; a = (a - 1) & mask) {
+      if (!(a & low)) continue;
+      for (uint16_t x : sums[a])
+        for (uint16_t y : sums[mask ^ a]) sums[mask].insert(bf16_add(x, y));
+    }
+  }
+  return sums[full];
+}
+
+// Group rank q's bf16 value at element e: mixed signs and magnitudes, so that sums round. Elements 0
+// and 1 are round-half-even cases: 1 + 2^-8 (a tie between 1 and 1 + 2^-7, to the even 1) and
+// 1 + 2^-7 + 2^-8 (a tie, to the even 1 + 2^-6).
+uint16_t bf16_value(int q, int64_t e) {
+  if (e == 0) return q == 0 ? 0x3f80 : 0x3b80;  // 1, 2^-8
+  if (e == 1) return q == 0 ? 0x3f81 : 0x3b80;  // 1 + 2^-7, 2^-8
+  const float magnitude = std::ldexp(1.0f + 0.1f * (q + 1) + 0.013f * e, static_cast<int>((e + q) % 4) - 1);
+  return float_to_bfloat16((e + q) % 3 == 0 ? -magnitude : magnitude);
+}
+
+// `got` is the bf16 sum over the group of bf16_value(q, e): for 2 ranks exactly the one rounding of
+// the pair's sum; for more, the result of some combine order, and within the bound of size - 1
+// roundings (each at most 2^-8 of a partial sum, itself at most the sum of magnitudes M up to a
+// factor (1 + 2^-8)^size).
+void check_bf16_sum(uint16_t got, int size, int64_t e) {
+  std::vector<uint16_t> values;
+  double exact = 0.0, magnitudes = 0.0;
+  for (int q = 0; q < size; ++q) {
+    values.push_back(bf16_value(q, e));
+    exact += bfloat16_to_float(values.back());
+    magnitudes += std::fabs(bfloat16_to_float(values.back()));
+  }
+  INFO("group size " << size << ", element " << e << ", got 0x" << std::hex << got);
+  if (size == 2) {
+    CHECK(got == bf16_add(values[0], values[1]));
+    if (e == 0) CHECK(got == 0x3f80);
+    if (e == 1) CHECK(got == 0x3f82);
+  } else {
+    CHECK(bf16_sums(values).count(got) == 1);
+  }
+  CHECK(std::fabs(bfloat16_to_float(got) - exact) <= (size - 1) * std::ldexp(magnitudes, -8) * 1.05);
+}
+
+// Groups of 2 and 4 consecutive ranks, and the world when it is larger (the world is 4 or 8 ranks).
+std::vector<std::unique_ptr<Communicator>> bf16_test_groups(MpiCommunicator& w) {
+  std::vector<int> sizes = {2, 4};
+  if (w.size() > 4) sizes.push_back(w.size());
+  std::vector<std::unique_ptr<Communicator>> groups;
+  for (int size : sizes) groups.push_back(w.split(w.rank() / size, w.rank(), "bf16_" + std::to_string(size), ""));
+  return groups;
+}
+
+TEST_CASE("bf16 all_reduce: sum rounds every combine, max and min are exact, every rank agrees") {
+  auto groups = bf16_test_groups(world());
+  for (auto& g : groups) {
+    const int n = g->size(), q = g->rank();
+    const int64_t k = 12;
+    Tensor sum = Tensor::empty({k}, DType::kBF16), largest = Tensor::empty({k}, DType::kBF16);
+    Tensor smallest = Tensor::empty({k}, DType::kBF16);
+    for (int64_t e = 0; e < k; ++e) sum.bf16()[e] = largest.bf16()[e] = smallest.bf16()[e] = bf16_value(q, e);
+    CommHandle h = g->all_reduce_async(sum);
+    g->all_reduce(largest, ReduceOp::kMax);
+    h.wait();
+    g->all_reduce(smallest, ReduceOp::kMin);
+    Tensor all = Tensor::empty({n, k}, DType::kBF16);
+    g->all_gather(sum, all);
+    for (int64_t e = 0; e < k; ++e) {
+      check_bf16_sum(sum.bf16()[e], n, e);
+      float hi = -INFINITY, lo = INFINITY;
+      for (int p = 0; p < n; ++p) {
+        hi = std::max(hi, bfloat16_to_float(bf16_value(p, e)));
+        lo = std::min(lo, bfloat16_to_float(bf16_value(p, e)));
+        CHECK(all.bf16()[p * k + e] == sum.bf16()[e]);
+      }
+      CHECK(largest.bf16()[e] == float_to_bfloat16(hi));
+      CHECK(smallest.bf16()[e] == float_to_bfloat16(lo));
+    }
+  }
+}
+
+TEST_CASE("bf16 all_reduce in chunks below MPI's count limit") {
+  auto& w = world();
+  MaxCountGuard guard(w, 5);
+  Tensor t = Tensor::empty({12}, DType::kBF16);
+  for (int64_t e = 0; e < 12; ++e) t.bf16()[e] = bf16_value(w.rank(), e);
+  w.all_reduce(t);
+  for (int64_t e = 0; e < 12; ++e) check_bf16_sum(t.bf16()[e], w.size(), e);
+}
+
+TEST_CASE("bf16 reduce_scatter sums in bf16 and gives group rank q the q-th block") {
+  auto groups = bf16_test_groups(world());
+  for (auto& g : groups) {
+    const int n = g->size(), q = g->rank();
+    const int64_t k = 5;
+    Tensor in = Tensor::empty({n * k}, DType::kBF16);
+    for (int64_t j = 0; j < n * k; ++j) in.bf16()[j] = bf16_value(q, j);
+    Tensor sync = Tensor::empty({k}, DType::kBF16), async = Tensor::empty({k}, DType::kBF16);
+    g->reduce_scatter(in, sync);
+    g->reduce_scatter_async(in, async).wait();
+    for (int64_t e = 0; e < k; ++e) {
+      check_bf16_sum(sync.bf16()[e], n, q * k + e);
+      check_bf16_sum(async.bf16()[e], n, q * k + e);
+    }
+  }
 }
 
 TEST_CASE("broadcast from a non-zero root") {

@@ -36,3 +36,15 @@ TEST_CASE("a one-process group: identities and copies, no peers") {
   CHECK(exact_sum(g, 0.1) == 0.1);
   CHECK(broadcast_double(g, 0.3, 0) == 0.3);
 }
+
+TEST_CASE("a one-process group reduces bf16 as the identity") {
+  LocalCommunicator g("dp");
+  Tensor x = Tensor::empty({2}, DType::kBF16);
+  x.bf16()[0] = 0x3f81, x.bf16()[1] = 0xc000;  // 1 + 2^-7, -2
+  g.all_reduce(x);
+  g.all_reduce(x, ReduceOp::kMax);
+  CHECK(x.bf16()[0] == 0x3f81);
+  Tensor y = Tensor::zeros({2}, DType::kBF16);
+  g.reduce_scatter(x, y);
+  CHECK(y.bf16()[1] == 0xc000);
+}

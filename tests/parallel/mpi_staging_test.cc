@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kernels/device_context.h"
+#include "kernels/ops.h"
 #include "parallel/mpi_communicator.h"
 #include "tests/kernels/backend_harness.h"
 #include "tests/parallel/mpi_test_main.h"
@@ -99,6 +100,30 @@ TEST_CASE("staged all_reduce matches the CPU result; the copy-back waits for com
     CHECK(dev.device() == Device::kCuda);
     CHECK(same_bits(cuda.download(dev), cpu));
   }
+}
+
+// bf16 reductions run MPI's user-defined ops on the staged 16-bit patterns: the same bits as on the CPU.
+TEST_CASE("staged bf16 all_reduce and reduce_scatter match the CPU results") {
+  Cuda cuda;
+  Communicator& w = world();
+  const int n = w.size();
+  Tensor values = Tensor::empty({8 * n}, DType::kBF16);
+  ops::cast(host_values(8 * n, w.rank()), values);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    Tensor cpu = Tensor::empty({8 * n}, DType::kBF16);
+    ops::copy(values, cpu);
+    w.all_reduce(cpu, op);
+    Tensor dev = cuda.upload(values);
+    w.all_reduce(dev, op);
+    CHECK(take_copies() == Copies{1, 1});
+    CHECK(same_bits(cuda.download(dev), cpu));
+  }
+  Tensor rs_cpu = Tensor::empty({8}, DType::kBF16);
+  w.reduce_scatter(values, rs_cpu);
+  Tensor rs_out = cuda.ctx.zeros({8}, DType::kBF16);
+  w.reduce_scatter(cuda.upload(values), rs_out);
+  CHECK(take_copies() == Copies{1, 1});
+  CHECK(same_bits(cuda.download(rs_out), rs_cpu));
 }
 
 TEST_CASE("staged all_reduce in chunks, completed by test() and by a stream wait") {
