@@ -53,17 +53,20 @@ GradBuckets::GradBuckets(ParamGradBuffer& buffer, Communicator& dp, const GradBu
   param_ready_.assign(buffer.count(), 0);
   handles_.resize(buckets_.size());
   staging_.resize(buckets_.size());
+  LATTICE_CHECK(options_.reduce_dtype == DType::kF32 || options_.reduce_dtype == DType::kBF16,
+                "gradient buckets: reduce_dtype {} (f32 or bf16)", dtype_name(options_.reduce_dtype));
+  const bool narrow = options_.reduce_dtype != buffer.grad_dtype();
+  const DeviceContext& ctx = buffer.context();
+  int64_t total = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const GradBucket& g = buckets_[b];
+    total += g.shard_numel;
+    const int64_t reduced = options_.reduce_scatter ? g.padded_numel(dp_size_) : g.numel();
+    if (g.numel() > 0 && (narrow || reduced != g.numel())) staging_[b] = ctx.zeros({reduced}, options_.reduce_dtype);
+  }
   if (options_.reduce_scatter) {
-    const DeviceContext& ctx = buffer.context();
-    int64_t total = 0;
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      const GradBucket& g = buckets_[b];
-      total += g.shard_numel;
-      if (g.padded_numel(dp_size_) != g.numel()) {
-        staging_[b] = ctx.zeros({g.padded_numel(dp_size_)}, buffer.grad_dtype());
-      }
-    }
     shard_grads_ = ctx.zeros({total}, buffer.grad_dtype());
+    if (narrow) reduced_shard_ = ctx.zeros({total}, options_.reduce_dtype);
   }
 }
 
@@ -77,22 +80,21 @@ void GradBuckets::launch(size_t b) {
     any_launched_ = true;
     first_launch_ = buffer_.context().stream().record();
   }
-  const float inv_dp = 1.0f / static_cast<float>(dp_size_);
-  Tensor grads = buffer_.flat_grads().slice_flat(g.begin, {g.numel()});
-  // Mean over dp: every rank scales its contribution by 1/dp before the sum (as Megatron does).
-  if (g.numel() > 0 && dp_size_ > 1) ops::scale(grads, inv_dp);
-  if (!options_.reduce_scatter) {
-    if (g.numel() > 0) handles_[b] = dp_.all_reduce_async(grads);
-  } else {
-    Tensor out = shard_grads_.slice_flat(g.shard_offset, {g.shard_numel});
-    if (g.shard_numel == 0) {
-      // empty bucket: nothing to reduce
-    } else if (g.padded_numel(dp_size_) != g.numel()) {
+  if (g.numel() > 0) {
+    Tensor grads = buffer_.flat_grads().slice_flat(g.begin, {g.numel()});
+    // Mean over dp: every rank scales its contribution by 1/dp before the sum (as Megatron does).
+    if (dp_size_ > 1) ops::scale(grads, 1.0f / static_cast<float>(dp_size_));
+    Tensor in = grads;
+    if (staging_[b].defined()) {
       Tensor head = staging_[b].slice_flat(0, {g.numel()});
-      ops::copy(grads, head);  // the padding tail stays zero
-      handles_[b] = dp_.reduce_scatter_async(staging_[b], out);
+      ops::cast(grads, head);  // rounds to bf16, or copies
+      in = staging_[b];
+    }
+    if (!options_.reduce_scatter) {
+      handles_[b] = dp_.all_reduce_async(in);
     } else {
-      handles_[b] = dp_.reduce_scatter_async(grads, out);
+      const Tensor& out = reduced_shard_.defined() ? reduced_shard_ : shard_grads_;
+      handles_[b] = dp_.reduce_scatter_async(in, out.slice_flat(g.shard_offset, {g.shard_numel}));
     }
   }
   ++next_launch_;
@@ -129,6 +131,16 @@ void GradBuckets::finish() {
   while (next_launch_ < static_cast<int>(buckets_.size())) launch(static_cast<size_t>(next_launch_));
   // The optimizer's work on the reduced gradients is ordered after the reductions: a stream wait.
   for (CommHandle& h : handles_) h.wait_on(stream);
+  // A bf16 reduction: widen the results into the fp32 gradients (exact).
+  if (reduced_shard_.defined()) {
+    ops::cast(reduced_shard_, shard_grads_);
+  } else if (options_.reduce_dtype != buffer_.grad_dtype()) {
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      if (!staging_[b].defined()) continue;
+      Tensor grads = buffer_.flat_grads().slice_flat(buckets_[b].begin, {buckets_[b].numel()});
+      ops::cast(staging_[b], grads);
+    }
+  }
   const Event end = stream.record();
   // Without overlap the first launch happens inside finish(): then all of it is exposed.
   stats_.wait_s = any_launched_ ? end.seconds_since(launched_before ? wait_start : first_launch_) : 0.0;

@@ -1,5 +1,6 @@
 // GradBuckets: the data-parallel reduction of a ParamGradBuffer's flat fp32 gradients, bucket by
-// bucket (reverse parameter order), launched as backward finishes each bucket when overlap is on.
+// bucket (reverse parameter order), launched as backward finishes each bucket when overlap is on;
+// reduced in fp32, or in bf16 (half the bytes) and widened back to fp32.
 #pragma once
 
 #include <algorithm>
@@ -44,6 +45,10 @@ struct GradBucketOptions {
   // true: reduce_scatter (each rank gets only its shard's mean, in shard_grads(); the buffer's flat
   // grads are left unspecified) — for the distributed optimizer.
   bool reduce_scatter = false;
+  // kF32, or kBF16: at launch each bucket's (1/dp-scaled) fp32 gradients are rounded into a bf16
+  // staging buffer and reduced in bf16 (every combine rounds); finish() widens the result back into
+  // the fp32 gradients (or shard_grads()).
+  DType reduce_dtype = DType::kF32;
 };
 
 // Times of the last finish(), from events on the compute stream: comm_s from the first launch of
@@ -109,8 +114,11 @@ class GradBuckets {
   std::vector<int> ready_count_;      // per bucket, parameters marked this step
   std::vector<char> param_ready_;     // per parameter
   std::vector<CommHandle> handles_;   // per bucket
-  std::vector<Tensor> staging_;       // reduce_scatter: padded copy of a bucket whose numel % dp != 0
+  // Per bucket, what its reduction reads when that is not the gradients themselves: a copy in
+  // reduce_dtype and/or, for reduce_scatter, padded to padded_numel (the padding stays zero).
+  std::vector<Tensor> staging_;
   Tensor shard_grads_;
+  Tensor reduced_shard_;  // bf16 reduce_scatter: the reduced shard, which finish() widens into shard_grads_
   int next_launch_ = 0;
   bool any_launched_ = false;
   Event first_launch_;  // on the compute stream, at the step's first launch

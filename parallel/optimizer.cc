@@ -1,5 +1,6 @@
 // AdamW on fp32 main parameters over runs of the shard (the whole model when not sharded), the
-// gradient views the norm counts, the write-back (copy or overlapped all-gather), checkpoint state.
+// gradient views the norm counts, the write-back (copy or cast, or overlapped all-gather in the
+// parameters' dtype), checkpoint state.
 #include "parallel/optimizer.h"
 
 #include <algorithm>
@@ -29,15 +30,17 @@ std::vector<Slice> shard_slices(const ParamLayout& layout, const GradBuckets* bu
 
 }  // namespace
 
-Optimizer::Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options) : Optimizer(buffer, nullptr, options) {}
+Optimizer::Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options, const Tensor& initial_main)
+    : Optimizer(buffer, nullptr, options, initial_main) {}
 
-Optimizer::Optimizer(GradBuckets& buckets, const OptimizerOptions& options)
-    : Optimizer(buckets.buffer(), &buckets, options) {
+Optimizer::Optimizer(GradBuckets& buckets, const OptimizerOptions& options, const Tensor& initial_main)
+    : Optimizer(buckets.buffer(), &buckets, options, initial_main) {
   LATTICE_CHECK(buckets.options().reduce_scatter,
                 "a sharded Optimizer needs gradient buckets built with reduce_scatter = true");
 }
 
-Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options)
+Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options,
+                     const Tensor& initial_main)
     : buffer_(buffer), buckets_(buckets), options_(options) {
   // Runs of the weight-decay and replica properties cut to this rank's slices; a piece extends
   // the previous one when both continue it.
@@ -67,27 +70,31 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
   const int64_t n = buckets != nullptr ? buckets->shard_numel() : buffer.numel();
   exp_avg_ = ctx.zeros({n}, DType::kF32);
   exp_avg_sq_ = ctx.zeros({n}, DType::kF32);
+  if (initial_main.defined()) {
+    LATTICE_CHECK(initial_main.dtype() == DType::kF32 && initial_main.numel() == buffer.numel() &&
+                      initial_main.device() == buffer.device(),
+                  "Optimizer: initial_main {} must be f32 in the flat layout of the parameters {}",
+                  initial_main.describe(), buffer.flat_values().describe());
+    ops::cast(initial_main, buffer.flat_values());
+  }
+  // Unsharded fp32 parameters are their own main parameters: no second fp32 copy of the model
+  // (Megatron keeps none either). Otherwise the main parameters are a copy, which
+  // write_back_params casts from.
+  main_is_params_ = buckets == nullptr && buffer.param_dtype() == DType::kF32;
+  main_ = main_is_params_ ? buffer.flat_values() : ctx.zeros({n}, DType::kF32);
+  if (!main_is_params_) take_shard(initial_main.defined() ? initial_main : buffer.flat_values(), main_);
   if (buckets == nullptr) {
-    // Unsharded fp32 parameters are their own main parameters: no second fp32 copy of the model
-    // (Megatron keeps none either). Other dtypes get one, which write_back_params casts from.
-    main_is_params_ = buffer.param_dtype() == DType::kF32;
-    main_ = main_is_params_ ? buffer.flat_values() : ctx.zeros({n}, DType::kF32);
-    if (!main_is_params_) ops::copy(buffer.flat_values(), main_);
     flat_state_ = {main_, exp_avg_, exp_avg_sq_};
     return;
   }
-  main_ = ctx.zeros({n}, DType::kF32);
   const int dp = buckets->dp_size();
   staging_.resize(buckets->buckets().size());
   gathers_.resize(buckets->buckets().size());
   for (size_t b = 0; b < buckets->buckets().size(); ++b) {
     const GradBucket& g = buckets->buckets()[b];
-    if (g.padded_numel(dp) != g.numel()) staging_[b] = ctx.zeros({g.padded_numel(dp)}, DType::kF32);
+    if (g.padded_numel(dp) != g.numel()) staging_[b] = ctx.zeros({g.padded_numel(dp)}, buffer.param_dtype());
   }
-  for (const Run& run : runs_) {
-    Tensor dst = main_.slice_flat(run.shard_offset, {run.numel});
-    ops::copy(buffer.flat_values().slice_flat(run.flat_offset, {run.numel}), dst);
-  }
+  if (buffer.param_dtype() != DType::kF32) send_ = ctx.zeros({n}, buffer.param_dtype());
 }
 
 Optimizer::~Optimizer() {
@@ -95,6 +102,13 @@ Optimizer::~Optimizer() {
     wait_all();
   } catch (...) {
     // Destructors must not throw; a hung gather ends the job through the watchdog anyway.
+  }
+}
+
+void Optimizer::take_shard(const Tensor& flat, Tensor& shard) const {
+  for (const Run& run : runs_) {
+    Tensor dst = shard.slice_flat(run.shard_offset, {run.numel});
+    ops::cast(flat.slice_flat(run.flat_offset, {run.numel}), dst);
   }
 }
 
@@ -114,6 +128,14 @@ void Optimizer::gather_state() {
   FlatOptimizerState& flat = flat_state();
   Communicator& dp = buckets_->comm();
   const auto& bs = buckets_->buckets();
+  // Padded buckets gather through f32 staging: the write-back's when the parameters are f32, else
+  // made here (checkpoint time, not the step).
+  std::vector<Tensor> staging = staging_;
+  if (buffer_.param_dtype() != DType::kF32) {
+    for (Tensor& t : staging) {
+      if (t.defined()) t = buffer_.context().zeros({t.numel()}, DType::kF32);
+    }
+  }
   for (auto [shard, out] : {std::pair<Tensor*, Tensor*>{&main_, &flat.main_params}, {&exp_avg_, &flat.exp_avg},
                             {&exp_avg_sq_, &flat.exp_avg_sq}}) {
     // The same bucket order on every rank, as in step(): rank r's slice lands at r × shard_numel of
@@ -124,8 +146,8 @@ void Optimizer::gather_state() {
       Tensor in = shard->slice_flat(g.shard_offset, {g.shard_numel});
       Tensor dst = out->slice_flat(g.begin, {g.numel()});
       const bool padded = g.padded_numel(dp.size()) != g.numel();
-      dp.all_gather(in, padded ? staging_[b] : dst);
-      if (padded) ops::copy(staging_[b].slice_flat(0, {g.numel()}), dst);
+      dp.all_gather(in, padded ? staging[b] : dst);
+      if (padded) ops::copy(staging[b].slice_flat(0, {g.numel()}), dst);
     }
   }
 }
@@ -137,14 +159,11 @@ void Optimizer::load_state() {
     for (auto [shard, in] : {std::pair<Tensor*, const Tensor*>{&main_, &flat.main_params}, {&exp_avg_, &flat.exp_avg},
                              {&exp_avg_sq_, &flat.exp_avg_sq}}) {
       ops::fill(*shard, 0.0f);
-      for (const Run& run : runs_) {
-        Tensor dst = shard->slice_flat(run.shard_offset, {run.numel});
-        ops::copy(in->slice_flat(run.flat_offset, {run.numel}), dst);
-      }
+      take_shard(*in, *shard);
     }
   }
   // Every rank holds the whole flat main parameters here: no gather needed.
-  if (!main_is_params_) ops::copy(flat.main_params, buffer_.flat_values());
+  if (!main_is_params_) ops::cast(flat.main_params, buffer_.flat_values());
 }
 
 void Optimizer::set_step_count(int64_t steps) {
@@ -162,6 +181,9 @@ std::vector<Tensor> Optimizer::norm_grads() const {
 void Optimizer::step(double lr, float grad_scale) {
   wait_all();
   ++step_count_;
+  if (options_.test_disable_main_params && buffer_.param_dtype() != DType::kF32) {
+    take_shard(buffer_.flat_values(), main_);
+  }
   adamw_update_runs(main_, grads(), exp_avg_, exp_avg_sq_, shard_runs_,
                     {options_.beta1, options_.beta2, options_.eps, options_.weight_decay}, lr, step_count_,
                     grad_scale);
@@ -171,7 +193,7 @@ void Optimizer::step(double lr, float grad_scale) {
 void Optimizer::write_back_params() {
   Tensor& values = buffer_.flat_values();
   if (buckets_ == nullptr) {
-    if (!main_is_params_) ops::copy(main_, values);
+    if (!main_is_params_) ops::cast(main_, values);
     return;
   }
   // Gather in forward order (the last bucket holds the first layers), the same on every rank.
@@ -181,6 +203,11 @@ void Optimizer::write_back_params() {
     const GradBucket& g = bs[b];
     if (g.numel() == 0) continue;
     Tensor in = main_.slice_flat(g.shard_offset, {g.shard_numel});
+    if (send_.defined()) {
+      Tensor narrow = send_.slice_flat(g.shard_offset, {g.shard_numel});
+      ops::cast(in, narrow);
+      in = narrow;
+    }
     Tensor out = g.padded_numel(dp.size()) != g.numel() ? staging_[b] : values.slice_flat(g.begin, {g.numel()});
     gathers_[b] = dp.all_gather_async(in, out);
   }

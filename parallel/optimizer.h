@@ -23,6 +23,10 @@ struct OptimizerOptions {
   double eps = 1e-8;
   double weight_decay = 0.1;
   bool overlap_param_gather = false;  // sharded only: the write-back all-gathers overlap the next forward
+  // test only: steps AdamW on the compute copy, as if there were no fp32 master weights — the
+  // master-weights test shows it fails. With non-f32 parameters every step first re-reads the main
+  // parameters from the (rounded) buffer values, so updates below their resolution are lost.
+  bool test_disable_main_params = false;
 };
 
 // The optimizer state as checkpoints hold it, in the buffer's flat layout (numel() elements each).
@@ -32,14 +36,21 @@ struct FlatOptimizerState {
   Tensor exp_avg_sq;
 };
 
+// initial_main (both constructors): the exact fp32 initial parameters, an f32 tensor in the buffer's
+// flat layout (buffer.numel() elements, on its device, not sharing the buffer's storage; the same on
+// every dp rank). The main parameters start from it and the buffer's values are set to it (rounded
+// when they are bf16), with no communication — for bf16 parameters, whose values alone would start
+// the fp32 master weights at the rounded values. Undefined: the main parameters start from the
+// buffer's values (widened when bf16).
 class Optimizer {
  public:
   // Whole model: steps every parameter on the buffer's gradients (one process, or data parallel
   // with all-reduced gradients: every rank takes the same step). `buffer` must outlive this.
-  Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options);
+  Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options, const Tensor& initial_main = {});
   // Sharded (distributed optimizer): `buckets` must be in reduce_scatter mode; this rank owns its
   // slice of every bucket (see GradBucket). They, their buffer and communicator must outlive this.
-  Optimizer(GradBuckets& buckets, const OptimizerOptions& options);
+  // The write-back all-gathers the parameters in their dtype (bf16: half the bytes of fp32).
+  Optimizer(GradBuckets& buckets, const OptimizerOptions& options, const Tensor& initial_main = {});
   ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -96,11 +107,15 @@ class Optimizer {
   const std::vector<Run>& runs() const { return runs_; }
 
  private:
-  Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options);
-  // The one place the model's parameters get the main parameters' values: nothing when they are the
-  // same tensor (unsharded fp32), else a copy (a cast when the parameters are bf16); sharded, each
-  // bucket's all-gather.
+  Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options,
+            const Tensor& initial_main);
+  // How a step's main parameters reach the model's parameters: nothing when they are the same tensor
+  // (unsharded fp32), else a copy (a cast when the parameters are bf16); sharded, each bucket's
+  // all-gather (of this rank's shard cast to the parameters' dtype first).
   void write_back_params();
+  // shard (this rank's state layout) = flat (the buffer's flat layout) at this rank's runs, cast to
+  // f32. Padding elements are left as they are.
+  void take_shard(const Tensor& flat, Tensor& shard) const;
   const Tensor& grads() const;
 
   ParamGradBuffer& buffer_;
@@ -114,7 +129,8 @@ class Optimizer {
   Tensor exp_avg_;
   Tensor exp_avg_sq_;
   FlatOptimizerState flat_state_;
-  std::vector<Tensor> staging_;         // per bucket whose numel % dp != 0: padded gather output
+  std::vector<Tensor> staging_;         // per bucket whose numel % dp != 0: padded gather output, param dtype
+  Tensor send_;                         // non-f32 parameters: this rank's shard cast for the gather
   std::vector<CommHandle> gathers_;     // per bucket
   int64_t step_count_ = 0;
 };

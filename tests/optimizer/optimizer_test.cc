@@ -1,9 +1,15 @@
 // The Optimizer over a whole ParameterStore (AdamW on its fp32 main parameters, decay only on
-// matrices, the values written back to the store) and the global-norm clipping helpers.
+// matrices, the values written back to the store), over bf16 parameters (fp32 master weights from
+// the exact initial values, the values their rounding), and the global-norm clipping helpers.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
+#include "kernels/bf16.h"
 #include "kernels/error.h"
+#include "kernels/ops.h"
 #include "model/parameter_store.h"
+#include "parallel/param_grad_buffer.h"
 #include "trainer/optimizer.h"
 
 using namespace lattice;
@@ -86,6 +92,111 @@ TEST_CASE("Optimizer step count can be restored") {
   opt.step(0.0, 1.0f);
   REQUIRE(opt.step_count() == 42);
   REQUIRE_THROWS_AS(opt.set_step_count(-1), Error);
+}
+
+namespace {
+
+float round_bf16(float x) { return bfloat16_to_float(float_to_bfloat16(x)); }
+
+// Exact fp32 values that bf16 cannot hold: 1.3 + 0.0123 i with alternating signs.
+Tensor off_grid_values(int64_t n) {
+  Tensor t = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) t.f32()[i] = (i % 2 ? -1.0f : 1.0f) * (1.3f + 0.0123f * static_cast<float>(i));
+  return t;
+}
+
+void check_values_round_main(const ParamGradBuffer& buffer, Optimizer& opt) {
+  for (int64_t i = 0; i < buffer.numel(); ++i) {
+    INFO("element " << i);
+    CHECK(buffer.flat_values().bf16()[i] == float_to_bfloat16(opt.main_params().f32()[i]));
+  }
+}
+
+}  // namespace
+
+// The fp32 master weights of bf16 parameters start at the exact initial values (not at their
+// rounding) and step exactly as fp32 AdamW on fp32 parameters does (the reference: ops::adamw_update
+// per parameter on a copy of the initial values); the bf16 values are their rounding throughout.
+TEST_CASE("bf16 parameters: fp32 main parameters from initial_main, the values their rounding") {
+  ParamGradBuffer buffer(specs(), DType::kBF16, host_context());
+  const Tensor initial = off_grid_values(buffer.numel());
+  for (int64_t i = 0; i < initial.numel(); ++i) REQUIRE(initial.f32()[i] != round_bf16(initial.f32()[i]));
+  Optimizer opt(buffer, opt_config(), initial);
+  REQUIRE(opt.main_params().dtype() == DType::kF32);
+  CHECK(std::memcmp(opt.main_params().raw(), initial.raw(), initial.bytes()) == 0);
+  check_values_round_main(buffer, opt);
+
+  const Shape flat{buffer.numel()};
+  Tensor ref = Tensor::empty(flat), m = Tensor::zeros(flat), v = Tensor::zeros(flat);
+  ops::copy(initial, ref);
+  for (int64_t i = 0; i < buffer.numel(); ++i) buffer.flat_grads().f32()[i] = 0.1f * static_cast<float>(i) - 0.4f;
+  for (int64_t step = 1; step <= 2; ++step) {
+    opt.step(0.01, 2.0f);
+    for (size_t p = 0; p < buffer.count(); ++p) {
+      const Shape shape{buffer.spec(p).numel()};
+      Tensor rp = ref.slice_flat(buffer.offset(p), shape), rm = m.slice_flat(buffer.offset(p), shape);
+      Tensor rv = v.slice_flat(buffer.offset(p), shape);
+      ops::adamw_update(rp, buffer.flat_grads().slice_flat(buffer.offset(p), shape), rm, rv,
+                        {0.01f, 0.9f, 0.999f, 1e-8f, buffer.spec(p).weight_decay ? 0.5f : 0.0f, step, 2.0f});
+    }
+    CHECK(std::memcmp(opt.main_params().raw(), ref.raw(), ref.bytes()) == 0);
+    check_values_round_main(buffer, opt);
+  }
+}
+
+// Without initial_main the master weights start from the (bf16) values, widened exactly; fp32
+// parameters given initial_main take it (they are their own main parameters); a malformed
+// initial_main is an error.
+TEST_CASE("initial_main: default from the values, copied into fp32 parameters, checked") {
+  ParamGradBuffer bf16(specs(), DType::kBF16, host_context());
+  ops::cast(off_grid_values(bf16.numel()), bf16.flat_values());
+  Optimizer from_values(bf16, opt_config());
+  for (int64_t i = 0; i < bf16.numel(); ++i)
+    CHECK(from_values.main_params().f32()[i] == bfloat16_to_float(bf16.flat_values().bf16()[i]));
+
+  ParameterStore store(specs(), host_context());
+  const Tensor initial = off_grid_values(store.numel());
+  Optimizer fp32(store, opt_config(), initial);
+  CHECK(fp32.main_params().raw() == store.flat_values().raw());
+  CHECK(std::memcmp(store.flat_values().raw(), initial.raw(), initial.bytes()) == 0);
+
+  CHECK_THROWS_WITH(Optimizer(bf16, opt_config(), Tensor::zeros({3})), Catch::Contains("initial_main"));
+  CHECK_THROWS_WITH(Optimizer(bf16, opt_config(), Tensor::zeros({bf16.numel()}, DType::kBF16)),
+                    Catch::Contains("initial_main"));
+}
+
+// load_state (checkpoints hold fp32 main parameters) sets the bf16 values to their rounding.
+TEST_CASE("bf16 parameters: load_state rounds the loaded main parameters into the values") {
+  ParamGradBuffer buffer(specs(), DType::kBF16, host_context());
+  Optimizer opt(buffer, opt_config());
+  const Tensor loaded = off_grid_values(buffer.numel());
+  ops::copy(loaded, opt.flat_state().main_params);
+  opt.load_state();
+  CHECK(std::memcmp(opt.main_params().raw(), loaded.raw(), loaded.bytes()) == 0);
+  check_values_round_main(buffer, opt);
+}
+
+// Master weights: AdamW steps of 1e-3 on parameters at 1.5, where bf16's spacing is 2^-7 (a step is
+// a quarter of the half-spacing). Ten steps move the fp32 main parameters to 1.49 and the values to
+// its rounding, 1.4921875; without main parameters every step restarts from the rounded 1.5 and
+// rounds back to it: the values never move.
+TEST_CASE("bf16 parameters: updates below bf16 resolution accumulate in the main parameters") {
+  for (bool disable : {false, true}) {
+    CAPTURE(disable);
+    OptimizerOptions config = opt_config();
+    config.weight_decay = 0.0;
+    config.test_disable_main_params = disable;
+    ParamGradBuffer buffer(specs(), DType::kBF16, host_context());
+    Tensor initial = Tensor::empty({buffer.numel()});
+    ops::fill(initial, 1.5f);
+    Optimizer opt(buffer, config, initial);
+    ops::fill(buffer.flat_grads(), 1.0f);  // constant gradient: each Adam step is lr
+    for (int step = 0; step < 10; ++step) opt.step(1e-3, 1.0f);
+    for (int64_t i = 0; i < buffer.numel(); ++i) {
+      CHECK(opt.main_params().f32()[i] == Approx(disable ? 1.5 - 1e-3 : 1.5 - 1e-2).margin(1e-5));
+      CHECK(buffer.flat_values().bf16()[i] == (disable ? 0x3fc0 : 0x3fbf));  // 1.5; 1.4921875
+    }
+  }
 }
 
 TEST_CASE("clip_scale") {

@@ -1,19 +1,24 @@
 // Multi-rank tests of data parallelism (run under mpirun -np 2 and -np 4): gradient buckets reduce
 // to the mean over ranks (overlap on and off, several bucket sizes, launch only on complete
-// buckets), and the optimizer — sharded (distributed optimizer) or stepping the whole model on the
-// all-reduced gradients — equals one-process AdamW on the mean gradient.
+// buckets; in f32 and in bf16), and the optimizer — sharded (distributed optimizer) or stepping the
+// whole model on the all-reduced gradients — equals one-process AdamW on the mean gradient; with
+// bf16 parameters its fp32 main shards and bf16 gathers equal the unsharded optimizer's.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/ops.h"
 #include "model/parameter_store.h"
 #include "parallel/exact_sum.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/optimizer.h"
+#include "parallel/param_grad_buffer.h"
 #include "tests/parallel/mpi_test_main.h"
 
 namespace lattice {
@@ -177,6 +182,74 @@ TEST_CASE("reduce_scatter mode gives each rank its shard of the mean") {
           const int64_t flat = b.begin + w.rank() * b.shard_numel + k;
           const float expect = flat < b.end ? mean[flat] : 0.0f;
           CHECK(std::fabs(shard[b.shard_offset + k] - expect) <= 1e-6f);
+        }
+      }
+    }
+  }
+}
+
+float round_bf16(float x) { return bfloat16_to_float(float_to_bfloat16(x)); }
+
+// What this rank holds after finish(): (flat index, value) of every flat gradient, or in
+// reduce_scatter mode of every element of its shard (flat index -1: padding).
+std::vector<std::pair<int64_t, float>> reduced(GradBuckets& buckets) {
+  std::vector<std::pair<int64_t, float>> out;
+  if (!buckets.options().reduce_scatter) {
+    const float* g = buckets.buffer().flat_grads().f32();
+    for (int64_t i = 0; i < buckets.buffer().numel(); ++i) out.emplace_back(i, g[i]);
+    return out;
+  }
+  const float* shard = buckets.shard_grads().f32();
+  for (const GradBucket& b : buckets.buckets()) {
+    for (int64_t k = 0; k < b.shard_numel; ++k) {
+      const int64_t flat = b.begin + buckets.dp_rank() * b.shard_numel + k;
+      out.emplace_back(flat < b.end ? flat : -1, shard[b.shard_offset + k]);
+    }
+  }
+  return out;
+}
+
+// The bf16 reduction of rank r's g_r: each g_r / dp (exact: dp is 2 or 4) rounded to bf16 (dp
+// roundings), then summed with every combine rounded (dp - 1 more). Each rounding errs by at most
+// 2^-8 of a value bounded by S = sum_r |g_r| / dp (up to a factor (1 + 2^-8)^dp), so
+// |bf16 - f32| <= (2 dp - 1) 2^-8 S, plus the f32 reduction's own few ulps of S. For 2 ranks the
+// result is exactly round(round(g_0 / 2) + round(g_1 / 2)).
+TEST_CASE("bf16 gradient reduction: within its rounding bound of the f32 one, exact for 2 ranks") {
+  auto& w = world();
+  const int dp = w.size();
+  for (double size : kSizes) {
+    for (bool scatter : {false, true}) {
+      for (bool overlap : {false, true}) {
+        CAPTURE(size, scatter, overlap);
+        ParameterStore f32_store(specs(), host_context()), bf16_store(specs(), host_context());
+        GradBuckets f32_buckets(f32_store, w, {size, overlap, scatter});
+        GradBuckets bf16_buckets(bf16_store, w, {size, overlap, scatter, DType::kBF16});
+        for (int step = 0; step < 2; ++step) {  // the second step reuses the staging buffers
+          for (auto [store, buckets] : {std::pair{&f32_store, &f32_buckets}, {&bf16_store, &bf16_buckets}}) {
+            fill_grads(*store, w.rank(), step);
+            for (size_t p = store->count(); p-- > 0;) buckets->mark_ready(p);
+            CHECK(buckets->launched() == (overlap ? static_cast<int>(buckets->buckets().size()) : 0));
+            buckets->finish();
+            CHECK(buckets->last_stats().wait_s <= buckets->last_stats().comm_s);
+          }
+          const auto f32 = reduced(f32_buckets), bf16 = reduced(bf16_buckets);
+          REQUIRE(f32.size() == bf16.size());
+          for (size_t j = 0; j < f32.size(); ++j) {
+            const auto [flat, got] = bf16[j];
+            INFO("step " << step << ", flat element " << flat);
+            if (flat < 0) {
+              CHECK(got == 0.0f);
+              continue;
+            }
+            CHECK(got == round_bf16(got));  // the sum was rounded to bf16
+            double s = 0.0;
+            for (int r = 0; r < dp; ++r) s += std::fabs(grad_of(flat, r, step)) / dp;
+            CHECK(std::fabs(got - f32[j].second) <= (2 * dp - 1) * std::ldexp(s, -8) * 1.05 + 1e-6 * s);
+            if (dp == 2) {
+              CHECK(got == round_bf16(round_bf16(grad_of(flat, 0, step) * 0.5f) +
+                                      round_bf16(grad_of(flat, 1, step) * 0.5f)));
+            }
+          }
         }
       }
     }
@@ -382,6 +455,113 @@ TEST_CASE("distributed optimizer decays only decay parameters even where a shard
     for (int64_t k = 0; k < shape_numel(store.spec(i).shape); ++k, ++flat) {
       CHECK(store.flat_values().f32()[flat] == Approx(before[flat] * factor).epsilon(1e-6).margin(1e-12));
     }
+  }
+}
+
+// bf16 parameters (Megatron's recipe): the trainer's exact fp32 initial values, off the bf16 grid.
+Tensor exact_initial_values() {
+  ParameterStore init(specs(), host_context());
+  init.initialize(1234);
+  return init.flat_values();
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.numel() == b.numel() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+// This rank's main shard against a flat-layout tensor, element by element at its runs.
+bool shard_equals(const Optimizer& opt, const Tensor& main_shard, const Tensor& flat) {
+  for (const Optimizer::Run& run : opt.runs()) {
+    if (std::memcmp(main_shard.f32() + run.shard_offset, flat.f32() + run.flat_offset, run.numel * sizeof(float)))
+      return false;
+  }
+  return true;
+}
+
+// The distributed optimizer against the unsharded one on the same bf16 buffer layout and the same
+// mean gradient (written into both directly, so that they differ in sharding only): its main shard
+// starts at the exact initial values, its steps give the unsharded main parameters bit for bit, and
+// its bf16 all-gathers (padded buckets through bf16 staging, overlapped or not) the unsharded bf16
+// values, which are the rounding of the main parameters. The checkpoint state stays fp32 and loads
+// into another shard layout.
+TEST_CASE("distributed optimizer with bf16 parameters: fp32 main shards, bf16 gathers equal the unsharded optimizer") {
+  auto& w = world();
+  const Tensor initial = exact_initial_values();
+  int off_grid = 0;
+  for (int64_t i = 0; i < initial.numel(); ++i) off_grid += initial.f32()[i] != round_bf16(initial.f32()[i]);
+  REQUIRE(off_grid > initial.numel() / 2);
+  for (double size : kSizes) {
+    for (bool overlap : {false, true}) {
+      CAPTURE(size, overlap);
+      const OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, overlap};
+      ParamGradBuffer whole(specs(), DType::kBF16, host_context());
+      Optimizer ref(whole, config, initial);
+      ParamGradBuffer buffer(specs(), DType::kBF16, host_context());
+      GradBuckets buckets(buffer, w, {size, true, true});
+      Optimizer opt(buckets, config, initial);
+      CHECK(shard_equals(opt, opt.main_params(), initial));
+      CHECK(same_bits(ref.main_params(), initial));
+      for (int64_t i = 0; i < buffer.numel(); ++i)
+        CHECK(buffer.flat_values().bf16()[i] == float_to_bfloat16(initial.f32()[i]));
+      for (int step = 0; step < 3; ++step) {
+        const auto mean = mean_grads(buffer.numel(), w.size(), step);
+        std::copy(mean.begin(), mean.end(), whole.flat_grads().f32());
+        for (const GradBucket& b : buckets.buckets()) {
+          for (int64_t k = 0; k < b.shard_numel; ++k) {
+            const int64_t flat = b.begin + w.rank() * b.shard_numel + k;
+            buckets.shard_grads().f32()[b.shard_offset + k] = flat < b.end ? mean[flat] : 0.0f;
+          }
+        }
+        ref.step(0.05, 1.0f);
+        opt.step(0.05, 1.0f);
+        if (overlap) CHECK(opt.pending_param_gathers() == static_cast<int>(buckets.buckets().size()));
+        opt.wait_all();
+        CHECK(shard_equals(opt, opt.main_params(), ref.main_params()));
+        CHECK(same_bits(buffer.flat_values(), whole.flat_values()));
+        for (int64_t i = 0; i < buffer.numel(); ++i)
+          CHECK(buffer.flat_values().bf16()[i] == float_to_bfloat16(ref.main_params().f32()[i]));
+      }
+      opt.gather_state();
+      CHECK(same_bits(opt.flat_state().main_params, ref.main_params()));
+      CHECK(same_bits(opt.flat_state().exp_avg, ref.exp_avg()));
+      CHECK(same_bits(opt.flat_state().exp_avg_sq, ref.exp_avg_sq()));
+      ParamGradBuffer buffer2(specs(), DType::kBF16, host_context());
+      GradBuckets buckets2(buffer2, w, {0.0, true, true});
+      Optimizer opt2(buckets2, config);
+      ops::copy(ref.main_params(), opt2.flat_state().main_params);
+      ops::copy(ref.exp_avg(), opt2.flat_state().exp_avg);
+      ops::copy(ref.exp_avg_sq(), opt2.flat_state().exp_avg_sq);
+      opt2.load_state();
+      CHECK(shard_equals(opt2, opt2.main_params(), ref.main_params()));
+      CHECK(same_bits(buffer2.flat_values(), whole.flat_values()));
+    }
+  }
+}
+
+// Master weights: AdamW steps of 1e-3 on parameters at 1.5, where bf16's spacing is 2^-7 (a step is
+// a quarter of the half-spacing). Ten steps move the fp32 main shard to 1.49 and the bf16 values to
+// its rounding, 1.4921875; without main parameters every step starts again from the rounded 1.5 and
+// rounds back to it: the values never move.
+TEST_CASE("distributed optimizer with bf16 parameters: updates below bf16 resolution accumulate in the main shard") {
+  auto& w = world();
+  for (bool disable : {false, true}) {
+    CAPTURE(disable);
+    OptimizerOptions config{0.9, 0.95, 1e-8, 0.0, false};
+    config.test_disable_main_params = disable;
+    ParamGradBuffer buffer(specs(), DType::kBF16, host_context());
+    GradBuckets buckets(buffer, w, {100.0 * 4 / (1024.0 * 1024.0), true, true});
+    Tensor initial = Tensor::empty({buffer.numel()});
+    ops::fill(initial, 1.5f);
+    Optimizer opt(buckets, config, initial);
+    ops::fill(buckets.shard_grads(), 1.0f);  // constant gradient: each Adam step is lr
+    for (int step = 0; step < 10; ++step) opt.step(1e-3, 1.0f);
+    const float main_expect = disable ? 1.5f - 1e-3f : 1.5f - 1e-2f;
+    for (const Optimizer::Run& run : opt.runs()) {
+      for (int64_t k = 0; k < run.numel; ++k)
+        CHECK(opt.main_params().f32()[run.shard_offset + k] == Approx(main_expect).margin(1e-5));
+    }
+    const uint16_t values_expect = disable ? 0x3fc0 : 0x3fbf;  // 1.5; 1.4921875
+    for (int64_t i = 0; i < buffer.numel(); ++i) CHECK(buffer.flat_values().bf16()[i] == values_expect);
   }
 }
 
