@@ -1,12 +1,13 @@
 // The public ops (kernels/ops.h): check devices, dtypes and shapes with messages that name the op
-// and the shapes, then call the kernel of the tensors' backend (kernels/backend.h). adamw_update
-// lives in adamw.cc.
+// and the shapes, then call the kernel of the tensors' backend (kernels/backend.h), with bf16 data
+// operands staged through f32 (kernels/f32_staging.h). adamw_update lives in adamw.cc.
 #include "kernels/ops.h"
 
 #include <fmt/format.h>
 
 #include "kernels/backend.h"
 #include "kernels/error.h"
+#include "kernels/f32_staging.h"
 
 namespace lattice::ops {
 
@@ -15,6 +16,13 @@ namespace {
 void need_f32(const char* op, const char* name, const Tensor& t) {
   LATTICE_CHECK(t.defined(), "{}: `{}` is undefined", op, name);
   LATTICE_CHECK(t.dtype() == DType::kF32, "{}: `{}` must be f32, got {}", op, name, t.describe());
+}
+
+// A data operand (activation, parameter or their gradient): f32, or bf16 staged through f32.
+void need_data(const char* op, const char* name, const Tensor& t) {
+  LATTICE_CHECK(t.defined(), "{}: `{}` is undefined", op, name);
+  LATTICE_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kBF16, "{}: `{}` must be f32 or bf16, got {}", op,
+                name, t.describe());
 }
 
 void need_i32(const char* op, const char* name, const Tensor& t) {
@@ -55,8 +63,10 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 
 void fill(Tensor& x, float value) {
   const Backend& be = backend_for("fill", {&x});
-  need_f32("fill", "x", x);
-  be.fill(x.f32(), x.numel(), value);
+  need_data("fill", "x", x);
+  F32Staging f32(be);
+  be.fill(f32.out(x), x.numel(), value);
+  f32.finish();
 }
 
 void copy(const Tensor& src, Tensor& dst) {
@@ -78,26 +88,32 @@ void copy(const Tensor& src, Tensor& dst) {
 
 void scale(Tensor& x, float alpha) {
   const Backend& be = backend_for("scale", {&x});
-  need_f32("scale", "x", x);
-  be.scale(x.f32(), x.numel(), alpha);
+  need_data("scale", "x", x);
+  F32Staging f32(be);
+  be.scale(f32.in_out(x), x.numel(), alpha);
+  f32.finish();
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y) {
   const Backend& be = backend_for("axpy", {&x, &y});
-  need_f32("axpy", "x", x);
-  need_f32("axpy", "y", y);
+  need_data("axpy", "x", x);
+  need_data("axpy", "y", y);
   LATTICE_CHECK(x.numel() == y.numel(), "axpy: x {} and y {} differ in element count", x.describe(), y.describe());
-  be.axpy(alpha, x.f32(), y.f32(), x.numel());
+  F32Staging f32(be);
+  be.axpy(alpha, f32.in(x), f32.in_out(y), x.numel());
+  f32.finish();
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   const Backend& be = backend_for("add", {&a, &b, &out});
-  need_f32("add", "a", a);
-  need_f32("add", "b", b);
-  need_f32("add", "out", out);
+  need_data("add", "a", a);
+  need_data("add", "b", b);
+  need_data("add", "out", out);
   LATTICE_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: a {}, b {}, out {} differ in element count",
                 a.describe(), b.describe(), out.describe());
-  be.add(a.f32(), b.f32(), out.f32(), a.numel());
+  F32Staging f32(be);
+  be.add(f32.in(a), f32.in(b), f32.out(out), a.numel());
+  f32.finish();
 }
 
 void cast(const Tensor& src, Tensor& dst) {
@@ -120,29 +136,34 @@ void cast(const Tensor& src, Tensor& dst) {
 
 double sum_squares(const Tensor& x) {
   const Backend& be = backend_for("sum_squares", {&x});
-  need_f32("sum_squares", "x", x);
-  return be.sum_squares(x.f32(), x.numel());
+  need_data("sum_squares", "x", x);
+  F32Staging f32(be);
+  return be.sum_squares(f32.in(x), x.numel());
 }
 
 void sum_to(const Tensor& x, Tensor& out, int64_t slot) {
   const Backend& be = backend_for("sum_to", {&x, &out});
-  need_f32("sum_to", "x", x);
-  be.sum_to(x.f32(), x.numel(), f64_slot("sum_to", out, slot));
+  need_data("sum_to", "x", x);
+  double* sum = f64_slot("sum_to", out, slot);
+  F32Staging f32(be);
+  be.sum_to(f32.in(x), x.numel(), sum);
 }
 
 void sum_squares_to(const Tensor& x, Tensor& out, int64_t slot) {
   const Backend& be = backend_for("sum_squares_to", {&x, &out});
-  need_f32("sum_squares_to", "x", x);
-  be.sum_squares_to(x.f32(), x.numel(), f64_slot("sum_squares_to", out, slot));
+  need_data("sum_squares_to", "x", x);
+  double* sum = f64_slot("sum_squares_to", out, slot);
+  F32Staging f32(be);
+  be.sum_squares_to(f32.in(x), x.numel(), sum);
 }
 
 // ---- matrix multiply ----
 
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
   const Backend& be = backend_for("matmul", {&a, &b, &c});
-  need_f32("matmul", "a", a);
-  need_f32("matmul", "b", b);
-  need_f32("matmul", "c", c);
+  need_data("matmul", "a", a);
+  need_data("matmul", "b", b);
+  need_data("matmul", "c", c);
   LATTICE_CHECK(a.rank() >= 2 && b.rank() >= 2 && c.rank() >= 2, "matmul: a {}, b {}, c {} must have rank >= 2",
                 a.describe(), b.describe(), c.describe());
   const int64_t a_rows = flat_rows(a), a_cols = last_dim(a);
@@ -155,31 +176,41 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
                 c.describe(), m, n, a.describe(), trans_a ? "^T" : "", b.describe(), trans_b ? "^T" : "");
   LATTICE_CHECK(!overlaps(c, a) && !overlaps(c, b), "matmul: output c {} overlaps an input", c.describe());
   if (m == 0 || n == 0) return;
+  // bf16 operands: widen, sgemm, round c. The CPU has no bf16 GEMM to call instead: Debian's OpenBLAS
+  // 0.3.21 declares cblas_sbgemm in cblas.h, but libopenblas.so is built without BUILD_BFLOAT16 and
+  // does not export it (nm -D). tests/kernels/bf16_matmul_bench measures what the staging costs.
+  F32Staging f32(be);
+  float* out = beta == 0.0f ? f32.out(c) : f32.in_out(c);  // beta = 0 never reads c
   if (k == 0) {  // empty product: c = beta * c (BLAS rejects lda = 0)
     if (beta == 0.0f) {
-      be.fill(c.f32(), c.numel(), 0.0f);
+      be.fill(out, c.numel(), 0.0f);
     } else {
-      be.scale(c.f32(), c.numel(), beta);
+      be.scale(out, c.numel(), beta);
     }
-    return;
+  } else {
+    be.sgemm(trans_a, trans_b, m, n, k, alpha, f32.in(a), a_cols, f32.in(b), b_cols, beta, out, n);
   }
-  be.sgemm(trans_a, trans_b, m, n, k, alpha, a.f32(), a_cols, b.f32(), b_cols, beta, c.f32(), n);
+  f32.finish();
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {
   const Backend& be = backend_for("add_bias", {&y, &bias});
-  need_f32("add_bias", "y", y);
-  need_f32("add_bias", "bias", bias);
+  need_data("add_bias", "y", y);
+  need_data("add_bias", "bias", bias);
   need_numel("add_bias", "bias", bias, last_dim(y), fmt::format("last dim of y {}", y.describe()).c_str());
-  be.add_bias(y.f32(), bias.f32(), flat_rows(y), last_dim(y));
+  F32Staging f32(be);
+  be.add_bias(f32.in_out(y), f32.in(bias), flat_rows(y), last_dim(y));
+  f32.finish();
 }
 
 void bias_backward(const Tensor& dy, Tensor& dbias) {
   const Backend& be = backend_for("bias_backward", {&dy, &dbias});
-  need_f32("bias_backward", "dy", dy);
-  need_f32("bias_backward", "dbias", dbias);
+  need_data("bias_backward", "dy", dy);
+  need_data("bias_backward", "dbias", dbias);
   need_numel("bias_backward", "dbias", dbias, last_dim(dy), fmt::format("last dim of dy {}", dy.describe()).c_str());
-  be.bias_backward(dy.f32(), dbias.f32(), flat_rows(dy), last_dim(dy));
+  F32Staging f32(be);
+  be.bias_backward(f32.in(dy), f32.in_out(dbias), flat_rows(dy), last_dim(dy));
+  f32.finish();
 }
 
 // ---- embeddings ----
@@ -188,48 +219,56 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
   const char* op = "embedding_forward";
   const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
-  need_f32(op, "table", table);
-  need_f32(op, "out", out);
+  need_data(op, "table", table);
+  need_data(op, "out", out);
   LATTICE_CHECK(table.rank() == 2, "{}: table {} must be [V, H]", op, table.describe());
   const int64_t n = ids.numel(), v = table.dim(0), h = table.dim(1);
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
   be.check_indices(op, "token id", ids.i32(), n, v);
-  be.embedding_forward(ids.i32(), table.f32(), out.f32(), n, h);
+  F32Staging f32(be);
+  be.embedding_forward(ids.i32(), f32.in(table), f32.out(out), n, h);
+  f32.finish();
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
   const char* op = "embedding_backward";
   const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
-  need_f32(op, "dout", dout);
-  need_f32(op, "dtable", dtable);
+  need_data(op, "dout", dout);
+  need_data(op, "dtable", dtable);
   LATTICE_CHECK(dtable.rank() == 2, "{}: dtable {} must be [V, H]", op, dtable.describe());
   const int64_t n = ids.numel(), v = dtable.dim(0), h = dtable.dim(1);
   LATTICE_CHECK(last_dim(dout) == h && dout.numel() == n * h, "{}: dout {} must be [{}, {}] for ids {} and dtable {}",
                 op, dout.describe(), n, h, ids.describe(), dtable.describe());
   be.check_indices(op, "token id", ids.i32(), n, v);
-  be.embedding_backward(ids.i32(), dout.f32(), dtable.f32(), n, h);
+  F32Staging f32(be);
+  be.embedding_backward(ids.i32(), f32.in(dout), f32.in_out(dtable), n, h);
+  f32.finish();
 }
 
 void add_position_embedding(Tensor& x, const Tensor& table) {
   const char* op = "add_position_embedding";
   const Backend& be = backend_for(op, {&x, &table});
-  need_f32(op, "x", x);
-  need_f32(op, "table", table);
+  need_data(op, "x", x);
+  need_data(op, "table", table);
   LATTICE_CHECK(x.rank() == 3 && table.rank() == 2 && table.dim(1) == x.dim(2) && table.dim(0) >= x.dim(1),
                 "{}: x {} must be [B, T, H] and table {} [P >= T, H]", op, x.describe(), table.describe());
-  be.add_position_embedding(x.f32(), table.f32(), x.dim(0), x.dim(1), x.dim(2));
+  F32Staging f32(be);
+  be.add_position_embedding(f32.in_out(x), f32.in(table), x.dim(0), x.dim(1), x.dim(2));
+  f32.finish();
 }
 
 void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
   const char* op = "position_embedding_backward";
   const Backend& be = backend_for(op, {&dx, &dtable});
-  need_f32(op, "dx", dx);
-  need_f32(op, "dtable", dtable);
+  need_data(op, "dx", dx);
+  need_data(op, "dtable", dtable);
   LATTICE_CHECK(dx.rank() == 3 && dtable.rank() == 2 && dtable.dim(1) == dx.dim(2) && dtable.dim(0) >= dx.dim(1),
                 "{}: dx {} must be [B, T, H] and dtable {} [P >= T, H]", op, dx.describe(), dtable.describe());
-  be.position_embedding_backward(dx.f32(), dtable.f32(), dx.dim(0), dx.dim(1), dx.dim(2));
+  F32Staging f32(be);
+  be.position_embedding_backward(f32.in(dx), f32.in_out(dtable), dx.dim(0), dx.dim(1), dx.dim(2));
+  f32.finish();
 }
 
 void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t first_row, int64_t vocab_size,
@@ -237,15 +276,17 @@ void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t fir
   const char* op = "embedding_forward_shard";
   const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
-  need_f32(op, "table", table);
-  need_f32(op, "out", out);
+  need_data(op, "table", table);
+  need_data(op, "out", out);
   LATTICE_CHECK(table.rank() == 2, "{}: table {} must be [rows, H]", op, table.describe());
   LATTICE_CHECK(first_row >= 0, "{}: first_row {} is negative", op, first_row);
   const int64_t n = ids.numel(), h = table.dim(1);
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
   be.check_indices(op, "token id", ids.i32(), n, vocab_size);
-  be.embedding_forward_shard(ids.i32(), table.f32(), out.f32(), n, h, first_row, table.dim(0));
+  F32Staging f32(be);
+  be.embedding_forward_shard(ids.i32(), f32.in(table), f32.out(out), n, h, first_row, table.dim(0));
+  f32.finish();
 }
 
 void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t first_row, int64_t vocab_size,
@@ -253,40 +294,47 @@ void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t fir
   const char* op = "embedding_backward_shard";
   const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
-  need_f32(op, "dout", dout);
-  need_f32(op, "dtable", dtable);
+  need_data(op, "dout", dout);
+  need_data(op, "dtable", dtable);
   LATTICE_CHECK(dtable.rank() == 2, "{}: dtable {} must be [rows, H]", op, dtable.describe());
   LATTICE_CHECK(first_row >= 0, "{}: first_row {} is negative", op, first_row);
   const int64_t n = ids.numel(), h = dtable.dim(1);
   LATTICE_CHECK(last_dim(dout) == h && dout.numel() == n * h, "{}: dout {} must be [{}, {}] for ids {} and dtable {}",
                 op, dout.describe(), n, h, ids.describe(), dtable.describe());
   be.check_indices(op, "token id", ids.i32(), n, vocab_size);
-  be.embedding_backward_shard(ids.i32(), dout.f32(), dtable.f32(), n, h, first_row, dtable.dim(0));
+  F32Staging f32(be);
+  be.embedding_backward_shard(ids.i32(), f32.in(dout), f32.in_out(dtable), n, h, first_row, dtable.dim(0));
+  f32.finish();
 }
 
 void add_position_embedding(Tensor& x, const Tensor& table, int64_t seq_length, int64_t first_token) {
   const char* op = "add_position_embedding";
   const Backend& be = backend_for(op, {&x, &table});
-  need_f32(op, "x", x);
-  need_f32(op, "table", table);
+  need_data(op, "x", x);
+  need_data(op, "table", table);
   LATTICE_CHECK(table.rank() == 2 && last_dim(x) == table.dim(1) && seq_length >= 1 && table.dim(0) >= seq_length &&
                     first_token >= 0,
                 "{}: x {} must be [N, H], table {} [P >= T, H] with T = {} >= 1, first token {} >= 0", op,
                 x.describe(), table.describe(), seq_length, first_token);
-  be.add_position_embedding_tokens(x.f32(), table.f32(), flat_rows(x), last_dim(x), seq_length, first_token);
+  F32Staging f32(be);
+  be.add_position_embedding_tokens(f32.in_out(x), f32.in(table), flat_rows(x), last_dim(x), seq_length,
+                                   first_token);
+  f32.finish();
 }
 
 void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t first_token, Tensor& dtable) {
   const char* op = "position_embedding_backward";
   const Backend& be = backend_for(op, {&dx, &dtable});
-  need_f32(op, "dx", dx);
-  need_f32(op, "dtable", dtable);
+  need_data(op, "dx", dx);
+  need_data(op, "dtable", dtable);
   LATTICE_CHECK(dtable.rank() == 2 && last_dim(dx) == dtable.dim(1) && seq_length >= 1 &&
                     dtable.dim(0) >= seq_length && first_token >= 0,
                 "{}: dx {} must be [N, H], dtable {} [P >= T, H] with T = {} >= 1, first token {} >= 0", op,
                 dx.describe(), dtable.describe(), seq_length, first_token);
-  be.position_embedding_backward_tokens(dx.f32(), dtable.f32(), flat_rows(dx), last_dim(dx), seq_length,
-                                          first_token);
+  F32Staging f32(be);
+  be.position_embedding_backward_tokens(f32.in(dx), f32.in_out(dtable), flat_rows(dx), last_dim(dx), seq_length,
+                                        first_token);
+  f32.finish();
 }
 
 // ---- normalization ----
@@ -295,111 +343,128 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        Tensor& mean, Tensor& rstd) {
   const char* op = "layernorm_forward";
   const Backend& be = backend_for(op, {&x, &gamma, &beta, &y, &mean, &rstd});
-  for (auto [name, t] : {std::pair{"x", &x}, {"gamma", &gamma}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}}) {
-    need_f32(op, name, *t);
-  }
+  for (auto [name, t] : {std::pair{"x", &x}, {"gamma", &gamma}, {"y", &y}}) need_data(op, name, *t);
+  need_f32(op, "mean", mean);
+  need_f32(op, "rstd", rstd);
   const int64_t h = last_dim(x), n = flat_rows(x);
   need_numel(op, "gamma", gamma, h, "H");
   if (beta.defined()) {
-    need_f32(op, "beta", beta);
+    need_data(op, "beta", beta);
     need_numel(op, "beta", beta, h, "H");
   }
   need_numel(op, "y", y, x.numel(), "same as x");
   need_numel(op, "mean", mean, n, "one per row of x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
-  be.layernorm_forward(x.f32(), gamma.f32(), beta.defined() ? beta.f32() : nullptr, eps, y.f32(), mean.f32(),
-                         rstd.f32(), n, h);
+  F32Staging f32(be);
+  be.layernorm_forward(f32.in(x), f32.in(gamma), f32.in(beta), eps, f32.out(y), mean.f32(), rstd.f32(), n, h);
+  f32.finish();
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const char* op = "layernorm_backward";
   const Backend& be = backend_for(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
-  for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"mean", &mean}, {"rstd", &rstd},
-                         {"dx", &dx}, {"dgamma", &dgamma}}) {
-    need_f32(op, name, *t);
+  for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"dx", &dx}, {"dgamma", &dgamma}}) {
+    need_data(op, name, *t);
   }
+  need_f32(op, "mean", mean);
+  need_f32(op, "rstd", rstd);
   const int64_t h = last_dim(x), n = flat_rows(x);
   need_numel(op, "dy", dy, x.numel(), "same as x");
   need_numel(op, "dx", dx, x.numel(), "same as x");
   need_numel(op, "gamma", gamma, h, "H");
   need_numel(op, "dgamma", dgamma, h, "H");
   if (dbeta.defined()) {
-    need_f32(op, "dbeta", dbeta);
+    need_data(op, "dbeta", dbeta);
     need_numel(op, "dbeta", dbeta, h, "H");
   }
   need_numel(op, "mean", mean, n, "one per row of x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
-  be.layernorm_backward(dy.f32(), x.f32(), gamma.f32(), mean.f32(), rstd.f32(), dx.f32(), dgamma.f32(),
-                          dbeta.defined() ? dbeta.f32() : nullptr, n, h);
+  F32Staging f32(be);
+  be.layernorm_backward(f32.in(dy), f32.in(x), f32.in(gamma), mean.f32(), rstd.f32(), f32.out(dx),
+                        f32.in_out(dgamma), f32.in_out(dbeta), n, h);
+  f32.finish();
 }
 
 void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd) {
   const char* op = "rmsnorm_forward";
   const Backend& be = backend_for(op, {&x, &gamma, &y, &rstd});
-  for (auto [name, t] : {std::pair{"x", &x}, {"gamma", &gamma}, {"y", &y}, {"rstd", &rstd}}) need_f32(op, name, *t);
+  for (auto [name, t] : {std::pair{"x", &x}, {"gamma", &gamma}, {"y", &y}}) need_data(op, name, *t);
+  need_f32(op, "rstd", rstd);
   const int64_t h = last_dim(x), n = flat_rows(x);
   need_numel(op, "gamma", gamma, h, "H");
   need_numel(op, "y", y, x.numel(), "same as x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
-  be.rmsnorm_forward(x.f32(), gamma.f32(), eps, y.f32(), rstd.f32(), n, h);
+  F32Staging f32(be);
+  be.rmsnorm_forward(f32.in(x), f32.in(gamma), eps, f32.out(y), rstd.f32(), n, h);
+  f32.finish();
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
                       Tensor& dgamma) {
   const char* op = "rmsnorm_backward";
   const Backend& be = backend_for(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma});
-  for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"rstd", &rstd}, {"dx", &dx},
-                         {"dgamma", &dgamma}}) {
-    need_f32(op, name, *t);
+  for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"dx", &dx}, {"dgamma", &dgamma}}) {
+    need_data(op, name, *t);
   }
+  need_f32(op, "rstd", rstd);
   const int64_t h = last_dim(x), n = flat_rows(x);
   need_numel(op, "dy", dy, x.numel(), "same as x");
   need_numel(op, "dx", dx, x.numel(), "same as x");
   need_numel(op, "gamma", gamma, h, "H");
   need_numel(op, "dgamma", dgamma, h, "H");
   need_numel(op, "rstd", rstd, n, "one per row of x");
-  be.rmsnorm_backward(dy.f32(), x.f32(), gamma.f32(), rstd.f32(), dx.f32(), dgamma.f32(), n, h);
+  F32Staging f32(be);
+  be.rmsnorm_backward(f32.in(dy), f32.in(x), f32.in(gamma), rstd.f32(), f32.out(dx), f32.in_out(dgamma), n, h);
+  f32.finish();
 }
 
 // ---- activations ----
 
 void gelu_forward(const Tensor& x, Tensor& y) {
   const Backend& be = backend_for("gelu_forward", {&x, &y});
-  need_f32("gelu_forward", "x", x);
-  need_f32("gelu_forward", "y", y);
+  need_data("gelu_forward", "x", x);
+  need_data("gelu_forward", "y", y);
   need_numel("gelu_forward", "y", y, x.numel(), "same as x");
-  be.gelu_forward(x.f32(), y.f32(), x.numel());
+  F32Staging f32(be);
+  be.gelu_forward(f32.in(x), f32.out(y), x.numel());
+  f32.finish();
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
   const char* op = "gelu_backward";
   const Backend& be = backend_for(op, {&dy, &x, &dx});
-  for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"dx", &dx}}) need_f32(op, name, *t);
+  for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"dx", &dx}}) need_data(op, name, *t);
   need_numel(op, "dy", dy, x.numel(), "same as x");
   need_numel(op, "dx", dx, x.numel(), "same as x");
-  be.gelu_backward(dy.f32(), x.f32(), dx.f32(), x.numel());
+  F32Staging f32(be);
+  be.gelu_backward(f32.in(dy), f32.in(x), f32.out(dx), x.numel());
+  f32.finish();
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y) {
   const char* op = "swiglu_forward";
   const Backend& be = backend_for(op, {&gate, &up, &y});
-  for (auto [name, t] : {std::pair{"gate", &gate}, {"up", &up}, {"y", &y}}) need_f32(op, name, *t);
+  for (auto [name, t] : {std::pair{"gate", &gate}, {"up", &up}, {"y", &y}}) need_data(op, name, *t);
   need_numel(op, "up", up, gate.numel(), "same as gate");
   need_numel(op, "y", y, gate.numel(), "same as gate");
-  be.swiglu_forward(gate.f32(), up.f32(), y.f32(), gate.numel());
+  F32Staging f32(be);
+  be.swiglu_forward(f32.in(gate), f32.in(up), f32.out(y), gate.numel());
+  f32.finish();
 }
 
 void swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
   const char* op = "swiglu_backward";
   const Backend& be = backend_for(op, {&dy, &gate, &up, &dgate, &dup});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"gate", &gate}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}}) {
-    need_f32(op, name, *t);
+    need_data(op, name, *t);
   }
   for (auto [name, t] : {std::pair{"dy", &dy}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}}) {
     need_numel(op, name, *t, gate.numel(), "same as gate");
   }
-  be.swiglu_backward(dy.f32(), gate.f32(), up.f32(), dgate.f32(), dup.f32(), gate.numel());
+  F32Staging f32(be);
+  be.swiglu_backward(f32.in(dy), f32.in(gate), f32.in(up), f32.out(dgate), f32.out(dup), gate.numel());
+  f32.finish();
 }
 
 // ---- rotary position embedding ----
@@ -407,11 +472,13 @@ void swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& up, Ten
 namespace {
 void rope_dispatch(const char* op, Tensor& x, float theta, bool inverse) {
   const Backend& be = backend_for(op, {&x});
-  need_f32(op, "x", x);
+  need_data(op, "x", x);
   LATTICE_CHECK(x.rank() == 4 && x.dim(3) % 2 == 0, "{}: x {} must be [B, T, heads, D] with D even", op,
                 x.describe());
   LATTICE_CHECK(theta > 0.0f, "{}: theta must be positive, got {}", op, theta);
-  be.rope(x.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, inverse);
+  F32Staging f32(be);
+  be.rope(f32.in_out(x), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, inverse);
+  f32.finish();
 }
 }  // namespace
 
@@ -422,9 +489,9 @@ void rope_backward(Tensor& dx, float theta) { rope_dispatch("rope_backward", dx,
 
 namespace {
 AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
-  need_f32(op, "q", q);
-  need_f32(op, "k", k);
-  need_f32(op, "v", v);
+  need_data(op, "q", q);
+  need_data(op, "k", k);
+  need_data(op, "v", v);
   LATTICE_CHECK(q.rank() == 4 && k.rank() == 4 && k.shape() == v.shape(),
                 "{}: q {} must be [B, T, Hq, D] and k {}, v {} equal [B, T, Hkv, D]", op, q.describe(),
                 k.describe(), v.describe());
@@ -440,11 +507,13 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
   const char* op = "attention_forward";
   const Backend& be = backend_for(op, {&q, &k, &v, &out, &lse});
   const AttentionShape s = attention_shape(op, q, k, v);
-  need_f32(op, "out", out);
+  need_data(op, "out", out);
   need_f32(op, "lse", lse);
   need_numel(op, "out", out, q.numel(), "same as q");
   need_numel(op, "lse", lse, s.batch * s.q_heads * s.seq, "[B, Hq, T]");
-  be.attention_forward(q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), s);
+  F32Staging f32(be);
+  be.attention_forward(f32.in(q), f32.in(k), f32.in(v), f32.out(out), lse.f32(), s);
+  f32.finish();
 }
 
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -452,18 +521,20 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   const char* op = "attention_backward";
   const Backend& be = backend_for(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
   const AttentionShape s = attention_shape(op, q, k, v);
-  for (auto [name, t] : {std::pair{"dout", &dout}, {"out", &out}, {"lse", &lse}, {"dq", &dq}, {"dk", &dk},
-                         {"dv", &dv}}) {
-    need_f32(op, name, *t);
+  for (auto [name, t] : {std::pair{"dout", &dout}, {"out", &out}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}}) {
+    need_data(op, name, *t);
   }
+  need_f32(op, "lse", lse);
   need_numel(op, "dout", dout, q.numel(), "same as q");
   need_numel(op, "out", out, q.numel(), "same as q");
   need_numel(op, "dq", dq, q.numel(), "same as q");
   need_numel(op, "dk", dk, k.numel(), "same as k");
   need_numel(op, "dv", dv, v.numel(), "same as v");
   need_numel(op, "lse", lse, s.batch * s.q_heads * s.seq, "[B, Hq, T]");
-  be.attention_backward(dout.f32(), q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(), dq.f32(), dk.f32(), dv.f32(),
-                          s);
+  F32Staging f32(be);
+  be.attention_backward(f32.in(dout), f32.in(q), f32.in(k), f32.in(v), f32.in(out), lse.f32(), f32.out(dq),
+                        f32.out(dk), f32.out(dv), s);
+  f32.finish();
 }
 
 // ---- loss ----
@@ -471,7 +542,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse) {
   const char* op = "cross_entropy_forward";
   const Backend& be = backend_for(op, {&logits, &targets, &losses, &lse});
-  need_f32(op, "logits", logits);
+  need_data(op, "logits", logits);
   need_i32(op, "targets", targets);
   need_f32(op, "losses", losses);
   need_f32(op, "lse", lse);
@@ -481,17 +552,18 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
   need_numel(op, "losses", losses, n, "one per row of logits");
   need_numel(op, "lse", lse, n, "one per row of logits");
   be.check_indices(op, "target", targets.i32(), n, v);
-  be.cross_entropy_forward(logits.f32(), targets.i32(), losses.f32(), lse.f32(), n, v);
+  F32Staging f32(be);
+  be.cross_entropy_forward(f32.in(logits), targets.i32(), losses.f32(), lse.f32(), n, v);
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
                             Tensor& dlogits) {
   const char* op = "cross_entropy_backward";
   const Backend& be = backend_for(op, {&logits, &targets, &lse, &dlogits});
-  need_f32(op, "logits", logits);
+  need_data(op, "logits", logits);
   need_i32(op, "targets", targets);
   need_f32(op, "lse", lse);
-  need_f32(op, "dlogits", dlogits);
+  need_data(op, "dlogits", dlogits);
   const int64_t v = last_dim(logits), n = flat_rows(logits);
   need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
   need_numel(op, "lse", lse, n, "one per row of logits");
@@ -499,7 +571,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
                 dlogits.describe(), logits.describe());
   be.check_indices(op, "target", targets.i32(), n, v);
-  be.cross_entropy_backward(logits.f32(), targets.i32(), lse.f32(), grad_scale, dlogits.f32(), n, v);
+  F32Staging f32(be);
+  be.cross_entropy_backward(f32.in(logits), targets.i32(), lse.f32(), grad_scale, f32.out(dlogits), n, v);
+  f32.finish();
 }
 
 // ---- vocab-parallel loss ----
@@ -507,7 +581,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
 namespace {
 // Shared shape checks of the shard ops: logits [N, Vl] with 0 <= valid_cols <= Vl.
 void check_shard(const char* op, const Tensor& logits, int64_t first_col, int64_t valid_cols) {
-  need_f32(op, "logits", logits);
+  need_data(op, "logits", logits);
   LATTICE_CHECK(logits.rank() >= 2, "{}: logits {} must be [N, Vl]", op, logits.describe());
   LATTICE_CHECK(valid_cols >= 0 && valid_cols <= last_dim(logits) && first_col >= 0,
                 "{}: {} valid columns at column {} do not fit logits {}", op, valid_cols, first_col, logits.describe());
@@ -521,7 +595,8 @@ void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& r
   need_f32(op, "row_max", row_max);
   const int64_t n = flat_rows(logits);
   need_numel(op, "row_max", row_max, n, "one per row of logits");
-  be.cross_entropy_shard_max(logits.f32(), row_max.f32(), n, last_dim(logits), valid_cols);
+  F32Staging f32(be);
+  be.cross_entropy_shard_max(f32.in(logits), row_max.f32(), n, last_dim(logits), valid_cols);
 }
 
 void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const Tensor& row_max, int64_t first_col,
@@ -537,8 +612,9 @@ void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const
   need_numel(op, "row_max", row_max, n, "one per row of logits");
   need_numel(op, "sums", sums, 2 * n, "[2, N]: sum of exponentials and target logit per row");
   be.check_indices(op, "target", targets.i32(), n, vocab_size);
-  be.cross_entropy_shard_sums(logits.f32(), targets.i32(), row_max.f32(), sums.f32(), sums.f32() + n, n,
-                                last_dim(logits), first_col, valid_cols);
+  F32Staging f32(be);
+  be.cross_entropy_shard_sums(f32.in(logits), targets.i32(), row_max.f32(), sums.f32(), sums.f32() + n, n,
+                              last_dim(logits), first_col, valid_cols);
 }
 
 void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor& losses, Tensor& lse) {
@@ -561,7 +637,7 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, c
   check_shard(op, logits, first_col, valid_cols);
   need_i32(op, "targets", targets);
   need_f32(op, "lse", lse);
-  need_f32(op, "dlogits", dlogits);
+  need_data(op, "dlogits", dlogits);
   const int64_t n = flat_rows(logits), v = last_dim(logits);
   need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
   need_numel(op, "lse", lse, n, "one per row of logits");
@@ -569,8 +645,10 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, c
   LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
                 dlogits.describe(), logits.describe());
   be.check_indices(op, "target", targets.i32(), n, vocab_size);
-  be.cross_entropy_shard_backward(logits.f32(), targets.i32(), lse.f32(), grad_scale, dlogits.f32(), n, v,
-                                    first_col, valid_cols);
+  F32Staging f32(be);
+  be.cross_entropy_shard_backward(f32.in(logits), targets.i32(), lse.f32(), grad_scale, f32.out(dlogits), n, v,
+                                  first_col, valid_cols);
+  f32.finish();
 }
 
 // ---- initialization ----

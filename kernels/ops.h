@@ -1,9 +1,14 @@
 // The device-agnostic compute API. Every element-level operation of the model, the loss and the
 // optimizer is one of these calls; each checks its arguments, then runs the kernel of the backend of
 // the tensors' device (kernels/backend.h; CPU now, CUDA later). Tensors of one call share a device.
-// Conventions: f32 unless said, contiguous row-major; "[N, H]" means any tensor whose elements are N rows of
-// H (leading dims are flattened). Functions named *_backward ACCUMULATE (+=) into parameter
-// gradients and OVERWRITE (=) activation gradients, unless the comment says otherwise.
+// Conventions: contiguous row-major; "[N, H]" means any tensor whose elements are N rows of H (leading
+// dims are flattened). Functions named *_backward ACCUMULATE (+=) into parameter gradients and
+// OVERWRITE (=) activation gradients, unless the comment says otherwise.
+// Dtypes: data operands (activations, parameters and their gradients) are f32 or bf16, each on its own
+// (bf16 activations accumulating into f32 parameter gradients is the normal mix). A bf16 operand is
+// computed in f32: read widened (exact), written rounded to nearest even (kernels/f32_staging.h).
+// Statistics stay f32 (norm mean/rstd, attention lse, the loss ops' losses, lse, row_max and sums);
+// ids and targets are i32; the optimizer and fill_normal are f32 only; copy and cast take any dtype.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,8 @@ void cast(const Tensor& src, Tensor& dst);
 // c = alpha * op(a) @ op(b) + beta * c, with a, b, c viewed as 2-D matrices:
 // a is [M, K] (or [K, M] when trans_a), b is [K, N] (or [N, K] when trans_b), c is [M, N].
 // Leading dims of a, b and c are flattened into rows (so a weight gradient a^T @ dy can take 3-D
-// activations for both operands). c must not overlap a or b.
+// activations for both operands). c must not overlap a or b. a, b and c may each be bf16 (e.g. bf16
+// x and dy accumulating into an f32 weight gradient with beta = 1); the product is an f32 GEMM.
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
             float beta = 0.0f);
 
@@ -129,7 +135,7 @@ void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor&
 void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
                                   int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits);
 
-// ---- optimizer ----
+// ---- optimizer (f32 only: it owns the fp32 main parameters and moments) ----
 struct AdamWParams {
   float lr;
   float beta1;
@@ -147,7 +153,7 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
 namespace lattice::ops {
 
 // ---- initialization ----
-// Counter-based normal(0, std) init, so any sharding yields the weights one process would hold:
+// Counter-based normal(0, std) init (x f32), so any sharding yields the weights one process would hold:
 // x holds the box of a tensor of `global_shape` that starts at `box_offset`; element with global
 // row-major index g gets normal_from_counter(seed, stream, g) * std (Philox-style hashing of
 // (seed, stream, g), Box-Muller). `stream` is a hash of the parameter name.

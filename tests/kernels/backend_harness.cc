@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/bf16.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_context.h"
 #include "kernels/error.h"
@@ -17,51 +18,36 @@
 
 namespace lattice::test {
 
+Tensor Inputs::uniform(const Shape& shape, float lo, float hi) {
+  Tensor t = Tensor::empty(shape);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(gen_);
+  return t;
+}
+
+Tensor Inputs::ids(const Shape& shape, int32_t lo, int32_t hi) {
+  Tensor t = Tensor::empty(shape, DType::kI32);
+  std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.i32()[i] = dist(gen_);
+  return t;
+}
+
+Tensor Inputs::bf16(const Shape& shape) {
+  Tensor t = Tensor::empty(shape, DType::kBF16);
+  std::uniform_int_distribution<uint32_t> dist(0, 0xffff);
+  for (int64_t i = 0; i < t.numel(); ++i) t.bf16()[i] = static_cast<uint16_t>(dist(gen_));
+  return t;
+}
+
 namespace {
-
-// Draws the inputs of one case on the host.
-class Inputs {
- public:
-  explicit Inputs(uint64_t seed) : gen_(seed) {}
-  Tensor uniform(const Shape& shape, float lo = -1.0f, float hi = 1.0f) {
-    Tensor t = Tensor::empty(shape);
-    std::uniform_real_distribution<float> dist(lo, hi);
-    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(gen_);
-    return t;
-  }
-  Tensor ids(const Shape& shape, int32_t lo, int32_t hi) {  // uniform in [lo, hi)
-    Tensor t = Tensor::empty(shape, DType::kI32);
-    std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
-    for (int64_t i = 0; i < t.numel(); ++i) t.i32()[i] = dist(gen_);
-    return t;
-  }
-  Tensor bf16(const Shape& shape) {  // any bit pattern: NaNs, Infs and subnormals included
-    Tensor t = Tensor::empty(shape, DType::kBF16);
-    std::uniform_int_distribution<uint32_t> dist(0, 0xffff);
-    for (int64_t i = 0; i < t.numel(); ++i) t.bf16()[i] = static_cast<uint16_t>(dist(gen_));
-    return t;
-  }
-
- private:
-  std::mt19937_64 gen_;
-};
-
-using Tensors = std::vector<Tensor>;
-
-// One call of one op: `make` draws every tensor the op touches (outputs too, so accumulating ops
-// start from non-zero values); `run` calls the op on them, on whatever device they are, and
-// returns any host scalars the op produces.
-struct OpCase {
-  std::string op;    // the ops.h name
-  std::string what;  // the variant
-  double tolerance;
-  std::function<Tensors(Inputs&)> make;
-  std::function<std::vector<double>(Tensors&)> run;
-};
 
 std::vector<double> none() { return {}; }
 
-std::vector<OpCase> cases() {
+}  // namespace
+
+// bf16 variants list the data operands of each op (kernels/ops.h): all of them, and where an op
+// accumulates parameter gradients also bf16 inputs into f32 gradients (the mixed-precision normal).
+std::vector<OpCase> op_cases() {
   using In = Inputs;
   using T = Tensors;
   constexpr int64_t N = 6, H = 20, V = 11;
@@ -69,17 +55,17 @@ std::vector<OpCase> cases() {
                               .step = 3, .grad_scale = 0.5f};
   std::vector<OpCase> c = {
       {"fill", "", 0, [](In& in) { return T{in.uniform({N, H})}; },
-       [](T& t) { ops::fill(t[0], 0.25f); return none(); }},
+       [](T& t) { ops::fill(t[0], 0.25f); return none(); }, {{0}}},
       {"copy", "", 0, [](In& in) { return T{in.uniform({N, H}), in.uniform({H, N})}; },
        [](T& t) { ops::copy(t[0], t[1]); return none(); }},
       {"scale", "", 1e-6, [](In& in) { return T{in.uniform({N, H})}; },
-       [](T& t) { ops::scale(t[0], -1.5f); return none(); }},
+       [](T& t) { ops::scale(t[0], -1.5f); return none(); }, {{0}}},
       {"axpy", "", 1e-6, [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H})}; },
-       [](T& t) { ops::axpy(0.75f, t[0], t[1]); return none(); }},
+       [](T& t) { ops::axpy(0.75f, t[0], t[1]); return none(); }, {{0, 1}, {0}}},
       {"add", "", 1e-6, [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H}), in.uniform({N, H})}; },
-       [](T& t) { ops::add(t[0], t[1], t[2]); return none(); }},
+       [](T& t) { ops::add(t[0], t[1], t[2]); return none(); }, {{0, 1, 2}, {0, 1}}},
       {"add", "out aliases a", 1e-6, [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H})}; },
-       [](T& t) { ops::add(t[0], t[1], t[0]); return none(); }},
+       [](T& t) { ops::add(t[0], t[1], t[0]); return none(); }, {{0, 1}, {0}}},
       {"sum_squares", "", 1e-6, [](In& in) { return T{in.uniform({70000})}; },
        [](T& t) { return std::vector<double>{ops::sum_squares(t[0])}; }},
       {"sum_to", "", 1e-9, [](In& in) { return T{in.uniform({70000}), Tensor::zeros({3}, DType::kF64)}; },
@@ -88,90 +74,99 @@ std::vector<OpCase> cases() {
        [](T& t) { ops::sum_to(t[0], t[1], 3); return none(); }},
       {"sum_squares_to", "", 1e-6, [](In& in) { return T{in.uniform({70000}), Tensor::zeros({3}, DType::kF64)}; },
        [](T& t) { ops::sum_squares_to(t[0], t[1], 2); return none(); }},
+      // Small inputs for the bf16 runs, whose bf16_ops_test bound perturbs every element.
+      {"sum_squares", "small", 1e-6, [](In& in) { return T{in.uniform({N, H})}; },
+       [](T& t) { return std::vector<double>{ops::sum_squares(t[0])}; }, {{0}}},
+      {"sum_to", "small", 1e-9, [](In& in) { return T{in.uniform({N, H}), Tensor::zeros({3}, DType::kF64)}; },
+       [](T& t) { ops::sum_to(t[0], t[1], 1); return none(); }, {{0}}},
+      {"sum_squares_to", "small", 1e-6, [](In& in) { return T{in.uniform({N, H}), Tensor::zeros({3}, DType::kF64)}; },
+       [](T& t) { ops::sum_squares_to(t[0], t[1], 2); return none(); }, {{0}}},
       {"cast", "f32 -> bf16", 0,
        [](In& in) { return T{in.uniform({N, H}, -1e3f, 1e3f), Tensor::zeros({N, H}, DType::kBF16)}; },
        [](T& t) { ops::cast(t[0], t[1]); return none(); }},
       {"cast", "bf16 -> f32", 0, [](In& in) { return T{in.bf16({N, H}), in.uniform({N, H})}; },
        [](T& t) { ops::cast(t[0], t[1]); return none(); }},
       {"add_bias", "", 1e-6, [](In& in) { return T{in.uniform({2, 3, H}), in.uniform({H})}; },
-       [](T& t) { ops::add_bias(t[0], t[1]); return none(); }},
+       [](T& t) { ops::add_bias(t[0], t[1]); return none(); }, {{0, 1}}},
       {"bias_backward", "", 1e-5, [](In& in) { return T{in.uniform({2, 3, H}), in.uniform({H})}; },
-       [](T& t) { ops::bias_backward(t[0], t[1]); return none(); }},
+       [](T& t) { ops::bias_backward(t[0], t[1]); return none(); }, {{0, 1}, {0}}},
       {"embedding_forward", "", 0,
        [](In& in) { return T{in.ids({N}, 0, V), in.uniform({V, H}), in.uniform({N, H})}; },
-       [](T& t) { ops::embedding_forward(t[0], t[1], t[2]); return none(); }},
+       [](T& t) { ops::embedding_forward(t[0], t[1], t[2]); return none();  }, {{1, 2}}},
       {"embedding_forward", "id out of range", 0,
        [](In& in) { return T{in.ids({N}, V, V + 3), in.uniform({V, H}), in.uniform({N, H})}; },
        [](T& t) { ops::embedding_forward(t[0], t[1], t[2]); return none(); }},
       {"embedding_backward", "", 1e-6,
        [](In& in) { return T{in.ids({N}, 0, 3), in.uniform({N, H}), in.uniform({V, H})}; },
-       [](T& t) { ops::embedding_backward(t[0], t[1], t[2]); return none(); }},
+       [](T& t) { ops::embedding_backward(t[0], t[1], t[2]); return none(); }, {{1, 2}, {1}}},
       {"add_position_embedding", "[B, T, H]", 1e-6,
        [](In& in) { return T{in.uniform({2, 3, H}), in.uniform({5, H})}; },
-       [](T& t) { ops::add_position_embedding(t[0], t[1]); return none(); }},
+       [](T& t) { ops::add_position_embedding(t[0], t[1]); return none(); }, {{0, 1}}},
       {"position_embedding_backward", "[B, T, H]", 1e-6,
        [](In& in) { return T{in.uniform({2, 3, H}), in.uniform({5, H})}; },
-       [](T& t) { ops::position_embedding_backward(t[0], t[1]); return none(); }},
+       [](T& t) { ops::position_embedding_backward(t[0], t[1]); return none(); }, {{0, 1}, {0}}},
       {"embedding_forward_shard", "", 0,
        [](In& in) { return T{in.ids({N}, 0, V), in.uniform({4, H}), in.uniform({N, H})}; },
-       [](T& t) { ops::embedding_forward_shard(t[0], t[1], 4, V, t[2]); return none(); }},
+       [](T& t) { ops::embedding_forward_shard(t[0], t[1], 4, V, t[2]); return none(); }, {{1, 2}}},
       {"embedding_backward_shard", "", 1e-6,
        [](In& in) { return T{in.ids({N}, 0, V), in.uniform({N, H}), in.uniform({4, H})}; },
-       [](T& t) { ops::embedding_backward_shard(t[0], t[1], 4, V, t[2]); return none(); }},
+       [](T& t) { ops::embedding_backward_shard(t[0], t[1], 4, V, t[2]); return none(); }, {{1, 2}, {1}}},
       {"add_position_embedding", "token run", 1e-6,
        [](In& in) { return T{in.uniform({N, H}), in.uniform({5, H})}; },
-       [](T& t) { ops::add_position_embedding(t[0], t[1], 4, 3); return none(); }},
+       [](T& t) { ops::add_position_embedding(t[0], t[1], 4, 3); return none(); }, {{0, 1}}},
       {"position_embedding_backward", "token run", 1e-6,
        [](In& in) { return T{in.uniform({N, H}), in.uniform({5, H})}; },
-       [](T& t) { ops::position_embedding_backward(t[0], 4, 3, t[1]); return none(); }},
+       [](T& t) { ops::position_embedding_backward(t[0], 4, 3, t[1]); return none(); }, {{0, 1}, {0}}},
       {"layernorm_forward", "with beta", 1e-5,
        [](In& in) {
          return T{in.uniform({N, H}), in.uniform({H}), in.uniform({H}), in.uniform({N, H}), in.uniform({N}),
                   in.uniform({N})};
        },
-       [](T& t) { ops::layernorm_forward(t[0], t[1], t[2], 1e-5f, t[3], t[4], t[5]); return none(); }},
+       [](T& t) { ops::layernorm_forward(t[0], t[1], t[2], 1e-5f, t[3], t[4], t[5]); return none(); }, {{0, 1, 2, 3}}},
       {"layernorm_forward", "without beta", 1e-5,
        [](In& in) { return T{in.uniform({N, H}), in.uniform({H}), in.uniform({N, H}), in.uniform({N}), in.uniform({N})}; },
-       [](T& t) { ops::layernorm_forward(t[0], t[1], Tensor(), 1e-5f, t[2], t[3], t[4]); return none(); }},
+       [](T& t) { ops::layernorm_forward(t[0], t[1], Tensor(), 1e-5f, t[2], t[3], t[4]); return none(); }, {{0, 1, 2}}},
       {"layernorm_backward", "", 1e-5,
        [](In& in) {
          return T{in.uniform({N, H}), in.uniform({N, H}), in.uniform({H}), in.uniform({N}), in.uniform({N}, 0.5f, 2.0f),
                   in.uniform({N, H}), in.uniform({H}), in.uniform({H})};
        },
-       [](T& t) { ops::layernorm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); return none(); }},
+       [](T& t) { ops::layernorm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); return none(); },
+       {{0, 1, 2, 5, 6, 7}, {0, 1, 2, 5}}},
       {"rmsnorm_forward", "", 1e-5,
        [](In& in) { return T{in.uniform({N, H}), in.uniform({H}), in.uniform({N, H}), in.uniform({N})}; },
-       [](T& t) { ops::rmsnorm_forward(t[0], t[1], 1e-5f, t[2], t[3]); return none(); }},
+       [](T& t) { ops::rmsnorm_forward(t[0], t[1], 1e-5f, t[2], t[3]); return none(); }, {{0, 1, 2}}},
       {"rmsnorm_backward", "", 1e-5,
        [](In& in) {
          return T{in.uniform({N, H}), in.uniform({N, H}), in.uniform({H}), in.uniform({N}, 0.5f, 2.0f),
                   in.uniform({N, H}), in.uniform({H})};
        },
-       [](T& t) { ops::rmsnorm_backward(t[0], t[1], t[2], t[3], t[4], t[5]); return none(); }},
+       [](T& t) { ops::rmsnorm_backward(t[0], t[1], t[2], t[3], t[4], t[5]); return none(); },
+       {{0, 1, 2, 4, 5}, {0, 1, 2, 4}}},
       {"gelu_forward", "", 1e-6, [](In& in) { return T{in.uniform({N, H}, -4, 4), in.uniform({N, H})}; },
-       [](T& t) { ops::gelu_forward(t[0], t[1]); return none(); }},
+       [](T& t) { ops::gelu_forward(t[0], t[1]); return none(); }, {{0, 1}}},
       {"gelu_backward", "", 1e-6,
        [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H}, -4, 4), in.uniform({N, H})}; },
-       [](T& t) { ops::gelu_backward(t[0], t[1], t[2]); return none(); }},
+       [](T& t) { ops::gelu_backward(t[0], t[1], t[2]); return none(); }, {{0, 1, 2}}},
       {"swiglu_forward", "", 1e-6,
        [](In& in) { return T{in.uniform({N, H}, -4, 4), in.uniform({N, H}), in.uniform({N, H})}; },
-       [](T& t) { ops::swiglu_forward(t[0], t[1], t[2]); return none(); }},
+       [](T& t) { ops::swiglu_forward(t[0], t[1], t[2]); return none(); }, {{0, 1, 2}}},
       {"swiglu_backward", "", 1e-6,
        [](In& in) {
          return T{in.uniform({N, H}), in.uniform({N, H}, -4, 4), in.uniform({N, H}), in.uniform({N, H}),
                   in.uniform({N, H})};
        },
-       [](T& t) { ops::swiglu_backward(t[0], t[1], t[2], t[3], t[4]); return none(); }},
+       [](T& t) { ops::swiglu_backward(t[0], t[1], t[2], t[3], t[4]); return none(); }, {{0, 1, 2, 3, 4}}},
       {"rope_forward", "", 1e-5, [](In& in) { return T{in.uniform({2, 5, 3, 8})}; },
-       [](T& t) { ops::rope_forward(t[0], 10000.0f); return none(); }},
+       [](T& t) { ops::rope_forward(t[0], 10000.0f); return none(); }, {{0}}},
       {"rope_backward", "", 1e-5, [](In& in) { return T{in.uniform({2, 5, 3, 8})}; },
-       [](T& t) { ops::rope_backward(t[0], 10000.0f); return none(); }},
+       [](T& t) { ops::rope_backward(t[0], 10000.0f); return none(); }, {{0}}},
       {"attention_forward", "GQA 4:2", 1e-5,
        [](In& in) {
          return T{in.uniform({2, 5, 4, 8}), in.uniform({2, 5, 2, 8}), in.uniform({2, 5, 2, 8}),
                   in.uniform({2, 5, 4, 8}), in.uniform({2, 4, 5})};
        },
-       [](T& t) { ops::attention_forward(t[0], t[1], t[2], t[3], t[4]); return none(); }},
+       [](T& t) { ops::attention_forward(t[0], t[1], t[2], t[3], t[4]); return none(); }, {{0, 1, 2, 3}}},
       {"attention_backward", "GQA 4:2", 1e-4,
        [](In& in) {
          T t{in.uniform({2, 5, 4, 8}), in.uniform({2, 5, 4, 8}), in.uniform({2, 5, 2, 8}), in.uniform({2, 5, 2, 8}),
@@ -180,10 +175,11 @@ std::vector<OpCase> cases() {
          ops::attention_forward(t[1], t[2], t[3], t[4], t[5]);  // a consistent out and lse
          return t;
        },
-       [](T& t) { ops::attention_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]); return none(); }},
+       [](T& t) { ops::attention_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]); return none(); },
+       {{0, 1, 2, 3, 4, 6, 7, 8}}},
       {"cross_entropy_forward", "", 1e-5,
        [](In& in) { return T{in.uniform({N, V}, -3, 3), in.ids({N}, 0, V), in.uniform({N}), in.uniform({N})}; },
-       [](T& t) { ops::cross_entropy_forward(t[0], t[1], t[2], t[3]); return none(); }},
+       [](T& t) { ops::cross_entropy_forward(t[0], t[1], t[2], t[3]); return none(); }, {{0}}},
       {"cross_entropy_backward", "", 1e-5,
        [](In& in) {
          T t{in.uniform({N, V}, -3, 3), in.ids({N}, 0, V), in.uniform({N}), in.uniform({N, V})};
@@ -191,14 +187,22 @@ std::vector<OpCase> cases() {
          ops::cross_entropy_forward(t[0], t[1], losses, t[2]);
          return t;
        },
-       [](T& t) { ops::cross_entropy_backward(t[0], t[1], t[2], 0.5f, t[3]); return none(); }},
+       [](T& t) { ops::cross_entropy_backward(t[0], t[1], t[2], 0.5f, t[3]); return none(); }, {{0, 3}}},
+      {"cross_entropy_backward", "dlogits aliases logits", 1e-5,
+       [](In& in) {
+         T t{in.uniform({N, V}, -3, 3), in.ids({N}, 0, V), in.uniform({N})};
+         Tensor losses = Tensor::empty({N});
+         ops::cross_entropy_forward(t[0], t[1], losses, t[2]);
+         return t;
+       },
+       [](T& t) { ops::cross_entropy_backward(t[0], t[1], t[2], 0.5f, t[0]); return none(); }, {{0}}},
       {"cross_entropy_shard_max", "", 0, [](In& in) { return T{in.uniform({N, 8}, -3, 3), in.uniform({N})}; },
-       [](T& t) { ops::cross_entropy_shard_max(t[0], 6, t[1]); return none(); }},
+       [](T& t) { ops::cross_entropy_shard_max(t[0], 6, t[1]); return none(); }, {{0}}},
       {"cross_entropy_shard_sums", "", 1e-5,
        [](In& in) {
          return T{in.uniform({N, 8}, -3, 3), in.ids({N}, 0, 14), in.uniform({N}, 2, 3), in.uniform({2, N})};
        },
-       [](T& t) { ops::cross_entropy_shard_sums(t[0], t[1], t[2], 8, 6, 14, t[3]); return none(); }},
+       [](T& t) { ops::cross_entropy_shard_sums(t[0], t[1], t[2], 8, 6, 14, t[3]); return none(); }, {{0}}},
       {"cross_entropy_shard_loss", "", 1e-6,
        [](In& in) { return T{in.uniform({N}), in.uniform({2, N}, 0.5f, 4), in.uniform({N}), in.uniform({N})}; },
        [](T& t) { ops::cross_entropy_shard_loss(t[0], t[1], t[2], t[3]); return none(); }},
@@ -206,14 +210,19 @@ std::vector<OpCase> cases() {
        [](In& in) {
          return T{in.uniform({N, 8}, -3, 3), in.ids({N}, 0, 14), in.uniform({N}, 3, 4), in.uniform({N, 8})};
        },
-       [](T& t) { ops::cross_entropy_shard_backward(t[0], t[1], t[2], 0.5f, 8, 6, 14, t[3]); return none(); }},
+       [](T& t) { ops::cross_entropy_shard_backward(t[0], t[1], t[2], 0.5f, 8, 6, 14, t[3]); return none(); },
+       {{0, 3}}},
+      {"cross_entropy_shard_backward", "dlogits aliases logits", 1e-5,
+       [](In& in) { return T{in.uniform({N, 8}, -3, 3), in.ids({N}, 0, 14), in.uniform({N}, 3, 4)}; },
+       [](T& t) { ops::cross_entropy_shard_backward(t[0], t[1], t[2], 0.5f, 8, 6, 14, t[0]); return none(); }, {{0}}},
       {"adamw_update", "", 1e-6,
        [](In& in) { return T{in.uniform({N, H}), in.uniform({N, H}), in.uniform({N, H}), in.uniform({N, H}, 0, 1)}; },
        [adam](T& t) { ops::adamw_update(t[0], t[1], t[2], t[3], adam); return none(); }},
       {"fill_normal", "box of a global tensor", 1e-5, [](In& in) { return T{in.uniform({3, 4})}; },
        [](T& t) { ops::fill_normal(t[0], {8, 10}, {2, 5}, 1234, 99, 0.02f); return none(); }},
   };
-  // Every transpose combination, accumulating into c, and the empty product.
+  // Every transpose combination accumulating into c (bf16, or f32 as weight gradients are), an
+  // overwritten c and the empty product.
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       c.push_back({"matmul", fmt::format("trans_a {} trans_b {}", ta, tb), 1e-5,
@@ -221,13 +230,19 @@ std::vector<OpCase> cases() {
                      return T{in.uniform(ta ? Shape{9, 7} : Shape{7, 9}), in.uniform(tb ? Shape{5, 9} : Shape{9, 5}),
                               in.uniform({7, 5})};
                    },
-                   [ta, tb](T& t) { ops::matmul(t[0], ta, t[1], tb, t[2], 0.5f, 1.0f); return none(); }});
+                   [ta, tb](T& t) { ops::matmul(t[0], ta, t[1], tb, t[2], 0.5f, 1.0f); return none(); },
+                   {{0, 1, 2}, {0, 1}}});
     }
   }
+  c.push_back({"matmul", "beta 0", 1e-5,
+               [](In& in) { return T{in.uniform({7, 9}), in.uniform({5, 9}), in.uniform({7, 5})}; },
+               [](T& t) { ops::matmul(t[0], false, t[1], true, t[2]); return none(); }, {{0, 1, 2}}});
   c.push_back({"matmul", "k = 0", 0, [](In& in) { return T{in.uniform({0, 7}), in.uniform({0, 5}), in.uniform({7, 5})}; },
-               [](T& t) { ops::matmul(t[0], true, t[1], false, t[2], 1.0f, 0.5f); return none(); }});
+               [](T& t) { ops::matmul(t[0], true, t[1], false, t[2], 1.0f, 0.5f); return none(); }, {{0, 1, 2}}});
   return c;
 }
+
+namespace {
 
 // The result of one run of a case: the tensors on the host, the scalars, or the error.
 struct Outcome {
@@ -254,12 +269,10 @@ bool close(double got, double want, double tol) {
   return std::abs(got - want) <= tol * std::max(1.0, std::abs(want));
 }
 
-// Element i of a host f32 or f64 tensor.
-double element(const Tensor& t, int64_t i) { return t.dtype() == DType::kF64 ? t.f64()[i] : t.f32()[i]; }
-
 // The first difference between two host tensors of equal shape, or "".
 std::string compare(const Tensor& got, const Tensor& want, double tol) {
-  const bool floating = got.dtype() == DType::kF32 || got.dtype() == DType::kF64;
+  const bool floating = got.dtype() != DType::kI32;
+  if (got.dtype() == DType::kBF16 && tol > 0.0) tol += 1.0 / 128;  // one bf16 ulp: f32 results tol apart round apart
   if (!floating || tol == 0.0) {
     if (got.bytes() == 0 || std::memcmp(got.raw(), want.raw(), got.bytes()) == 0) return "";
     const size_t esize = dtype_size(got.dtype());
@@ -291,38 +304,67 @@ std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t 
   const DeviceContext oracle(Device::kCpu);
   std::vector<OpMismatch> found;
   uint64_t case_seed = seed;
-  for (const OpCase& c : cases()) {
-    Inputs in(case_seed++);
-    const Tensors inputs = c.make(in);
-    const Outcome got = run_on(candidate, c, inputs);
-    const Outcome want = run_on(oracle, c, inputs);
-    const std::string name = c.what.empty() ? c.op : fmt::format("{} ({})", c.op, c.what);
-    auto report = [&](std::string detail) { found.push_back({name, std::move(detail)}); };
-    if (got.error.empty() != want.error.empty()) {
-      report(fmt::format("throws on one side only: {} vs CPU {}", got.error.empty() ? "no error" : got.error,
-                         want.error.empty() ? "no error" : want.error));
-      continue;
-    }
-    const double tol = exact ? 0.0 : c.tolerance;
-    for (size_t i = 0; i < got.scalars.size(); ++i) {
-      if (exact ? got.scalars[i] != want.scalars[i] : !close(got.scalars[i], want.scalars[i], tol)) {
-        report(fmt::format("result {}: {} vs CPU {}", i, got.scalars[i], want.scalars[i]));
+  for (const OpCase& c : op_cases()) {
+    std::vector<std::vector<int>> runs = {{}};  // the f32 run, then the bf16 ones
+    runs.insert(runs.end(), c.bf16.begin(), c.bf16.end());
+    for (const std::vector<int>& bf16_args : runs) {
+      Inputs in(case_seed);  // every run of a case draws the same values
+      const Tensors inputs = with_bf16(c.make(in), bf16_args);
+      const Outcome got = run_on(candidate, c, inputs);
+      const Outcome want = run_on(oracle, c, inputs);
+      const std::string name = case_name(c, bf16_args);
+      auto report = [&](std::string detail) { found.push_back({name, std::move(detail)}); };
+      if (got.error.empty() != want.error.empty()) {
+        report(fmt::format("throws on one side only: {} vs CPU {}", got.error.empty() ? "no error" : got.error,
+                           want.error.empty() ? "no error" : want.error));
+        continue;
+      }
+      const double tol = exact ? 0.0 : c.tolerance;
+      for (size_t i = 0; i < got.scalars.size(); ++i) {
+        if (exact ? got.scalars[i] != want.scalars[i] : !close(got.scalars[i], want.scalars[i], tol)) {
+          report(fmt::format("result {}: {} vs CPU {}", i, got.scalars[i], want.scalars[i]));
+        }
+      }
+      for (size_t i = 0; i < got.tensors.size(); ++i) {
+        const std::string diff = compare(got.tensors[i], want.tensors[i], tol);
+        if (!diff.empty()) report(fmt::format("tensor argument {} ({}): {}", i, want.tensors[i].describe(), diff));
       }
     }
-    for (size_t i = 0; i < got.tensors.size(); ++i) {
-      const std::string diff = compare(got.tensors[i], want.tensors[i], tol);
-      if (!diff.empty()) report(fmt::format("tensor argument {} ({}): {}", i, want.tensors[i].describe(), diff));
-    }
+    ++case_seed;
   }
   return found;
 }
 
 std::vector<std::string> harness_op_names() {
   std::vector<std::string> names;
-  for (const OpCase& c : cases()) {
+  for (const OpCase& c : op_cases()) {
     if (std::find(names.begin(), names.end(), c.op) == names.end()) names.push_back(c.op);
   }
   return names;
+}
+
+double element(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kF64: return t.f64()[i];
+    case DType::kBF16: return bfloat16_to_float(t.bf16()[i]);
+    default: return t.f32()[i];
+  }
+}
+
+std::string case_name(const OpCase& c, const std::vector<int>& bf16_args) {
+  std::string what = c.what;
+  if (!bf16_args.empty()) what += fmt::format("{}bf16 {}", what.empty() ? "" : ", ", fmt::join(bf16_args, ","));
+  return what.empty() ? c.op : fmt::format("{} ({})", c.op, what);
+}
+
+Tensors with_bf16(const Tensors& t, const std::vector<int>& bf16_args) {
+  Tensors out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const bool round = std::find(bf16_args.begin(), bf16_args.end(), static_cast<int>(i)) != bf16_args.end();
+    out.push_back(Tensor::empty(t[i].shape(), round ? DType::kBF16 : t[i].dtype()));
+    ops::cast(t[i], out.back());
+  }
+  return out;
 }
 
 Backend cuda_stand_in() {

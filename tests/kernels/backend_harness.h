@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,46 @@
 #include "kernels/tensor.h"
 
 namespace lattice::test {
+
+// Draws the inputs of one case on the host.
+class Inputs {
+ public:
+  explicit Inputs(uint64_t seed) : gen_(seed) {}
+  Tensor uniform(const Shape& shape, float lo = -1.0f, float hi = 1.0f);
+  Tensor ids(const Shape& shape, int32_t lo, int32_t hi);  // uniform in [lo, hi)
+  Tensor bf16(const Shape& shape);  // any bit pattern: NaNs, Infs and subnormals included
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+using Tensors = std::vector<Tensor>;
+
+// One call of one op: `make` draws every tensor the op touches (outputs too, so accumulating ops
+// start from non-zero values); `run` calls the op on them, on whatever device they are, and
+// returns any host scalars the op produces.
+struct OpCase {
+  std::string op;    // the ops.h name
+  std::string what;  // the variant
+  double tolerance;
+  std::function<Tensors(Inputs&)> make;
+  std::function<std::vector<double>(Tensors&)> run;
+  // bf16 runs of the case besides the f32 one: each lists the tensor arguments that are bf16 there
+  // (make's f32 draw rounded); the others keep make's dtype, so a list can mix dtypes.
+  std::vector<std::vector<int>> bf16 = {};
+};
+
+// Every case of the harness, each ops.h function at least once.
+std::vector<OpCase> op_cases();
+
+// The name of a case's run: "op", "op (what)" or, with bf16 arguments, "op (what, bf16 0,2)".
+std::string case_name(const OpCase& c, const std::vector<int>& bf16_args = {});
+
+// Host copies of `t` with the arguments listed rounded to bf16 (ops::cast), the others cloned.
+Tensors with_bf16(const Tensors& t, const std::vector<int>& bf16_args);
+
+// Element i of a host f32, bf16 (widened) or f64 tensor.
+double element(const Tensor& t, int64_t i);
 
 // One op whose candidate result differs from the CPU's: which op (and case), and how.
 struct OpMismatch {
@@ -20,8 +62,10 @@ struct OpMismatch {
 
 // Runs every case with the backend registered for `device` against the CPU backend. Each case
 // draws its inputs from `seed`; every tensor the op sees (inputs and outputs) is compared after the
-// call, and the two must agree on whether the call throws. exact: bitwise equality; otherwise each
-// op's tolerance, |got - want| <= tol * max(1, |want|) (bf16 and i32 are always exact).
+// call, and the two must agree on whether the call throws. Each case runs in f32 and in each of its
+// bf16 variants. exact: bitwise equality; otherwise each op's tolerance, |got - want| <= tol *
+// max(1, |want|), plus one bf16 ulp (2^-7 relative) on bf16 outputs, which two f32 results that close
+// may round apart (i32 is always exact).
 std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t seed = 1);
 
 // The names of the ops the harness covers (each ops.h function name once).

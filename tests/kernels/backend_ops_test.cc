@@ -1,6 +1,7 @@
 // The backend-vs-CPU harness run with the CPU backend itself (it must agree bit for bit), with the
 // CPU kernels posing as another device's backend, and with deliberately broken tables, which it
 // must report; plus dispatch errors: a backend not built, tensors on two devices.
+#include <bit>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -37,6 +38,11 @@ bool reports(const std::vector<OpMismatch>& m, const std::string& name) {
 
 void wrong_gelu(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;  // ReLU, not GELU
+}
+
+// Rounds toward zero instead of to nearest even: each bf16 result at most one bf16 ulp off.
+void truncating_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(src[i]) >> 16);
 }
 
 [[noreturn]] void refusing_check_indices(const char* op, const char*, const int32_t*, int64_t, int64_t) {
@@ -86,10 +92,23 @@ TEST_CASE("the harness reports a wrong kernel") {
   for (bool exact : {true, false}) {
     const auto mismatches = compare_backend_ops(Device::kCuda, exact);
     INFO(listing(mismatches));
-    REQUIRE(mismatches.size() == 1);
+    REQUIRE(mismatches.size() == 2);  // the f32 run and the bf16 one
     REQUIRE(mismatches[0].op == "gelu_forward");
     REQUIRE_THAT(mismatches[0].detail, Catch::Contains("tensor argument 1 (f32[6, 20] cpu)"));
+    REQUIRE(mismatches[1].op == "gelu_forward (bf16 0,1)");
+    REQUIRE_THAT(mismatches[1].detail, Catch::Contains("tensor argument 1 (bf16[6, 20] cpu)"));
   }
+}
+
+TEST_CASE("bf16 results one rounding apart are within tolerance; the cast itself is compared bit for bit") {
+  Backend truncating = cuda_stand_in();
+  truncating.f32_to_bf16 = &truncating_f32_to_bf16;
+  ScopedBackend registered(Device::kCuda, &truncating);
+  const auto mismatches = compare_backend_ops(Device::kCuda, /*exact=*/false);
+  INFO(listing(mismatches));
+  REQUIRE(mismatches.size() == 1);
+  REQUIRE(mismatches[0].op == "cast (f32 -> bf16)");
+  REQUIRE(compare_backend_ops(Device::kCuda, /*exact=*/true).size() > 10);  // every op that writes bf16
 }
 
 TEST_CASE("the harness reports an error thrown on one side only") {
