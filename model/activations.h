@@ -29,7 +29,8 @@ struct LayerActivations {
   Tensor gate;           // [N, F/tp] SwiGLU gate projection
   Tensor act;            // [N, F/tp] activation output
 
-  void allocate(const DeviceContext& ctx, const ModelConfig& c, const ModelLayout& layout, int64_t batch);
+  // Activations in `dtype` (the parameters' compute dtype); the statistics (lse, norm mean/rstd) in f32.
+  void allocate(const DeviceContext& ctx, const ModelConfig& c, const ModelLayout& layout, int64_t batch, DType dtype);
 };
 
 struct LayerScratch {
@@ -45,7 +46,7 @@ struct LayerScratch {
   Tensor d_full;         // [N, H] backward: gathered gradient of a row-parallel output
   Tensor d_local;        // [n, H] backward: reduce-scattered gradient of a norm output
 
-  void allocate(const DeviceContext& ctx, const ModelConfig& c, const ModelLayout& layout, int64_t batch);
+  void allocate(const DeviceContext& ctx, const ModelConfig& c, const ModelLayout& layout, int64_t batch, DType dtype);
 };
 
 }  // namespace lattice

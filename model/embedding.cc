@@ -25,7 +25,7 @@ Embedding::Embedding(const ModelConfig& config, const ModelLayout& layout, Param
   const int64_t local = layout.local_tokens(config, micro_batch_size);
   if (layout.sequence_parallel) {
     first_token_ = layout.tp_rank * local;
-    full_ = params.context().empty({micro_batch_size * config.seq_length, config.hidden_size});
+    full_ = params.context().empty({micro_batch_size * config.seq_length, config.hidden_size}, params.param_dtype());
   }
 }
 

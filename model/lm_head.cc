@@ -25,20 +25,23 @@ LmHead::LmHead(const ModelConfig& config, const ModelLayout& layout, ParameterSt
   valid_cols_ = std::clamp<int64_t>(config.vocab_size - first_col_, 0, rows);
   // Tied on one pipeline rank: the embedding's backward (which runs later) reports the table.
   if (!config.tie_embeddings || layout.pp_size > 1) param_indices_.push_back(h);
+  // Hidden states, logits and their gradients in the compute dtype; the softmax statistics in f32.
+  const DeviceContext& ctx = params.context();
+  const DType dtype = params.param_dtype();
   saved_.resize(static_cast<size_t>(slots));
   for (Saved& s : saved_) {
-    s.hidden = params.context().empty({local_tokens, H});
-    s.norm_out = params.context().empty({tokens, H});
-    s.norm.allocate(params.context(), local_tokens);
-    s.logits = params.context().empty({tokens, rows});
-    s.lse = params.context().empty({tokens});
+    s.hidden = ctx.empty({local_tokens, H}, dtype);
+    s.norm_out = ctx.empty({tokens, H}, dtype);
+    s.norm.allocate(ctx, local_tokens);
+    s.logits = ctx.empty({tokens, rows}, dtype);
+    s.lse = ctx.empty({tokens});
   }
-  d_norm_out_ = params.context().empty({tokens, H});
+  d_norm_out_ = ctx.empty({tokens, H}, dtype);
   if (tp.size() > 1) {
-    row_max_ = params.context().empty({tokens});
-    sums_ = params.context().empty({2, tokens});
+    row_max_ = ctx.empty({tokens});
+    sums_ = ctx.empty({2, tokens});
   }
-  if (layout.sequence_parallel) norm_local_ = params.context().empty({local_tokens, H});
+  if (layout.sequence_parallel) norm_local_ = ctx.empty({local_tokens, H}, dtype);
 }
 
 void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses) {

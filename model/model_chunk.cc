@@ -28,10 +28,11 @@ ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int
   saved_.resize(static_cast<size_t>(slots));
   for (auto& slot : saved_) {
     slot.resize(layers_.size());
-    for (auto& s : slot) s.allocate(params.context(), config_, layout_, micro_batch_size);
+    for (auto& s : slot) s.allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype());
   }
-  d_hidden_ = params.context().empty(activation_shape());
-  scratch_.allocate(params.context(), config_, layout_, micro_batch_size);
+  // Activations and their gradients in the parameters' compute dtype (bf16 under mixed precision).
+  d_hidden_ = params.context().empty(activation_shape(), params.param_dtype());
+  scratch_.allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype());
 }
 
 const Tensor& ModelChunk::head_logits(int slot) const {

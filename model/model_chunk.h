@@ -35,6 +35,7 @@ class ModelChunk {
   LayerRange layers() const { return range_; }
   // What flows between chunks: the residual stream [local tokens, H].
   Shape activation_shape() const;
+  DType activation_dtype() const { return d_hidden_.dtype(); }  // the parameters' compute dtype
   // Last chunk: the head's logits of `slot` (LmHead::logits).
   const Tensor& head_logits(int slot) const;
 

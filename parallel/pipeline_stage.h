@@ -15,7 +15,7 @@ class PipelineStage {
 
   // What flows between stages for one micro-batch (the same on every chunk of a rank).
   virtual Shape activation_shape() const = 0;
-  virtual DType activation_dtype() const { return DType::kF32; }
+  virtual DType activation_dtype() const = 0;
 
   // First virtual stage: `input` is undefined (the stage reads micro-batch `microbatch` from its
   // data); otherwise `input` is the previous virtual stage's output. Last virtual stage: `output`

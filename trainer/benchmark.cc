@@ -19,17 +19,19 @@ namespace lattice {
 
 namespace {
 
-// f32 GEMM GFLOP/s of the device, timed with its events: the median of 10 products of n×n
-// matrices of random values (zeros run faster than real data) after 3 warm-ups.
-double measure_device_gemm_gflops(Device device) {
+// GEMM GFLOP/s of ops::matmul on the device with operands in `dtype`, timed with its events: the
+// median of 10 products of n×n matrices of random values (zeros run faster than real data) after 3
+// warm-ups.
+double measure_matmul_gflops(Device device, DType dtype, int64_t n) {
   const DeviceContext ctx(device);
-  constexpr int64_t n = 8192;
   Tensor host = Tensor::empty({n, n});
   std::mt19937 gen(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int64_t i = 0; i < host.numel(); ++i) host.f32()[i] = dist(gen);
-  const Tensor a = ctx.to_device(host), b = ctx.to_device(host);
-  Tensor c = ctx.empty({n, n});
+  Tensor a = ctx.empty({n, n}, dtype);
+  ops::cast(ctx.to_device(host), a);
+  const Tensor b = a;
+  Tensor c = ctx.empty({n, n}, dtype);
   for (int i = 0; i < 3; ++i) ops::matmul(a, false, b, false, c);
   std::vector<double> seconds;
   for (int i = 0; i < 10; ++i) {
@@ -43,9 +45,9 @@ double measure_device_gemm_gflops(Device device) {
   return 2.0 * n * n * n / seconds[seconds.size() / 2] / 1e9;
 }
 
-// The peak the step is measured against: the host's sgemm (OpenBLAS) or the device's GEMM.
+// The peak the step is measured against: the host's sgemm (OpenBLAS) or the device's f32 GEMM.
 double measure_peak_gflops(Device device) {
-  return device == Device::kCpu ? measure_sgemm_peak_gflops() : measure_device_gemm_gflops(device);
+  return device == Device::kCpu ? measure_sgemm_peak_gflops() : measure_matmul_gflops(device, DType::kF32, 8192);
 }
 
 }  // namespace
@@ -90,6 +92,19 @@ int run_benchmark(Config c, int64_t steps) {
   std::printf("achieved GFLOP/s (whole step): %.1f\n", r.mean_gflops);
   std::printf("%-29s: %.1f (before %.1f, after %.1f)\n", peak_name.c_str(), peak, peak_before, peak_after);
   std::printf("ratio achieved / peak        : %.1f%% (target >= 50%%)\n", 100.0 * r.mean_gflops / peak);
+  std::printf("precision                    : %s (weights + gradients + master weights + moments: %.0f B/param)\n",
+              precision_name(c.training.precision),
+              static_cast<double>(stats.weight_bytes + stats.grad_bytes + stats.main_param_bytes +
+                                  stats.optimizer_bytes) / static_cast<double>(std::max<int64_t>(1, stats.num_params)));
+  std::printf("peak host memory (RSS)       : %.3f GiB\n", r.peak_host_bytes / double(1 << 30));
+  if (r.peak_device_bytes >= 0)
+    std::printf("peak %s memory             : %.3f GiB\n", device_name(device), r.peak_device_bytes / double(1 << 30));
+  if (c.training.precision == Precision::kBf16) {
+    // The bf16 GEMM path against the f32 one, same shape, same run (bf16 in and out, f32 accumulate).
+    const int64_t n = device == Device::kCpu ? 1536 : 8192;
+    const double f32 = measure_matmul_gflops(device, DType::kF32, n), bf16 = measure_matmul_gflops(device, DType::kBF16, n);
+    std::printf("bf16 matmul GFLOP/s (%lld^3)  : %.1f vs f32 %.1f (%.2fx)\n", (long long)n, bf16, f32, bf16 / f32);
+  }
   return 0;
 }
 

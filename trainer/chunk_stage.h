@@ -31,6 +31,7 @@ class ChunkStage final : public PipelineStage {
   void begin_run(const std::vector<int>& slots, int last_backward, Tensor losses, float grad_scale);
 
   Shape activation_shape() const override { return chunk_.activation_shape(); }
+  DType activation_dtype() const override { return chunk_.activation_dtype(); }
   void forward(int microbatch, const Tensor& input, Tensor& output) override;
   void backward(int microbatch, const Tensor& grad_output, Tensor& grad_input) override;
 

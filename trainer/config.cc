@@ -254,6 +254,10 @@ const char* decay_style_name(DecayStyle d) {
   return "?";
 }
 
+const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+
+DType precision_dtype(Precision p) { return p == Precision::kBf16 ? DType::kBF16 : DType::kF32; }
+
 void resolve_run_dir(Config& config) {
   const std::string& run_dir = config.logging.run_dir;
   if (run_dir.empty()) return;

@@ -12,6 +12,7 @@
 
 #include "data/data_config.h"
 #include "kernels/error.h"  // InputError, thrown by everything below
+#include "kernels/tensor.h"  // DType
 #include "model/model_config.h"
 #include "parallel/schedule.h"  // ScheduleKind, parse_schedule_kind, validate_schedule
 #include "parallel/watchdog.h"  // kDefaultCommTimeoutS
@@ -19,6 +20,9 @@
 namespace lattice {
 
 enum class DecayStyle { kCosine, kLinear, kConstant };
+
+// training.precision and parallel.grad_reduce_dtype: "fp32" or "bf16".
+enum class Precision { kFp32, kBf16 };
 
 struct TrainingConfig {
   int64_t micro_batch_size = 4;
@@ -42,6 +46,9 @@ struct TrainingConfig {
   // f32 matrix products on the GPU's tensor cores in TF32 (10-bit mantissa inputs, f32 accumulate):
   // several times faster, results no longer within 1e-5 of the CPU's. Off: exact f32 (the default).
   bool tf32 = false;
+  // bf16: Megatron's mixed precision — bf16 parameter copies and activations, fp32 gradient
+  // accumulation, fp32 master weights and moments in the optimizer; statistics and the loss in fp32.
+  Precision precision = Precision::kFp32;
   int64_t num_micro_batches() const { return global_batch_size / micro_batch_size; }  // single process
 };
 
@@ -98,6 +105,8 @@ struct ParallelConfig {
   bool overlap_grad_reduce = true;
   bool distributed_optimizer = false;
   bool overlap_param_gather = false;  // needs distributed_optimizer
+  // The dtype of the data-parallel gradient reduction (the fp32 gradients are cast for it and back).
+  Precision grad_reduce_dtype = Precision::kFp32;
   double timeout_s = kDefaultCommTimeoutS;
 };
 
@@ -137,6 +146,9 @@ nlohmann::json config_to_json(const Config& config);
 std::string config_hash(const Config& config);
 
 const char* decay_style_name(DecayStyle d);
+const char* precision_name(Precision p);
+// The tensor dtype of a precision: f32 or bf16.
+DType precision_dtype(Precision p);
 
 // With logging.run_dir set, every output key left empty takes its place in the run folder:
 // logging.metrics_file RUN_DIR/metrics.jsonl, logging.tensorboard_dir RUN_DIR/tensorboard,

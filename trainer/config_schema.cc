@@ -127,6 +127,8 @@ std::vector<ConfigField> build_schema() {
                    "log a short sample every this many steps; 0 = never");
   training.text("sample_prompt", &TrainingConfig::sample_prompt, {}, "the text the samples continue");
   training.boolean("tf32", &TrainingConfig::tf32, "GPU f32 matmuls in TF32 (faster, ~1e-3 relative); false = exact f32");
+  training.choice("precision", &TrainingConfig::precision, {Precision::kFp32, Precision::kBf16}, precision_name,
+                  "fp32, or bf16 compute with fp32 master weights and gradient accumulation");
 
   SectionFields<OptimizerConfig> optimizer(all, "optimizer", &Config::optimizer);
   optimizer.number("lr", &OptimizerConfig::lr, non_negative(), "peak learning rate");
@@ -214,6 +216,8 @@ std::vector<ConfigField> build_schema() {
                    "shard the optimizer state over the DP ranks");
   parallel.boolean("overlap_param_gather", &ParallelConfig::overlap_param_gather,
                    "overlap the distributed optimizer's all-gather with the next forward");
+  parallel.choice("grad_reduce_dtype", &ParallelConfig::grad_reduce_dtype, {Precision::kFp32, Precision::kBf16},
+                  precision_name, "dtype of the data-parallel gradient reduction (half the bytes in bf16)");
   parallel.number("timeout_s", &ParallelConfig::timeout_s, positive(),
                   "seconds before a stuck collective ends the job");
 

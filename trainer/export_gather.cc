@@ -31,18 +31,21 @@ void place_boxes(const ParamLayout& layout, const Tensor& flat, ParameterStore& 
 }  // namespace
 
 std::unique_ptr<ParameterStore> gather_full_model(const Config& config, const RankGrid& grid,
-                                                  const ParameterStore& local, Communicator& world) {
+                                                  const ParameterStore& local, const Tensor& local_fp32,
+                                                  Communicator& world) {
   LATTICE_CHECK(world.size() == grid.world_size() && world.rank() == grid.rank(),
                 "export gather: world communicator (rank {} of {}) does not match the grid (rank {} of {})",
                 world.rank(), world.size(), grid.rank(), grid.world_size());
+  LATTICE_CHECK(local_fp32.dtype() == DType::kF32 && local_fp32.numel() == local.numel(),
+                "export gather: the values to send are {}, expected f32[{}]", local_fp32.describe(), local.numel());
   const bool root = grid.rank() == 0;
   if (!root) {
-    if (grid.dp_rank() == 0) world.send(local.flat_values(), 0, kGatherTag);
+    if (grid.dp_rank() == 0) world.send(local_fp32, 0, kGatherTag);
     return nullptr;
   }
   auto full = std::make_unique<ParameterStore>(model_parameter_specs(config.model), host_context());
   std::map<std::string, int64_t> covered;
-  place_boxes(local, local.flat_values(), *full, covered);
+  place_boxes(local, local_fp32, *full, covered);
   for (int pp = 0; pp < grid.pp_size(); ++pp) {
     for (int tp = 0; tp < grid.tp_size(); ++tp) {
       const GridCoords c{tp, 0, pp};

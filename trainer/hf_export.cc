@@ -68,14 +68,14 @@ void export_hf_tokenizer(const TokenizerRecord& record, const ModelConfig& model
   write_file_atomically(out("tokenizer_config.json"), config.dump(2) + "\n");
 }
 
-void export_hf_model(const Config& config, const ParameterStore& store, const std::string& output_dir) {
+void export_hf_model(const Config& config, const ParameterStore& store, const std::string& output_dir, DType dtype) {
   std::optional<TokenizerRecord> record = data_tokenizer_record(config.data);
   if (record && record->vocab_size > config.model.vocab_size) {
     spdlog::warn("not exporting the tokenizer of {}: its {} ids do not fit model.vocab_size {}", record->path,
                  record->vocab_size, config.model.vocab_size);
     record.reset();
   }
-  export_hf(config.model, store, output_dir, record ? std::optional<int32_t>(record->eod_id) : std::nullopt);
+  export_hf(config.model, store, output_dir, record ? std::optional<int32_t>(record->eod_id) : std::nullopt, dtype);
   if (!record) {
     spdlog::info("no tokenizer recorded with the data (data.path): {} holds the model only", output_dir);
     return;

@@ -12,8 +12,10 @@
 
 namespace lattice {
 
-// `config.model`'s weights from `store`; the tokenizer recorded with `config.data` (if any).
-void export_hf_model(const Config& config, const ParameterStore& store, const std::string& output_dir);
+// `config.model`'s weights from `store` (an fp32 store) written in `dtype` (f32, or bf16 rounded to nearest
+// even); the tokenizer recorded with `config.data` (if any).
+void export_hf_model(const Config& config, const ParameterStore& store, const std::string& output_dir,
+                     DType dtype = DType::kF32);
 
 // Tokenizer files in an HF model directory: hf → tokenizer.json (the recorded file); gpt2-bpe →
 // vocab.json + merges.txt; byte → a tokenizer.json that encodes exactly like it (byte-level BPE,

@@ -94,6 +94,10 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   }
   std::printf("%s\n", config_to_json(c).dump(2).c_str());
   std::printf("%s", format_model_stats(stats, config_device(c)).c_str());
+  std::printf("%s", format_rank_memory(rank_memory(stats, layout.tensor, layout.pipeline, layout.data,
+                                                   c.parallel.distributed_optimizer),
+                                       layout.tensor, layout.pipeline, layout.data, c.parallel.distributed_optimizer)
+                        .c_str());
   std::printf("%s", format_layout(layout, c).c_str());
   std::printf("%s", format_schedule_report(simulate_layout_schedule(layout)).c_str());
   if (has_data)
@@ -232,9 +236,19 @@ LoadedModel load_whole_model(const ConfigArgs& args, const std::string& checkpoi
                       meta.layout.world_size, meta.layout.tensor, meta.layout.pipeline, meta.layout.data)};
 }
 
-int run_export(const ConfigArgs& args, const std::string& checkpoint, const std::string& output) {
+// --dtype of export and train --export: the fp32 weights (the master weights of a bf16 run), or bf16.
+void add_export_dtype_option(CLI::App* cmd, std::string& dtype) {
+  cmd->add_option("--dtype", dtype,
+                  "dtype of the exported weights: fp32 (the fp32 master weights; default) or bf16 (rounded to nearest "
+                  "even; config.json's torch_dtype says bfloat16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+}
+
+DType export_dtype_of(const std::string& dtype) { return dtype == "bf16" ? DType::kBF16 : DType::kF32; }
+
+int run_export(const ConfigArgs& args, const std::string& checkpoint, const std::string& output, DType dtype) {
   const LoadedModel m = load_whole_model(args, checkpoint, "export");
-  export_hf_model(m.config, *m.params, output);
+  export_hf_model(m.config, *m.params, output, dtype);
   spdlog::info("wrote {}/model.safetensors and {}/config.json from {}", output, output, m.source);
   return 0;
 }
@@ -259,6 +273,8 @@ int run(int argc, char** argv) {
   train_args.add_to(train_cmd);
   train_cmd->add_option("--export", train_options.export_dir,
                         "after training, write the model to this directory in Hugging Face format");
+  std::string train_export_dtype = "fp32";
+  add_export_dtype_option(train_cmd, train_export_dtype);
   bool ignore_memory_check = false;
   train_cmd->add_flag("--ignore-memory-check", ignore_memory_check,
                       "start even when the memory estimate (lattice validate) exceeds this node's memory");
@@ -315,6 +331,8 @@ int run(int argc, char** argv) {
   export_cmd->add_option("--format", export_format, "output format: hf (Hugging Face safetensors + config.json)")
       ->check(CLI::IsMember({"hf"}));
   export_cmd->add_option("--output,-o", export_output, "output directory")->required();
+  std::string export_dtype = "fp32";
+  add_export_dtype_option(export_cmd, export_dtype);
 
   ConfigArgs generate_args;
   GenerateOptions generate_options;
@@ -352,6 +370,7 @@ int run(int argc, char** argv) {
     return code == 0 ? 0 : static_cast<int>(ExitCode::kBadInput);
   }
 
+  train_options.export_dtype = export_dtype_of(train_export_dtype);
   if (*train_cmd) return run_train(train_args, train_options, ignore_memory_check, argc_ptr, argv_ptr);
   if (*validate_cmd) return run_validate(validate_args, validate_world_size, validate_json);
   if (*prepare_cmd) {
@@ -369,7 +388,7 @@ int run(int argc, char** argv) {
     if (!report_plot.empty()) plot_runs(report_dirs, report_plot);
     return 0;
   }
-  if (*export_cmd) return run_export(export_args, export_checkpoint, export_output);
+  if (*export_cmd) return run_export(export_args, export_checkpoint, export_output, export_dtype_of(export_dtype));
   if (*generate_cmd) return run_generate(generate_args, generate_checkpoint, generate_options);
   if (*bench_cmd && !bench_checkpoint_dir.empty()) {
     if (!bench_args.path.empty()) throw InputError("lattice bench: give --config or --checkpoint, not both");

@@ -50,9 +50,7 @@ int ranks_per_node() {
 }
 
 int64_t rank_memory_bytes(const ModelStats& s, const ParallelLayout& l, bool distributed_optimizer) {
-  const int64_t model_split = int64_t{l.tensor} * l.pipeline;
-  const int64_t moments_split = model_split * (distributed_optimizer ? l.data : 1);
-  return (s.weight_bytes + s.grad_bytes + s.activation_bytes) / model_split + s.optimizer_bytes / moments_split;
+  return rank_memory(s, l.tensor, l.pipeline, l.data, distributed_optimizer).total_bytes;
 }
 
 std::optional<std::string> memory_shortfall(const ModelStats& s, int64_t per_rank_bytes, int ranks,
@@ -60,13 +58,13 @@ std::optional<std::string> memory_shortfall(const ModelStats& s, int64_t per_ran
   const int64_t needed = per_rank_bytes * ranks;
   if (needed <= available.bytes) return std::nullopt;
   return fmt::format(
-      "memory: a process needs about {} (the whole model: {} weights + {} gradients + {} AdamW moments + {} "
-      "activations of one micro-batch{}){}, but this machine has {} ({}). To fit: a smaller model "
+      "memory: a process needs about {} (the whole model: {} weights + {} gradients + {} main params + {} AdamW "
+      "moments + {} activations of one micro-batch{}){}, but this machine has {} ({}). To fit: a smaller model "
       "(model.num_layers, model.hidden_size, model.vocab_size), a smaller training.micro_batch_size or "
       "model.seq_length (activations), or more nodes with parallel.tensor / parallel.pipeline / "
       "parallel.distributed_optimizer",
       format_bytes(per_rank_bytes), format_bytes(s.weight_bytes), format_bytes(s.grad_bytes),
-      format_bytes(s.optimizer_bytes), format_bytes(s.activation_bytes),
+      format_bytes(s.main_param_bytes), format_bytes(s.optimizer_bytes), format_bytes(s.activation_bytes),
       per_rank_bytes < s.total_bytes ? ", split over the parallel layout" : "",
       ranks > 1 ? fmt::format(" × {} ranks on this node = {}", ranks, format_bytes(needed)) : std::string(),
       format_bytes(available.bytes), available.source);

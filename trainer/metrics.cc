@@ -39,7 +39,9 @@ void MetricsWriter::write_run_start(const RunStart& r) {
                {{"config_hash", r.config_hash},
                 {"resumed_from_step", r.resumed_from_step},
                 {"world_size", r.world_size},
-                {"train_iters", r.train_iters}}}});
+                {"train_iters", r.train_iters},
+                {"precision", r.precision},
+                {"grad_reduce_dtype", r.grad_reduce_dtype}}}});
 }
 
 void MetricsWriter::write_step(const StepMetrics& m) {
@@ -68,6 +70,8 @@ void MetricsWriter::write_summary(const RunSummary& s) {
   put("dp_comm_hidden", s.dp_comm_hidden);
   put("dp_comm_s", s.dp_comm_s);
   put("dp_wait_s", s.dp_wait_s);
+  if (!s.precision.empty()) j["precision"] = s.precision;
+  if (!s.grad_reduce_dtype.empty()) j["grad_reduce_dtype"] = s.grad_reduce_dtype;
   write_line({{"summary", j}});
 }
 

@@ -38,6 +38,8 @@ struct RunStart {
   int64_t resumed_from_step = 0;  // the checkpoint's step, 0 for a fresh start
   int world_size = 1;
   int64_t train_iters = 0;
+  std::string precision;          // training.precision: fp32 or bf16
+  std::string grad_reduce_dtype;  // parallel.grad_reduce_dtype
 };
 
 // The run's totals, written once at the end (keys omitted when negative).
@@ -57,6 +59,8 @@ struct RunSummary {
   double dp_wait_s = -1;
   double peak_host_bytes = -1;    // this process's peak resident host memory (getrusage ru_maxrss)
   double peak_device_bytes = -1;  // GPU: the most device memory in use at once (the pool's high mark)
+  std::string precision;          // training.precision (omitted when empty)
+  std::string grad_reduce_dtype;  // parallel.grad_reduce_dtype (omitted when empty)
 };
 
 class MetricsWriter {

@@ -52,17 +52,19 @@ std::vector<ParamSpec> rank_parameter_specs(const Config& config, const ModelLay
 
 std::unique_ptr<ParameterStore> build_parameters(const Config& config, const ModelLayout& layout,
                                                  const DeviceContext& ctx) {
-  auto params = std::make_unique<ParameterStore>(rank_parameter_specs(config, layout), ctx);
+  auto params = std::make_unique<ParameterStore>(rank_parameter_specs(config, layout), ctx,
+                                                 precision_dtype(config.training.precision));
   if (config.model.init_from.empty()) {
     params->initialize(config.training.seed);
     return params;
   }
   spdlog::info("loading weights from {} (the whole file, then this rank's boxes)", config.model.init_from);
-  const auto full = build_parameters(config, host_context());  // the file's whole model, on the host
+  const auto full = build_parameters(config, host_context());  // the file's whole model, on the host, in fp32
   for (size_t i = 0; i < params->count(); ++i) {
     const ParamSpec& spec = params->spec(i);
-    copy_box_from_global(full->value(spec.name), spec, params->value(i));
+    copy_box_from_global(full->value(spec.name), spec, params->fp32_value(i));
   }
+  params->commit_fp32_values();
   return params;
 }
 

@@ -1,6 +1,6 @@
 // Parameter counts, FLOPs per token and the memory estimate of a config.
 //
-// Activation estimate (fp32, one micro-batch of B sequences of T tokens, N = B*T rows; with
+// Activation estimate (in the compute dtype, statistics in fp32; one micro-batch of B sequences of T tokens, N = B*T rows; with
 // gradient accumulation only one micro-batch's activations are alive at a time). Per layer, the
 // tensors the explicit backward keeps:
 //   layer input x [N,H], input_norm output [N,H], norm statistics (mean+rstd: 2N, rmsnorm: N),
@@ -94,18 +94,23 @@ ModelStats compute_model_stats(const Config& config) {
   s.tokens_per_iter = config.training.global_batch_size * T;
   s.flops_per_iter = s.flops_per_token * static_cast<double>(s.tokens_per_iter);
 
-  s.weight_bytes = 4 * s.num_params;
+  s.precision = config.training.precision;
+  const int64_t compute_size = static_cast<int64_t>(dtype_size(precision_dtype(s.precision)));
+  s.weight_bytes = compute_size * s.num_params;
   s.grad_bytes = 4 * s.num_params;
+  s.main_param_bytes = s.precision == Precision::kFp32 ? 0 : 4 * s.num_params;
   s.optimizer_bytes = 8 * s.num_params;
 
   const int64_t N = config.training.micro_batch_size * T;
   const int64_t norm_stats = m.norm == NormKind::kLayerNorm ? 2 : 1;
   const int64_t mlp = m.activation == Activation::kSwiglu ? 3 * F : 2 * F;
-  const int64_t per_layer_row = 4 * H + (Hq + 2 * Hkv) * D + Hq * D + Hq + 2 * norm_stats + mlp;
-  const int64_t final_row = 2 * H + norm_stats + 2 * V + 2 + 2;
-  s.activation_bytes = 4 * N * (L * per_layer_row + final_row);
+  // Per token row: tensors in the compute dtype, and fp32 statistics (norm stats, attention lse,
+  // loss and its lse) and int32 ids/targets.
+  const int64_t layer_values = 4 * H + (Hq + 2 * Hkv) * D + Hq * D + mlp, layer_stats = Hq + 2 * norm_stats;
+  const int64_t final_values = 2 * H + 2 * V, final_stats = norm_stats + 2 + 2;
+  s.activation_bytes = N * (compute_size * (L * layer_values + final_values) + 4 * (L * layer_stats + final_stats));
 
-  s.total_bytes = s.weight_bytes + s.grad_bytes + s.optimizer_bytes + s.activation_bytes;
+  s.total_bytes = s.weight_bytes + s.grad_bytes + s.main_param_bytes + s.optimizer_bytes + s.activation_bytes;
   return s;
 }
 
@@ -123,12 +128,47 @@ std::string format_model_stats(const ModelStats& s, Device device) {
                                   flops_str(s.matmul_flops_per_token), flops_str(s.attention_flops_per_token)));
   line("tokens/iteration", with_commas(s.tokens_per_iter));
   line("FLOPs/iteration", flops_str(s.flops_per_iter));
-  out += device == Device::kCpu ? "memory per process (fp32)\n" : "memory per process (fp32, in GPU memory)\n";
-  line("weights", format_bytes(s.weight_bytes));
-  line("gradients", format_bytes(s.grad_bytes));
-  line("AdamW moments", format_bytes(s.optimizer_bytes));
+  out += fmt::format("memory of one process holding the whole model ({}{})\n", precision_name(s.precision),
+                     device == Device::kCpu ? "" : ", in GPU memory");
+  line(fmt::format("weights ({})", precision_name(s.precision)), format_bytes(s.weight_bytes));
+  line("gradients (fp32)", format_bytes(s.grad_bytes));
+  if (s.main_param_bytes > 0) line("main params (fp32)", format_bytes(s.main_param_bytes));
+  line("AdamW moments (fp32)", format_bytes(s.optimizer_bytes));
   line("activations (1 micro-batch)", format_bytes(s.activation_bytes));
   line("total", format_bytes(s.total_bytes));
+  return out;
+}
+
+RankMemory rank_memory(const ModelStats& s, int tensor, int pipeline, int data, bool distributed_optimizer) {
+  const int64_t model_split = int64_t{tensor} * pipeline;
+  const bool sharded = distributed_optimizer && data > 1;
+  const int64_t state_split = model_split * (sharded ? data : 1);
+  RankMemory r;
+  r.weight_bytes = s.weight_bytes / model_split;
+  r.grad_bytes = s.grad_bytes / model_split;
+  // The sharded optimizer keeps its own fp32 master shard in either precision.
+  r.main_param_bytes = (sharded ? 4 * s.num_params : s.main_param_bytes) / state_split;
+  r.optimizer_bytes = s.optimizer_bytes / state_split;
+  r.activation_bytes = s.activation_bytes / model_split;
+  r.total_bytes = r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes + r.activation_bytes;
+  const double params = static_cast<double>(s.num_params) / static_cast<double>(model_split);
+  r.bytes_per_param =
+      params > 0 ? static_cast<double>(r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes) / params
+                 : 0.0;
+  return r;
+}
+
+std::string format_rank_memory(const RankMemory& m, int tensor, int pipeline, int data, bool distributed_optimizer) {
+  std::string out = fmt::format("memory per rank (tensor {} × pipeline {} × data {}{}: {:.2f} bytes/parameter)\n",
+                                tensor, pipeline, data, distributed_optimizer && data > 1 ? ", distributed optimizer" : "",
+                                m.bytes_per_param);
+  const auto line = [&](const std::string& k, int64_t v) { out += fmt::format("  {:<28}{}\n", k, format_bytes(v)); };
+  line("weights", m.weight_bytes);
+  line("gradients", m.grad_bytes);
+  line("main params", m.main_param_bytes);
+  line("AdamW moments", m.optimizer_bytes);
+  line("activations (1 micro-batch)", m.activation_bytes);
+  line("total", m.total_bytes);
   return out;
 }
 

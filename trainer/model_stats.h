@@ -27,13 +27,28 @@ struct ModelStats {
   int64_t tokens_per_iter = 0;           // global_batch_size * seq_length
   double flops_per_iter = 0;             // flops_per_token * tokens_per_iter
 
-  // ---- memory of one process, bytes (fp32 everywhere) ----
-  int64_t weight_bytes = 0;      // 4 B/param
-  int64_t grad_bytes = 0;        // 4 B/param
+  // ---- memory of one process holding the whole model, bytes, in training.precision ----
+  // Megatron's accounting: fp32 is 4 + 4 + 8 = 16 B/param; bf16 is 2 (compute copy) + 4 (fp32
+  // gradients) + 4 (fp32 master weights) + 8 (moments) = 18 B/param.
+  Precision precision = Precision::kFp32;
+  int64_t weight_bytes = 0;      // the compute copy: 4 B/param (fp32) or 2 B/param (bf16)
+  int64_t grad_bytes = 0;        // fp32 gradient accumulation: 4 B/param
+  int64_t main_param_bytes = 0;  // fp32 master weights: 4 B/param under bf16; none in fp32 (the weights are them)
   int64_t optimizer_bytes = 0;   // AdamW exp_avg + exp_avg_sq: 8 B/param
   int64_t activation_bytes = 0;  // saved tensors of one micro-batch (see model_stats.cc)
-  int64_t total_bytes = 0;       // the sum of the four
+  int64_t total_bytes = 0;       // the sum of the five
 };
+
+// The per-rank share under a parallel layout: weights, gradients and activations split over
+// tensor × pipeline; master weights and moments also over data with the distributed optimizer
+// (which keeps an fp32 master shard even in fp32, since the sharded step cannot update the
+// replicated weights in place).
+struct RankMemory {
+  int64_t weight_bytes = 0, grad_bytes = 0, main_param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;
+  int64_t total_bytes = 0;
+  double bytes_per_param = 0;  // (weights + gradients + master weights + moments) / parameters on the rank
+};
+RankMemory rank_memory(const ModelStats& stats, int tensor, int pipeline, int data, bool distributed_optimizer);
 
 ModelStats compute_model_stats(const Config& config);
 
@@ -43,5 +58,7 @@ std::string format_bytes(int64_t bytes);
 // A readable multi-line table (M/B params, GFLOP/token, MiB/GiB), one item per line.
 // `device`: where the memory figures live (the GPU's memory for cuda; the host keeps only staging).
 std::string format_model_stats(const ModelStats& stats, Device device = Device::kCpu);
+// The per-rank table of rank_memory (bytes per parameter, then each item), for `lattice validate`.
+std::string format_rank_memory(const RankMemory& m, int tensor, int pipeline, int data, bool distributed_optimizer);
 
 }  // namespace lattice

@@ -45,8 +45,9 @@ std::vector<float> read_logits_row(const Tensor& logits, int64_t row, int64_t co
   LATTICE_CHECK(logits.device() == Device::kCpu, "logits read-back from {} not built", logits.describe());
   LATTICE_CHECK(logits.rank() == 2 && row >= 0 && row < logits.dim(0) && columns >= 0 && columns <= logits.dim(1),
                 "logits row {} columns [0, {}) outside {}", row, columns, logits.describe());
-  const float* p = logits.f32() + row * logits.dim(1);
-  return std::vector<float>(p, p + columns);
+  Tensor widened = Tensor::empty({columns});  // bf16 logits (mixed precision) widen exactly
+  ops::cast(logits.slice_flat(row * logits.dim(1), {columns}), widened);
+  return std::vector<float>(widened.f32(), widened.f32() + columns);
 }
 
 }  // namespace lattice

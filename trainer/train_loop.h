@@ -17,6 +17,7 @@ namespace lattice {
 
 struct TrainOptions {
   std::string export_dir;  // when set, the trained model is written there in Hugging Face format
+  DType export_dtype = DType::kF32;  // of the exported weights: the fp32 master weights, or rounded to bf16
   // A parallel job: this rank's place in the grid, its groups and the world group, which must
   // outlive train(). All nullptr = one process (train() then uses one-process groups). World rank 0
   // writes the metrics file and the export; every rank writes its trace.
@@ -40,6 +41,9 @@ struct TrainResult {
   // first, and the schedule's theoretical one. -1 / 0 without pipeline parallelism.
   double bubble_measured = -1;
   double bubble_theory = 0;
+  // Peak memory of this process by the end of the run: resident host memory, and device memory on a GPU (-1 on the CPU).
+  double peak_host_bytes = 0;
+  double peak_device_bytes = -1;
 };
 
 // Trains on the dataset the config names (validation on its valid split).

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -76,7 +78,8 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
                                                      job && D_ > 1 ? rc_.dp : nullptr);
   first_step_ = checkpoint_->resume() + 1;
   metrics_ = std::make_unique<MetricsWriter>(grid.rank() == 0 ? c.logging.metrics_file : std::string());
-  metrics_->write_run_start({config_hash(c), first_step_ - 1, grid.world_size(), c.training.train_iters});
+  metrics_->write_run_start({config_hash(c), first_step_ - 1, grid.world_size(), c.training.train_iters,
+                             precision_name(c.training.precision), precision_name(c.parallel.grad_reduce_dtype)});
   tensorboard_ = std::make_unique<TensorBoardWriter>(grid.rank() == 0 ? c.logging.tensorboard_dir : std::string(),
                                                      first_step_, c.logging.log_interval);
   // training.sample_interval: one process only (validate_layout), so `params` is the whole model.
@@ -84,6 +87,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   tracer_ = std::make_unique<Tracer>(c.logging.trace_file, grid.rank());
 
   build_pipeline();
+  log_precision();
   if (grid.world_size() > 1) log_layout();
 
   bool has_head = false;
@@ -124,11 +128,25 @@ void TrainingSession::build_optimizer() {
     bo.bucket_size_mb = c_.parallel.bucket_size_mb;
     bo.overlap_grad_reduce = c_.parallel.overlap_grad_reduce;
     bo.reduce_scatter = sharded_;
+    bo.reduce_dtype = precision_dtype(c_.parallel.grad_reduce_dtype);
     buckets_ = std::make_unique<GradBuckets>(*params_, *rc_.dp, bo);
   }
   OptimizerOptions oo = optimizer_options(c_.optimizer);
   oo.overlap_param_gather = c_.parallel.overlap_param_gather;
-  optimizer_ = sharded_ ? std::make_unique<Optimizer>(*buckets_, oo) : std::make_unique<Optimizer>(*params_, oo);
+  // Test only (tests/trainer/master_weights_test.sh): AdamW steps the bf16 copy itself, to show
+  // that without fp32 master weights small updates are lost.
+  if (const char* off = std::getenv("LATTICE_TEST_DISABLE_MAIN_PARAMS"); off != nullptr && std::string(off) == "1") {
+    spdlog::warn("LATTICE_TEST_DISABLE_MAIN_PARAMS=1: the optimizer steps the {} parameter copy, not fp32 master "
+                 "weights (a test switch; never train like this)",
+                 dtype_name(params_->param_dtype()));
+    oo.test_disable_main_params = true;
+  }
+  // The fp32 master weights start from the exact fp32 init (or loaded weights), not the rounded copy
+  // (fp32 parameters are their own master weights).
+  const Tensor initial_main = params_->param_dtype() == DType::kF32 ? Tensor() : params_->fp32_values();
+  optimizer_ = sharded_ ? std::make_unique<Optimizer>(*buckets_, oo, initial_main)
+                        : std::make_unique<Optimizer>(*params_, oo, initial_main);
+  params_->release_fp32_values();
 }
 
 // Gradient sync, the micro-batches, each chunk as a pipeline stage, the executor and the norm.
@@ -155,6 +173,18 @@ void TrainingSession::build_pipeline() {
   grad_norm_ = std::make_unique<GradNorm>(*optimizer_, groups_);
   readback_ = std::make_unique<StepReadback>(*device_, std::max<int64_t>(1, c_.training.eval_iters),
                                              static_cast<int64_t>(optimizer_->norm_grads().size()));
+}
+
+void TrainingSession::log_precision() const {
+  if (c_.training.precision == Precision::kBf16) {
+    spdlog::info("precision: bf16 — bf16 parameter copies and activations, fp32 gradient accumulation, fp32 master "
+                 "weights and AdamW moments{}; norm statistics, softmax sums and the loss in fp32",
+                 sharded_ ? " (sharded over dp; the refreshed bf16 copies are all-gathered)" : "");
+  } else {
+    spdlog::info("precision: fp32");
+  }
+  if (buckets_)
+    spdlog::info("data-parallel gradient reduction in {}", precision_name(c_.parallel.grad_reduce_dtype));
 }
 
 void TrainingSession::log_layout() const {
@@ -360,10 +390,14 @@ void TrainingSession::summarize() {
                  c_.parallel.overlap_grad_reduce ? "" : " — off: overlap_grad_reduce is false");
   }
   export_model();
+  summary.precision = precision_name(c_.training.precision);
+  summary.grad_reduce_dtype = precision_name(c_.parallel.grad_reduce_dtype);
   summary.peak_host_bytes = static_cast<double>(peak_resident_bytes());
+  result_.peak_host_bytes = summary.peak_host_bytes;
   spdlog::info("peak host memory (RSS): {:.2f} GiB", summary.peak_host_bytes / double(1 << 30));
   if (const Backend& backend = device_->backend(); backend.peak_memory_bytes != nullptr) {
     summary.peak_device_bytes = static_cast<double>(backend.peak_memory_bytes());
+    result_.peak_device_bytes = summary.peak_device_bytes;
     spdlog::info("peak {} memory: {:.2f} GiB (the memory pool's high mark)", device_name(device_->device()),
                  summary.peak_device_bytes / double(1 << 30));
   }
@@ -392,9 +426,12 @@ void TrainingSession::export_model() {
                  options_.export_dir, last_step_, c_.training.train_iters);
     return;
   }
-  const auto full = gather_full_model(c_, rc_.grid, *params_, *rc_.world);
+  // The fp32 master weights are the model (under bf16 the compute copy is their rounding); with the
+  // distributed optimizer they are gathered over dp first, as a checkpoint save does.
+  optimizer_->gather_state();
+  const auto full = gather_full_model(c_, rc_.grid, *params_, optimizer_->flat_state().main_params, *rc_.world);
   if (full) {
-    export_hf_model(c_, *full, options_.export_dir);
+    export_hf_model(c_, *full, options_.export_dir, options_.export_dtype);
     spdlog::info("exported the trained model to {} (Hugging Face safetensors + config.json)", options_.export_dir);
   }
 }

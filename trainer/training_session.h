@@ -64,6 +64,7 @@ class TrainingSession {
   void build_model();
   void build_optimizer();
   void build_pipeline();
+  void log_precision() const;
   void log_layout() const;
   StepOutcome train_step(int64_t step);
   double evaluate(int64_t step);

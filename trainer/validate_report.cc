@@ -8,6 +8,7 @@ namespace lattice {
 
 nlohmann::json validate_report_json(const Config& c, const ModelStats& s, const ParallelLayout& l) {
   const ScheduleReport schedule = simulate_layout_schedule(l);
+  const RankMemory r = rank_memory(s, l.tensor, l.pipeline, l.data, c.parallel.distributed_optimizer);
   return {
       {"config", config_to_json(c)},
       {"parameters",
@@ -22,11 +23,21 @@ nlohmann::json validate_report_json(const Config& c, const ModelStats& s, const 
         {"tokens_per_iter", s.tokens_per_iter},
         {"flops_per_iter", s.flops_per_iter}}},
       {"memory_bytes",
-       {{"weights", s.weight_bytes},
+       {{"precision", precision_name(s.precision)},
+        {"weights", s.weight_bytes},
         {"gradients", s.grad_bytes},
+        {"main_params", s.main_param_bytes},
         {"optimizer", s.optimizer_bytes},
         {"activations", s.activation_bytes},
-        {"total", s.total_bytes}}},
+        {"total", s.total_bytes},
+        {"per_rank",
+         {{"weights", r.weight_bytes},
+          {"gradients", r.grad_bytes},
+          {"main_params", r.main_param_bytes},
+          {"optimizer", r.optimizer_bytes},
+          {"activations", r.activation_bytes},
+          {"total", r.total_bytes},
+          {"bytes_per_param", r.bytes_per_param}}}}},
       {"layout",
        {{"world_size", l.world_size},
         {"tensor", l.tensor},

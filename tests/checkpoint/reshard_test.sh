@@ -10,7 +10,8 @@
 # moments (flat layout, whatever the sharding or the distributed optimizer), optimizer step, data
 # position — appending to the same metrics file. compare_dp_runs.py then checks every step's loss
 # and grad norm, both validation losses and the exported parameters against the reference, exactly
-# as the equivalence tests check a layout.
+# as the equivalence tests check a layout. PRECISION=bf16 (the env of the bf16 target): every run in
+# bf16 mixed precision, checkpoints holding the fp32 master weights and moments.
 source tests/checkpoint/resume_lib.sh
 arch=$1
 
@@ -31,7 +32,7 @@ model=(--config configs/test-tiny-$arch.json --set model.num_layers=8)
 [[ $arch == llama ]] && model+=(--set model.num_attention_heads=8 --set model.num_kv_heads=4)
 common=(train "${model[@]}" --set data.path="$WORK/tiny" --set training.train_iters=20
         --set training.global_batch_size=8 --set training.micro_batch_size=1
-        --set training.eval_interval=10 --set training.eval_iters=2)
+        --set training.eval_interval=10 --set training.eval_iters=2 --set training.precision=${PRECISION:-fp32})
 
 run 1 "$WORK/ref.log" "${common[@]}" --set logging.metrics_file="$WORK/ref.jsonl" --export "$WORK/ref"
 noise=()

@@ -180,6 +180,12 @@ TEST_CASE("enum values list the allowed ones") {
   d = base();
   d["optimizer"]["decay"] = "exp";
   CHECK_THAT(error_of(d), Contains("optimizer.decay must be one of cosine | linear | constant"));
+  d = base();
+  d["training"]["precision"] = "fp16";
+  CHECK_THAT(error_of(d), Contains("training.precision must be one of fp32 | bf16, got \"fp16\""));
+  d = base();
+  d["parallel"]["grad_reduce_dtype"] = "bfloat16";
+  CHECK_THAT(error_of(d), Contains("parallel.grad_reduce_dtype must be one of fp32 | bf16"));
 }
 
 TEST_CASE("inconsistent fields name both") {
@@ -561,14 +567,16 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["optimizer"]["decay"] == "linear");
   CHECK(j["device"] == "cpu");
   CHECK(j["model"].size() == 17);
-  CHECK(j["training"].size() == 11);
+  CHECK(j["training"].size() == 12);
   CHECK(j["training"]["tf32"] == false);
+  CHECK(j["training"]["precision"] == "fp32");
   CHECK(j["training"]["sample_interval"] == 0);
   CHECK(j["training"]["sample_prompt"] == "");
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
   CHECK(j["logging"].size() == 6);
-  CHECK(j["parallel"].size() == 12);
+  CHECK(j["parallel"].size() == 13);
+  CHECK(j["parallel"]["grad_reduce_dtype"] == "fp32");
   CHECK(j["checkpoint"].size() == 5);
   CHECK(j["parallel"]["schedule"] == "interleaved");
   CHECK(j["parallel"]["layers_per_stage"] == json::array({1, 1, 1, 1}));

@@ -33,6 +33,7 @@ TEST_CASE("GPT-2 124M has 124,439,808 parameters") {
   CHECK(s.weight_bytes == 4 * s.num_params);
   CHECK(s.grad_bytes == 4 * s.num_params);
   CHECK(s.optimizer_bytes == 8 * s.num_params);
+  CHECK(s.main_param_bytes == 0);  // fp32: the weights are the master weights
   CHECK(s.total_bytes == s.weight_bytes + s.grad_bytes + s.optimizer_bytes + s.activation_bytes);
   const std::string table = format_model_stats(s);
   CHECK(table.find("124,439,808") != std::string::npos);
@@ -77,4 +78,42 @@ TEST_CASE("training FLOPs per token of a tiny config, by hand") {
   //   per layer: 4H + (Hq+2Hkv)D + HqD + Hq + 2*2 + 2F = 128 + 96 + 32 + 4 + 4 + 256 = 520
   //   after the layers: 2H + 2 + 2V + 4 = 64 + 2 + 514 + 4 = 584
   CHECK(s.activation_bytes == 4 * 32 * (2 * 520 + 584));
+
+  // bf16: the same rows, the values in 2 bytes and the statistics in 4. Per layer the statistics
+  // are Hq (lse) + 2*2 (two layernorms' mean and rstd) = 8 of the 520; after the layers 2 (final
+  // norm) + 2 (loss, lse) + 2 (ids, targets) = 6 of the 584.
+  c.training.precision = Precision::kBf16;
+  const ModelStats b = compute_model_stats(c);
+  CHECK(b.activation_bytes == 32 * (2 * (2 * 512 + 4 * 8) + (2 * 578 + 4 * 6)));
+}
+
+TEST_CASE("bytes per parameter by precision and layout, Megatron's accounting") {
+  Config c = parse_config(json::parse(R"({"model": {"arch": "gpt2", "num_layers": 2, "hidden_size": 32,
+      "num_attention_heads": 4, "vocab_size": 257, "seq_length": 16}})"),
+                          "tiny");
+  const ModelStats f = compute_model_stats(c);
+  const int64_t P = f.num_params;
+  CHECK(f.weight_bytes + f.grad_bytes + f.main_param_bytes + f.optimizer_bytes == 16 * P);
+  c.training.precision = Precision::kBf16;
+  const ModelStats b = compute_model_stats(c);
+  // 2 (bf16 copy) + 4 (fp32 gradients) + 4 (fp32 master weights) + 8 (moments).
+  CHECK(b.weight_bytes == 2 * P);
+  CHECK(b.grad_bytes == 4 * P);
+  CHECK(b.main_param_bytes == 4 * P);
+  CHECK(b.optimizer_bytes == 8 * P);
+  CHECK(rank_memory(b, 1, 1, 1, false).bytes_per_param == Approx(18.0));
+  // The distributed optimizer shards master weights and moments: 6 + 12/DP (Megatron's 6 + 12/d).
+  CHECK(rank_memory(b, 1, 1, 4, true).bytes_per_param == Approx(6.0 + 12.0 / 4).epsilon(1e-3));
+  // fp32 sharded keeps an fp32 master shard beside the replicated weights: 8 + 12/DP.
+  CHECK(rank_memory(f, 1, 1, 4, true).bytes_per_param == Approx(8.0 + 12.0 / 4).epsilon(1e-3));
+  // Without the distributed optimizer data parallelism replicates everything.
+  CHECK(rank_memory(b, 1, 1, 4, false).bytes_per_param == Approx(18.0));
+  // Tensor × pipeline split the model: the per-parameter cost stays, the bytes fall.
+  const RankMemory split = rank_memory(b, 2, 2, 1, false);
+  CHECK(split.weight_bytes == b.weight_bytes / 4);
+  CHECK(split.total_bytes ==
+        split.weight_bytes + split.grad_bytes + split.main_param_bytes + split.optimizer_bytes + split.activation_bytes);
+  const std::string table = format_rank_memory(rank_memory(b, 1, 1, 4, true), 1, 1, 4, true);
+  CHECK(table.find("9.00 bytes/parameter") != std::string::npos);
+  CHECK(table.find("distributed optimizer") != std::string::npos);
 }

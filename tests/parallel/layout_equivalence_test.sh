@@ -12,6 +12,8 @@
 # changes (one-process regroupings differ from each other by up to 2e-5 there); GPT-2 stays at 1e-5.
 # Pipeline layouts must also print the measured bubble next to the theoretical one, data-parallel
 # layouts the hidden share of their gradient communication (metrics "summary" line).
+# PRECISION=bf16 (the env of the bf16 targets) trains everything, the reference and its regroupings
+# included, in bf16 mixed precision: the tolerances then come from the bf16 regroupings' own spread.
 set -euo pipefail
 source tests/parallel/train_test_env.sh
 export OMP_NUM_THREADS=1  # several ranks per core
@@ -47,7 +49,7 @@ model=(--config configs/test-tiny-$arch.json --set model.num_layers=8)
 [[ $arch == llama ]] && model+=(--set model.num_attention_heads=8 --set model.num_kv_heads=4)
 common=(train "${model[@]}" --set data.path="$WORK/tiny" --set training.train_iters=$STEPS
         --set training.global_batch_size=8 --set training.micro_batch_size=1
-        --set training.eval_interval=10 --set training.eval_iters=2)
+        --set training.eval_interval=10 --set training.eval_iters=2 --set training.precision=${PRECISION:-fp32})
 
 timeout 60 $LATTICE "${common[@]}" --set logging.metrics_file="$WORK/one.jsonl" --export "$WORK/one" >"$WORK/one.log" 2>&1 \
   || { cat "$WORK/one.log"; exit 1; }

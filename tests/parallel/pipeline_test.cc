@@ -53,6 +53,7 @@ class ToyStage : public PipelineStage {
   }
 
   Shape activation_shape() const override { return {kRows, kFeatures}; }
+  DType activation_dtype() const override { return DType::kF32; }
 
   void forward(int mb, const Tensor& input, Tensor& output) override {
     const bool first = first_ == 0, last = end_ == total_;
