@@ -7,10 +7,10 @@
 # The cross-precision continuations have no bitwise reference (the other precision computes other
 # numbers), so check_continuation below checks what a lost or mangled state would break: the LR of
 # every step equals the uninterrupted run's exactly (optimizer step and schedule position restored),
-# the first resumed step's loss — the same weights and batch, evaluated in the other precision —
-# is within 1% of the uninterrupted run's (a fresh or bf16-rounded start is off by far more: the
-# tiny model's loss falls from 5.6 to about 3 in those 10 steps), and every later loss and the
-# validation losses stay within 2% of it.
+# every loss — at step 11 the same weights and batch evaluated in the other precision, later the
+# continuation — and every validation loss are within 0.2% of the uninterrupted run's (measured:
+# about 1e-5 relative; a fresh start is 8% off at step 11, the tiny model's loss having fallen from
+# 5.55 to 5.13 by then).
 source tests/checkpoint/resume_lib.sh
 
 common=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=20
@@ -68,11 +68,11 @@ assert sorted(got) == list(range(1, 21)), sorted(got)
 for s in range(1, 21):
     assert got[s]["lr"] == ref[s]["lr"], f"step {s}: lr {got[s]['lr']} != {ref[s]['lr']}"
     rel = abs(got[s]["loss"] - ref[s]["loss"]) / ref[s]["loss"]
-    bound = 0.01 if s == 11 else 0.02
+    bound = 2e-3
     assert rel < bound, f"step {s}: loss {got[s]['loss']} vs uninterrupted {ref[s]['loss']} ({rel:.4f} >= {bound})"
 for s, v in ref_val.items():
     rel = abs(got_val[s] - v) / v
-    assert rel < 0.02, f"validation at step {s}: {got_val[s]} vs {v}"
+    assert rel < 2e-3, f"validation at step {s}: {got_val[s]} vs {v}"
 print(f"{sys.argv[2]}: step 11 loss {got[11]['loss']:.5f} vs {ref[11]['loss']:.5f}, "
       f"final {got[20]['loss']:.5f} vs {ref[20]['loss']:.5f}, lr identical")
 PY

@@ -11,7 +11,8 @@
 # position — appending to the same metrics file. compare_dp_runs.py then checks every step's loss
 # and grad norm, both validation losses and the exported parameters against the reference, exactly
 # as the equivalence tests check a layout. PRECISION=bf16 (the env of the bf16 target): every run in
-# bf16 mixed precision, checkpoints holding the fp32 master weights and moments.
+# bf16 mixed precision, checkpoints holding the fp32 master weights and moments; the one-process fp32
+# run joins the regroupings and compare_dp_runs.py --bf16 compares, as the bf16 equivalence tests do.
 source tests/checkpoint/resume_lib.sh
 arch=$1
 
@@ -41,6 +42,13 @@ for mb in 2 4 8; do
     --set logging.metrics_file="$WORK/mb$mb.jsonl" --export "$WORK/mb$mb"
   noise+=(--noise "$WORK/mb$mb.jsonl" "$WORK/mb$mb")
 done
+compare=(python3 tests/parallel/compare_dp_runs.py)
+if [[ ${PRECISION:-fp32} == bf16 ]]; then  # as tests/parallel/layout_equivalence_test.sh does
+  run 1 "$WORK/fp32.log" "${common[@]}" --set training.precision=fp32 --set logging.metrics_file="$WORK/fp32.jsonl" \
+    --export "$WORK/fp32"
+  noise+=(--noise "$WORK/fp32.jsonl" "$WORK/fp32")
+  compare+=(--bf16)
+fi
 
 runs=()
 for pair in "${PAIRS[@]}"; do
@@ -58,5 +66,5 @@ for pair in "${PAIRS[@]}"; do
   grep -q "resumed from $d/ckpt/iter_0000010: step 10" "$d-to.log" || fail "$pair: did not resume"
   runs+=("$d.jsonl" "$d")
 done
-python3 tests/parallel/compare_dp_runs.py 20 "$WORK/ref.jsonl" "$WORK/ref" "${noise[@]}" "${runs[@]}"
+"${compare[@]}" 20 "$WORK/ref.jsonl" "$WORK/ref" "${noise[@]}" "${runs[@]}"
 echo PASS

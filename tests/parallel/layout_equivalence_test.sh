@@ -13,7 +13,8 @@
 # Pipeline layouts must also print the measured bubble next to the theoretical one, data-parallel
 # layouts the hidden share of their gradient communication (metrics "summary" line).
 # PRECISION=bf16 (the env of the bf16 targets) trains everything, the reference and its regroupings
-# included, in bf16 mixed precision: the tolerances then come from the bf16 regroupings' own spread.
+# included, in bf16 mixed precision; the one-process fp32 run joins the regroupings, and parameters
+# are compared per tensor in L2 against a run-wide noise level (compare_dp_runs.py --bf16 says why).
 set -euo pipefail
 source tests/parallel/train_test_env.sh
 export OMP_NUM_THREADS=1  # several ranks per core
@@ -64,6 +65,13 @@ for mb in 2 4 8; do
     --export "$WORK/mb$mb" >"$WORK/mb$mb.log" 2>&1 || { cat "$WORK/mb$mb.log"; exit 1; }
   noise+=(--noise "$WORK/mb$mb.jsonl" "$WORK/mb$mb")
 done
+compare=(python3 tests/parallel/compare_dp_runs.py)
+if [[ ${PRECISION:-fp32} == bf16 ]]; then
+  timeout 60 $LATTICE "${common[@]}" --set training.precision=fp32 --set logging.metrics_file="$WORK/fp32.jsonl" \
+    --export "$WORK/fp32" >"$WORK/fp32.log" 2>&1 || { cat "$WORK/fp32.log"; exit 1; }
+  noise+=(--noise "$WORK/fp32.jsonl" "$WORK/fp32")
+  compare+=(--bf16)
+fi
 runs=()
 for name in "$@"; do
   [[ -n ${LAYOUTS[$name]:-} ]] || { echo "FAIL: unknown layout $name"; exit 1; }
@@ -116,4 +124,4 @@ EOF
   fi
   runs+=("$WORK/$name.jsonl" "$WORK/$name")
 done
-python3 tests/parallel/compare_dp_runs.py $STEPS "$WORK/one.jsonl" "$WORK/one" "${noise[@]}" "${runs[@]}"
+"${compare[@]}" $STEPS "$WORK/one.jsonl" "$WORK/one" "${noise[@]}" "${runs[@]}"
