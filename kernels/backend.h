@@ -59,6 +59,12 @@ struct Backend {
   // ---- matrix multiply: row-major c[M, N] = alpha op(a) op(b) + beta c, with row strides ----
   void (*sgemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+  // The same with a and b bf16, accumulation in f32, and c bf16 or f32 (c_is_bf16); k > 0. bf16 x
+  // bf16 into an f32 c with beta = 1 is the weight gradient accumulating into main_grad (Megatron's
+  // gradient_accumulation_fusion). Optional: where it is null, ops::matmul widens bf16 operands
+  // into f32 scratch for sgemm (kernels/f32_staging.h).
+  void (*gemm_bf16)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                    int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc);
 
   // ---- embeddings ----
   // Throws lattice::Error naming `op`, the first id outside [0, vocab) and its position.

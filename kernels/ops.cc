@@ -176,9 +176,14 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
                 c.describe(), m, n, a.describe(), trans_a ? "^T" : "", b.describe(), trans_b ? "^T" : "");
   LATTICE_CHECK(!overlaps(c, a) && !overlaps(c, b), "matmul: output c {} overlaps an input", c.describe());
   if (m == 0 || n == 0) return;
-  // bf16 operands: widen, sgemm, round c. The CPU has no bf16 GEMM to call instead: Debian's OpenBLAS
-  // 0.3.21 declares cblas_sbgemm in cblas.h, but libopenblas.so is built without BUILD_BFLOAT16 and
-  // does not export it (nm -D). tests/kernels/bf16_matmul_bench measures what the staging costs.
+  // bf16 a and b on a backend with a bf16 GEMM (CUDA: the tensor cores): no staging, c bf16 or f32
+  // as it is. k = 0 takes the staged path's fill / scale below.
+  if (a.dtype() == DType::kBF16 && b.dtype() == DType::kBF16 && be.gemm_bf16 != nullptr && k > 0) {
+    be.gemm_bf16(trans_a, trans_b, m, n, k, alpha, a.bf16(), a_cols, b.bf16(), b_cols, beta, c.raw(),
+                 c.dtype() == DType::kBF16, n);
+    return;
+  }
+  // Otherwise: widen bf16 operands, sgemm, round c (the CPU has no gemm_bf16: cpu_backend.cc).
   F32Staging f32(be);
   float* out = beta == 0.0f ? f32.out(c) : f32.in_out(c);  // beta = 0 never reads c
   if (k == 0) {  // empty product: c = beta * c (BLAS rejects lda = 0)

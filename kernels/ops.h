@@ -38,7 +38,8 @@ void cast(const Tensor& src, Tensor& dst);
 // a is [M, K] (or [K, M] when trans_a), b is [K, N] (or [N, K] when trans_b), c is [M, N].
 // Leading dims of a, b and c are flattened into rows (so a weight gradient a^T @ dy can take 3-D
 // activations for both operands). c must not overlap a or b. a, b and c may each be bf16 (e.g. bf16
-// x and dy accumulating into an f32 weight gradient with beta = 1); the product is an f32 GEMM.
+// x and dy accumulating into an f32 weight gradient with beta = 1); the product accumulates in f32.
+// bf16 a and b run as one bf16 GEMM where the backend has one (CUDA), else through an f32 GEMM.
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
             float beta = 0.0f);
 

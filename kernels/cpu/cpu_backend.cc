@@ -37,6 +37,10 @@ constexpr Backend kCpuBackend{
     .f32_to_bf16 = &f32_to_bf16,
     .bf16_to_f32 = &bf16_to_f32,
     .sgemm = &sgemm,
+    // No bf16 GEMM to call: Debian's OpenBLAS 0.3.21 declares cblas_sbgemm in cblas.h, but
+    // libopenblas.so is built without BUILD_BFLOAT16 and does not export it (nm -D). So bf16
+    // matmuls are staged through sgemm (tests/kernels/bf16_matmul_bench measures the cost).
+    .gemm_bf16 = nullptr,
     .check_indices = &check_indices,
     .embedding_forward = &embedding_forward,
     .embedding_backward = &embedding_backward,

@@ -132,6 +132,7 @@ constexpr Backend kCudaBackend{
     .f32_to_bf16 = &f32_to_bf16,
     .bf16_to_f32 = &bf16_to_f32,
     .sgemm = &sgemm,
+    .gemm_bf16 = &gemm_bf16,
     .check_indices = &check_indices,
     .embedding_forward = &embedding_forward,
     .embedding_backward = &embedding_backward,

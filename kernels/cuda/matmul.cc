@@ -1,5 +1,5 @@
-// cuBLASLt matmul with descriptors and the heuristic's algorithm cached per problem, and one 32 MiB
-// workspace (Hopper's recommended size; ../shared/GPU.md §2).
+// cuBLASLt matmul (f32, and bf16 into bf16 or f32) with descriptors and the heuristic's algorithm
+// cached per problem, and one 32 MiB workspace (Hopper's recommended size; ../shared/GPU.md §2).
 #include "kernels/cuda/matmul.h"
 
 #include <cublasLt.h>
@@ -31,26 +31,33 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
-// The largest power of two (up to 16) that divides the pointer: cuBLASLt picks kernels by it.
-int alignment(const void* p) {
+// The matrix types used here: f32 and bf16.
+int element_bytes(cudaDataType_t type) { return type == CUDA_R_16BF ? 2 : 4; }
+const char* type_name(cudaDataType_t type) { return type == CUDA_R_16BF ? "bf16" : "f32"; }
+
+// The largest power of two (up to 16) that divides the pointer, and at least the element size that
+// every pointer of the type has: cuBLASLt picks kernels by it.
+int alignment(const void* p, int element) {
   const auto v = reinterpret_cast<uintptr_t>(p);
   int a = 16;
-  while (a > 4 && v % a != 0) a /= 2;
+  while (a > element && v % a != 0) a /= 2;
   return a;
 }
 
-// One column-major cuBLASLt problem: D = alpha op(A) op(B) + beta C, `batch` times with element
-// strides between consecutive matrices.
+// One row-major problem as the callers state it: C[M, N] = alpha op(A) op(B) + beta C, `batch` times
+// with element strides between consecutive matrices; A and B are of one type, C (and D, the same
+// memory) of another.
 struct Problem {
   bool ta, tb;
   int64_t m, n, k, lda, ldb, ldc;
   int64_t batch, stride_a, stride_b, stride_c;
+  cudaDataType_t ab_type, c_type;
 };
 
-// What the descriptors and the chosen algorithm depend on: the problem, beta != 0, the operands'
-// alignments and TF32.
+// What the descriptors and the chosen algorithm depend on: the column-major problem cuBLASLt runs,
+// the types, beta != 0, the operands' alignments and TF32.
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, bool, int, int, int, bool>;
+                       int64_t, cudaDataType_t, cudaDataType_t, bool, int, int, int, bool>;
 
 std::atomic<bool> tf32_enabled{false};
 
@@ -77,9 +84,10 @@ Lt& lt() {
   return *s;
 }
 
-cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                              int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  LATTICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld));
+  LATTICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
     LATTICE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
@@ -90,18 +98,19 @@ cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int64_t ba
 }
 
 Plan make_plan(const Key& key) {
-  const auto [ta, tb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, has_beta, align_a, align_b, align_c,
-              tf32] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, ab_type, c_type, has_beta, align_a,
+              align_b, align_c, tf32] = key;
   Plan p;
+  // f32 accumulation and f32 alpha / beta for every type (bf16 inputs too: CUBLAS_COMPUTE_32F).
   LATTICE_CUBLAS_CHECK(
       cublasLtMatmulDescCreate(&p.op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   // Column-major shapes as stored (before the op): A is m×k (k×m when transposed), B is k×n (n×k).
-  p.a = ta ? layout(k, m, lda, batch, stride_a) : layout(m, k, lda, batch, stride_a);
-  p.b = tb ? layout(n, k, ldb, batch, stride_b) : layout(k, n, ldb, batch, stride_b);
-  p.c = layout(m, n, ldc, batch, stride_c);
+  p.a = ta ? layout(ab_type, k, m, lda, batch, stride_a) : layout(ab_type, m, k, lda, batch, stride_a);
+  p.b = tb ? layout(ab_type, n, k, ldb, batch, stride_b) : layout(ab_type, k, n, ldb, batch, stride_b);
+  p.c = layout(c_type, m, n, ldc, batch, stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -122,25 +131,34 @@ Plan make_plan(const Key& key) {
   LATTICE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
   cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0) {
-    throw Error(fmt::format("cuBLASLt has no f32 algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, batch {}, "
-                            "alignment {} {} {}; beta {})",
-                            m, n, k, ta, tb, lda, ldb, ldc, batch, align_a, align_b, align_c, has_beta ? "!= 0" : "0"));
+    throw Error(fmt::format("cuBLASLt has no {} x {} -> {} algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, "
+                            "batch {}, alignment {} {} {}; beta {})",
+                            type_name(ab_type), type_name(ab_type), type_name(c_type), m, n, k, ta, tb, lda, ldb, ldc,
+                            batch, align_a, align_b, align_c, has_beta ? "!= 0" : "0"));
   }
   p.algo = result.algo;
   return p;
 }
 
-// Runs a column-major problem with its cached plan.
-void run(const Problem& p, float alpha, const float* a, const float* b, float beta, float* c) {
+// Runs a row-major problem with its cached plan; `op` names the caller in errors.
+void run(const char* op, const Problem& p, float alpha, const void* a, const void* b, float beta, void* c) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return;
+  LATTICE_CHECK(p.k > 0, "{}: k = 0", op);
   // Every matrix of a batch must meet the alignment the plan promises: the stride counts too.
-  auto align = [&](const void* ptr, int64_t stride) {
-    const int by_ptr = alignment(ptr);
-    return p.batch > 1 ? std::min(by_ptr, alignment(reinterpret_cast<const void*>(stride * sizeof(float)))) : by_ptr;
+  auto align = [&](const void* ptr, int64_t stride, cudaDataType_t type) {
+    const int element = element_bytes(type);
+    const int by_ptr = alignment(ptr, element);
+    return p.batch > 1 ? std::min(by_ptr, alignment(reinterpret_cast<const void*>(stride * element), element))
+                       : by_ptr;
   };
-  const Key key{p.ta,         p.tb,         p.m,         p.n,          p.k,          p.lda,
-                p.ldb,        p.ldc,        p.batch,     p.stride_a,   p.stride_b,   p.stride_c,
-                beta != 0.0f, align(a, p.stride_a), align(b, p.stride_b), align(c, p.stride_c),
-                tf32_enabled.load(std::memory_order_relaxed)};
+  const bool tf32 = p.ab_type == CUDA_R_32F && tf32_enabled.load(std::memory_order_relaxed);  // f32 inputs only
+  // Row-major C[M,N] is column-major C^T[N,M] = op(B)^T op(A)^T, and a row-major operand read as
+  // column-major is its transpose: so cuBLASLt multiplies (b, a) with the same transpose flags, and
+  // its A is our b.
+  const Key key{p.tb, p.ta, p.n, p.m, p.k, p.ldb, p.lda, p.ldc, p.batch, p.stride_b, p.stride_a, p.stride_c,
+                p.ab_type, p.c_type, beta != 0.0f,
+                align(b, p.stride_b, p.ab_type), align(a, p.stride_a, p.ab_type), align(c, p.stride_c, p.c_type),
+                tf32};
   Lt& state = lt();
   const Plan* plan;
   {
@@ -149,7 +167,7 @@ void run(const Problem& p, float alpha, const float* a, const float* b, float be
     if (it == state.plans.end()) it = state.plans.emplace(key, make_plan(key)).first;
     plan = &it->second;
   }
-  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, a, plan->a, b, plan->b, &beta, c, plan->c, c,
+  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
                                       plan->c, &plan->algo, state.workspace, kWorkspaceBytes, compute_stream()));
 }
 
@@ -177,11 +195,16 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                            int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
                            float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
-  if (m == 0 || n == 0 || batch == 0) return;
-  LATTICE_CHECK(k > 0, "sgemm_strided_batched: k = 0");
-  // Row-major C[M,N] is column-major C^T[N,M] = op(B)^T op(A)^T, and a row-major operand read as
-  // column-major is its transpose: so cuBLAS multiplies (b, a) with the same transpose flags.
-  run(Problem{trans_b, trans_a, n, m, k, ldb, lda, ldc, batch, stride_b, stride_a, stride_c}, alpha, b, a, beta, c);
+  run("sgemm_strided_batched",
+      Problem{trans_a, trans_b, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, CUDA_R_32F, CUDA_R_32F},
+      alpha, a, b, beta, c);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc) {
+  run("gemm_bf16",
+      Problem{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, CUDA_R_16BF, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F},
+      alpha, a, b, beta, c);
 }
 
 }  // namespace lattice::cuda

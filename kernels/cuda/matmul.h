@@ -1,4 +1,4 @@
-// Matrix multiply on the GPU through cuBLASLt (the Backend's sgemm entry).
+// Matrix multiply on the GPU through cuBLASLt (the Backend's sgemm and gemm_bf16 entries).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,11 @@ namespace lattice::cuda {
 // f32 in, f32 out, f32 accumulation (CUBLAS_COMPUTE_32F: exact f32, no TF32 unless set_tf32).
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The same with a and b bf16 and c bf16 or f32 (c_is_bf16): products accumulated in f32
+// (CUBLAS_COMPUTE_32F; set_tf32 does not apply), a bf16 c rounded from the f32 result. k > 0.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc);
 
 // `batch` independent products of the same shape: the i-th reads a + i·stride_a and b + i·stride_b
 // and writes c + i·stride_c (strides in elements). k > 0.

@@ -1,6 +1,7 @@
 // The CUDA backend against the CPU oracle on a GPU: every op of kernels/ops.h through the backend
-// harness, the heavy ops at GPT-2-124M sizes and at ragged ones, bit-identical initialization and
-// run-to-run determinism. Needs a visible GPU (tools/gpu/check.sh runs it on a lent H200).
+// harness, the heavy ops at GPT-2-124M sizes and at ragged ones (matmul in f32 and in bf16),
+// bit-identical initialization and run-to-run determinism. Needs a visible GPU (tools/gpu/check.sh
+// runs it on a lent H200).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -31,21 +32,21 @@ Tensor ids(int64_t n, int32_t vocab, uint32_t seed) {
   return t;
 }
 
-// ‖got − want‖₂ / ‖want‖₂ over a host f32 tensor: the norm-wise error of an op whose outputs sum
-// many terms in another order (per-element relative error is meaningless near zero).
+// ‖got − want‖₂ / ‖want‖₂ over a host f32 or bf16 tensor: the norm-wise error of an op whose outputs
+// sum many terms in another order (per-element relative error is meaningless near zero).
 double relative_error(const Tensor& got, const Tensor& want) {
   double diff = 0, ref = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
-    const double d = double(got.f32()[i]) - double(want.f32()[i]);
+    const double d = test::element(got, i) - test::element(want, i);
     diff += d * d;
-    ref += double(want.f32()[i]) * double(want.f32()[i]);
+    ref += test::element(want, i) * test::element(want, i);
   }
   return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
 }
 
 bool all_finite(const Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i)
-    if (!std::isfinite(t.f32()[i])) return false;
+    if (!std::isfinite(test::element(t, i))) return false;
   return true;
 }
 
@@ -102,6 +103,56 @@ TEST_CASE("matmul at GPT-2 124M sizes and ragged ones, every transpose") {
         const Tensor c = random_tensor({s.m, s.n}, 3);
         auto [cpu, gpu] = run_both({a, b, c}, [&](Tensors& t) { ops::matmul(t[0], ta, t[1], tb, t[2], 0.5f, 1.0f); });
         require_close(fmt::format("matmul {}x{}x{} ta {} tb {} beta 1", s.m, s.n, s.k, ta, tb), cpu, gpu, {2}, kF32Tol);
+      }
+    }
+  }
+}
+
+// bf16 matmul: the backend's gemm_bf16 (cuBLASLt: bf16 A and B, CUBLAS_COMPUTE_32F) against the
+// CPU's staged one. Both read the same bf16 values exactly (the CPU widens them) and a product of two
+// bf16 values is exact in f32, so the f32 results differ only in the order of the k additions: at
+// most about 2^-24 √k norm-wise with round-to-nearest (blocked sums do better). Allowed: 16 · 2^-24 ·
+// √k ≈ 1e-6 √k, plus 1e-6 for the alpha / beta epilogue: room for the tensor cores' truncating
+// alignment, yet at k = 8192 still 18x below one stray bf16 rounding of an f32 output (1.7e-3
+// norm-wise). A bf16 output is each side's f32 result rounded once; the two round one bf16 ulp apart
+// only where a rounding boundary falls between them, so 2^-8 norm-wise on top.
+double bf16_matmul_tolerance(int64_t k, bool bf16_out) {
+  const double f32 = 1e-6 * (1.0 + std::sqrt(static_cast<double>(k)));
+  return bf16_out ? f32 + 1.0 / 256 : f32;
+}
+
+TEST_CASE("bf16 matmul at GPT-2 124M sizes and ragged ones: bf16 and f32 outputs, beta 0 and 1") {
+  struct Gemm {
+    int64_t m, n, k;
+    bool ta, tb;
+  };
+  // The model's products at B·T = 8192 tokens (linear.cc: y = x W^T, dx = dy W, dW += dy^T x into the
+  // f32 main grad; lm_head.cc), then ragged shapes (odd leading dims: 2-byte aligned bf16 rows) with
+  // every transpose.
+  std::vector<Gemm> gemms = {
+      {8192, 2304, 768, false, true},    // qkv forward
+      {8192, 768, 3072, false, true},    // mlp projection forward
+      {8192, 768, 3072, false, false},   // mlp fc dgrad
+      {3072, 768, 8192, true, false},    // mlp fc wgrad
+      {4096, 50304, 768, false, true},   // LM head forward
+  };
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      gemms.push_back({333, 97, 129, ta, tb});
+      gemms.push_back({1, 1, 1, ta, tb});
+    }
+  }
+  for (const Gemm& g : gemms) {
+    const Tensors draws{random_tensor(g.ta ? Shape{g.k, g.m} : Shape{g.m, g.k}, 1),
+                        random_tensor(g.tb ? Shape{g.n, g.k} : Shape{g.k, g.n}, 2), random_tensor({g.m, g.n}, 3)};
+    for (const bool bf16_out : {true, false}) {
+      for (const float beta : {0.0f, 1.0f}) {
+        const Tensors inputs = test::with_bf16(draws, bf16_out ? std::vector{0, 1, 2} : std::vector{0, 1});
+        auto [cpu, gpu] =
+            run_both(inputs, [&](Tensors& t) { ops::matmul(t[0], g.ta, t[1], g.tb, t[2], 0.5f, beta); });
+        require_close(fmt::format("bf16 matmul {}x{}x{} ta {} tb {} -> {} beta {}", g.m, g.n, g.k, g.ta, g.tb,
+                                  bf16_out ? "bf16" : "f32", beta),
+                      cpu, gpu, {2}, bf16_matmul_tolerance(g.k, bf16_out));
       }
     }
   }
