@@ -100,5 +100,35 @@ for name in tp2 dp2do pp2v2 llama_tp2sp; do
   fi
 done
 
+# bf16 mixed precision on the GPU against bf16 on the CPU (the oracle), one process and DP2 with the
+# distributed optimizer (bf16 all-gathers), with the CPU fp32 run among the noise runs as the bf16
+# equivalence tests do (tests/parallel/compare_dp_runs.py --bf16), and a bitwise GPU resume.
+for model in gpt2 llama; do
+  cfg=test-tiny-$model.json
+  bf=(--set training.precision=bf16)
+  if train "${model}_bf16_cpu" 1 "$cfg" "${bf[@]}" --export "$WORK/${model}_bf16_cpu" &&
+    train "${model}_bf16_gpu" 1 "$cfg" "${bf[@]}" --set device=cuda --export "$WORK/${model}_bf16_gpu" &&
+    train "${model}_bf16_gpu_dp2" 2 "$cfg" "${bf[@]}" --set device=cuda --set parallel.distributed_optimizer=true \
+      --export "$WORK/${model}_bf16_gpu_dp2"; then
+    check "$model: bf16 on the GPU (one process, DP2 + distributed optimizer) vs bf16 on the CPU" \
+      python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/${model}_bf16_cpu.jsonl" "$WORK/${model}_bf16_cpu" \
+      --noise "$WORK/${model}_cpu.jsonl" "$WORK/${model}_cpu" "$WORK/${model}_bf16_gpu.jsonl" "$WORK/${model}_bf16_gpu" \
+      "$WORK/${model}_bf16_gpu_dp2.jsonl" "$WORK/${model}_bf16_gpu_dp2"
+  else
+    flunk "$model: bf16 runs"
+  fi
+  ck=(--set device=cuda --set checkpoint.dir="$WORK/${model}_bf16_ck" --set checkpoint.save_interval=5 "${bf[@]}")
+  rm -rf "$WORK/${model}_bf16_ck"
+  if train "${model}_bf16_job1" 1 "$cfg" "${ck[@]}" --set training.exit_interval=10 &&
+    train "${model}_bf16_job2" 1 "$cfg" "${ck[@]}" --export "$WORK/${model}_bf16_split"; then
+    cat "$WORK/${model}_bf16_job1.jsonl" "$WORK/${model}_bf16_job2.jsonl" >"$WORK/${model}_bf16_split.jsonl"
+    check "$model: bf16 GPU resume from step 10 is bitwise the uninterrupted bf16 GPU run" python3 \
+      tests/checkpoint/compare_resumed.py "$WORK/${model}_bf16_gpu.jsonl" "$WORK/${model}_bf16_split.jsonl" \
+      "$WORK/${model}_bf16_gpu" "$WORK/${model}_bf16_split"
+  else
+    flunk "$model: bf16 GPU resume jobs"
+  fi
+done
+
 echo "train_gpu_test: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

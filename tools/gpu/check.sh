@@ -80,7 +80,7 @@ save_logs
 echo "gpu tests: $passed passed, $failed failed ($((SECONDS - start)) s)"
 [[ $quick -eq 1 ]] && exit $((failed > 0))
 
-echo "== benchmark (f32; bf16 arrives with the mixed-precision issue) =="
+echo "== benchmark (f32, TF32 and bf16 mixed precision) =="
 echo "-- each op alone at GPT-2 124M sizes (tests/cuda/cuda_ops_bench) --"
 timeout 120 "$B/bin/cuda_ops_bench" 2>&1 | grep -v "OpenBLAS picked" | sed 's/^/  /'
 bench() {  # bench NAME CONFIG STEPS [--set ...]
@@ -88,7 +88,7 @@ bench() {  # bench NAME CONFIG STEPS [--set ...]
   shift 3
   timeout 150 "$LATTICE" bench --config "$cfg" --steps "$steps" --set device=cuda "$@" >"$LOGS/bench-$name.log" 2>&1
   local st=$?
-  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|peak cuda" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
+  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|precision|peak cuda" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
   [[ $st -eq 0 ]] || { echo "  [$name] bench exited $st: $(tail -2 "$LOGS/bench-$name.log")"; }
   save_logs
 }
@@ -104,9 +104,16 @@ torch_ref gpt2-124m configs/gpt2-124m.json --set training.micro_batch_size=8
 bench gpt2-124m-tf32 configs/gpt2-124m.json 11 --set training.micro_batch_size=8 --set training.global_batch_size=8 \
   --set training.tf32=true
 torch_ref gpt2-124m-tf32 configs/gpt2-124m.json --set training.micro_batch_size=8 --dtype tf32
+bench gpt2-124m-bf16 configs/gpt2-124m.json 11 --set training.micro_batch_size=8 --set training.global_batch_size=8 \
+  --set training.precision=bf16
+torch_ref gpt2-124m-bf16 configs/gpt2-124m.json --set training.micro_batch_size=8 --dtype bf16
 bench gpt2-1.5b configs/bench-gpt2-1.5b.json 6
 torch_ref gpt2-1.5b configs/bench-gpt2-1.5b.json
+bench gpt2-1.5b-bf16 configs/bench-gpt2-1.5b.json 6 --set training.precision=bf16
+torch_ref gpt2-1.5b-bf16 configs/bench-gpt2-1.5b.json --dtype bf16
 bench llama-1b configs/bench-llama-1b.json 6
 torch_ref llama-1b configs/bench-llama-1b.json
+bench llama-1b-bf16 configs/bench-llama-1b.json 6 --set training.precision=bf16
+torch_ref llama-1b-bf16 configs/bench-llama-1b.json --dtype bf16
 echo "check.sh: gpu tests $passed passed, $failed failed; $((SECONDS - start)) s in all"
 exit $((failed > 0))
