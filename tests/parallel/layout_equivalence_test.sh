@@ -34,6 +34,8 @@ declare -A LAYOUTS=(
   [pp2gpipe]="2 --set parallel.pipeline=2 --set parallel.schedule=gpipe"
   [pp2uneven]="2 --set parallel.pipeline=2 --set parallel.layers_per_stage=[3,5]"
   [dp2]="2 --set parallel.data=2"
+  # The data-parallel gradient reduction in bf16 (each bucket rounded, reduced in bf16, widened back).
+  [dp2bf16reduce]="2 --set parallel.data=2 --set parallel.grad_reduce_dtype=bf16"
   # overlap_param_gather: each step's forward waits for the previous step's parameter all-gathers
   # bucket by bucket, right before it reads them.
   [dp4do]="4 --set parallel.distributed_optimizer=true --set parallel.overlap_param_gather=true"
@@ -86,6 +88,9 @@ for name in "$@"; do
     exit 1
   fi
   grep -E "pipeline: measured bubble|data parallel: .* hidden" "$WORK/$name.log" | sed "s/^/$name: /" || true
+  if [[ $overrides == *grad_reduce_dtype=bf16* ]]; then
+    grep -q "data-parallel gradient reduction in bf16" "$WORK/$name.log" || fail "$name: the log does not state the bf16 reduction"
+  fi
   python3 - "$WORK/$name.jsonl" "$overrides" <<'EOF'
 import json, sys
 path, overrides = sys.argv[1], sys.argv[2]
