@@ -1,8 +1,8 @@
 // Parameter counts, FLOPs per token and the memory estimate of a config.
 //
-// Activation estimate (in the compute dtype, statistics in fp32; one micro-batch of B sequences of T tokens, N = B*T rows; with
-// gradient accumulation only one micro-batch's activations are alive at a time). Per layer, the
-// tensors the explicit backward keeps:
+// Activation estimate (in the compute dtype, statistics in fp32; one micro-batch of B sequences of
+// T tokens, N = B*T rows; with gradient accumulation only one micro-batch's activations are alive at
+// a time). Per layer, the tensors the explicit backward keeps:
 //   layer input x [N,H], input_norm output [N,H], norm statistics (mean+rstd: 2N, rmsnorm: N),
 //   q/k/v after rope [N,(Hq+2*Hkv)*D], attention output [N,Hq*D] and its logsumexp [N*Hq]
 //   (flash-style: no [T,T] probabilities), residual after attention [N,H], post_attention_norm
