@@ -1,5 +1,7 @@
 // Memory a decoder layer keeps between forward and backward (one set per micro-batch slot), and
-// the scratch its forward and backward use (shared by all layers of a chunk). Both are allocated
+// the scratch its forward and backward use (shared by all layers of a chunk). With activation
+// recomputation a slot holds only some groups of LayerActivations and the rest lives in one set
+// per chunk that backward refills layer by layer (model.recompute). All are allocated
 // once, when the model is built, never inside a step. Shapes are this rank's: N = B·T tokens
 // inside the tensor-parallel regions, n = N (or N/tp with sequence parallelism) on the residual
 // stream, Hq/tp and Hkv/tp heads, F/tp MLP features.
@@ -16,6 +18,10 @@
 namespace lattice {
 
 struct LayerActivations {
+  // Groups of the tensors below, a bit mask. kCheap is what selective recomputation redoes
+  // (norms and the MLP activation: no GEMM); kCore the GEMM and attention outputs.
+  static constexpr unsigned kInput = 1, kCheap = 2, kCore = 4, kAll = kInput | kCheap | kCore;
+
   Tensor input;          // [n, H] residual stream entering the layer
   Tensor norm1_out;      // [N, H] attention input (all tokens: gathered under SP)
   NormSaved norm1;       // [n]
@@ -29,8 +35,12 @@ struct LayerActivations {
   Tensor gate;           // [N, F/tp] SwiGLU gate projection
   Tensor act;            // [N, F/tp] activation output
 
-  // Activations in `dtype` (the parameters' compute dtype); the statistics (lse, norm mean/rstd) in f32.
-  void allocate(const DeviceContext& ctx, const ModelConfig& c, const ModelLayout& layout, int64_t batch, DType dtype);
+  // The tensors of `groups`, activations in `dtype` (the parameters' compute dtype), the
+  // statistics (lse, norm mean/rstd) in f32; the others stay undefined.
+  void allocate(const DeviceContext& ctx, const ModelConfig& c, const ModelLayout& layout, int64_t batch, DType dtype,
+                unsigned groups);
+  // Points the tensors of `groups` at those of `from` (no copy).
+  void share(const LayerActivations& from, unsigned groups);
 };
 
 struct LayerScratch {

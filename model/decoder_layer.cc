@@ -61,8 +61,33 @@ CommHandle DecoderLayer::reduce_region_grad(LayerScratch& w, Tensor& d_norm_out)
 }
 
 void DecoderLayer::forward(LayerActivations& s, LayerScratch& w, Tensor& out) const {
-  const int64_t H = config_.hidden_size;
-  const int64_t qd = q_proj_.out_features(), kvd = k_proj_.out_features(), F = up_proj_.out_features();
+  save_activations(s, w);
+  const int64_t H = config_.hidden_size, F = up_proj_.out_features();
+  Tensor out2 = matrix(out, H);
+  down_proj_.forward(matrix(s.act, F), out2, w.partial);
+  ops::add(out, s.mid, out);
+}
+
+void DecoderLayer::recompute(LayerActivations& s, LayerScratch& w, Recompute mode) const {
+  LATTICE_CHECK(mode != Recompute::kNone, "recompute called for a layer that keeps its activations");
+  if (mode == Recompute::kFull) {
+    save_activations(s, w);
+    return;
+  }
+  enter_region(norm1_, s.input, s.norm1_out, s.norm1, w);
+  enter_region(norm2_, s.mid, s.norm2_out, s.norm2, w);
+  activate(s);
+}
+
+void DecoderLayer::activate(LayerActivations& s) const {
+  if (config_.activation == Activation::kSwiglu)
+    ops::swiglu_forward(s.gate, s.up, s.act);
+  else
+    ops::gelu_forward(s.up, s.act);
+}
+
+void DecoderLayer::save_activations(LayerActivations& s, LayerScratch& w) const {
+  const int64_t qd = q_proj_.out_features(), kvd = k_proj_.out_features();
   const bool rope = config_.position_embedding == PositionEmbedding::kRope;
   const float theta = static_cast<float>(config_.rope_theta);
 
@@ -84,15 +109,8 @@ void DecoderLayer::forward(LayerActivations& s, LayerScratch& w, Tensor& out) co
   // MLP.
   enter_region(norm2_, s.mid, s.norm2_out, s.norm2, w);
   up_proj_.forward(s.norm2_out, s.up);
-  if (config_.activation == Activation::kSwiglu) {
-    gate_proj_.forward(s.norm2_out, s.gate);
-    ops::swiglu_forward(s.gate, s.up, s.act);
-  } else {
-    ops::gelu_forward(s.up, s.act);
-  }
-  Tensor out2 = matrix(out, H);
-  down_proj_.forward(matrix(s.act, F), out2, w.partial);
-  ops::add(out, s.mid, out);
+  if (config_.activation == Activation::kSwiglu) gate_proj_.forward(s.norm2_out, s.gate);
+  activate(s);
 }
 
 void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, LayerScratch& g, Tensor& d_x) {

@@ -25,10 +25,20 @@ class DecoderLayer {
   // typically as the previous layer's output, so the residual stream is never copied); saves
   // what backward needs in `saved`. out must not alias saved.input.
   void forward(LayerActivations& saved, LayerScratch& scratch, Tensor& out) const;
+  // Before backward under activation recomputation: refills what `mode` did not keep from
+  // saved's kept tensors (full: everything but the input; selective: the norm outputs and
+  // statistics, the MLP activation). Same ops on the same inputs as forward, so bit-identical;
+  // under sequence parallelism the norm outputs are gathered again.
+  void recompute(LayerActivations& saved, LayerScratch& scratch, Recompute mode) const;
   // d_out[n, H] -> d_x (overwritten; may alias d_out); parameter gradients accumulated.
   void backward(const Tensor& d_out, const LayerActivations& saved, LayerScratch& scratch, Tensor& d_x);
 
  private:
+  // The part of forward that fills `saved` (all but down_proj and the last residual add, which
+  // write `out`): what full recomputation reruns.
+  void save_activations(LayerActivations& saved, LayerScratch& scratch) const;
+  // saved.act from saved.up (and saved.gate).
+  void activate(LayerActivations& saved) const;
   // norm(x) into the region's input `region_in` [N, H] (SP: norm on the local tokens, gathered).
   void enter_region(const Norm& norm, const Tensor& x, Tensor& region_in, NormSaved& stats,
                     LayerScratch& scratch) const;

@@ -26,13 +26,36 @@ ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int
   if (layout.has_head(chunk))
     head_ = std::make_unique<LmHead>(config_, layout_, params, tp, micro_batch_size, slots);
   saved_.resize(static_cast<size_t>(slots));
+  unsigned recomputed_groups = 0;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    recomputed_groups |= LayerActivations::kAll & ~kept_groups(layer_recompute(i));
   for (auto& slot : saved_) {
     slot.resize(layers_.size());
-    for (auto& s : slot) s.allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype());
+    for (size_t i = 0; i < layers_.size(); ++i)
+      slot[i].allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype(),
+                       kept_groups(layer_recompute(i)));
   }
+  recomputed_.allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype(), recomputed_groups);
   // Activations and their gradients in the parameters' compute dtype (bf16 under mixed precision).
   d_hidden_ = params.context().empty(activation_shape(), params.param_dtype());
   scratch_.allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype());
+}
+
+Recompute ModelChunk::layer_recompute(size_t i) const {
+  const int64_t n = config_.recompute_num_layers;
+  if (config_.recompute == Recompute::kFull && n > 0 && static_cast<int64_t>(i) >= n) return Recompute::kNone;
+  return config_.recompute;
+}
+
+unsigned ModelChunk::kept_groups(Recompute mode) {
+  if (mode == Recompute::kNone) return LayerActivations::kAll;
+  return mode == Recompute::kSelective ? LayerActivations::kInput | LayerActivations::kCore : LayerActivations::kInput;
+}
+
+LayerActivations ModelChunk::layer_activations(int slot, size_t i) const {
+  LayerActivations s = saved_[static_cast<size_t>(slot)][i];
+  s.share(recomputed_, LayerActivations::kAll & ~kept_groups(layer_recompute(i)));
+  return s;
 }
 
 const Tensor& ModelChunk::head_logits(int slot) const {
@@ -57,7 +80,8 @@ void ModelChunk::forward(int slot, const Tensor& ids, const Tensor& targets, con
   for (size_t i = 0; i < layers_.size(); ++i) {
     Tensor& out = i + 1 < layers_.size() ? saved[i + 1].input : head_ ? head_->input(slot) : output;
     params_needed(layer_params_[i]);
-    layers_[i].forward(saved[i], scratch_, out);
+    LayerActivations s = layer_activations(slot, i);
+    layers_[i].forward(s, scratch_, out);
   }
   if (head_) {
     params_needed(head_->parameter_indices());
@@ -68,7 +92,6 @@ void ModelChunk::forward(int slot, const Tensor& ids, const Tensor& targets, con
 void ModelChunk::backward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& grad_output,
                           float grad_scale, Tensor& grad_input) {
   LATTICE_CHECK(slot >= 0 && slot < slots_, "activation slot {} out of range [0, {})", slot, slots_);
-  auto& saved = saved_[static_cast<size_t>(slot)];
   if (head_) {
     head_->backward(slot, targets, grad_scale, d_hidden_);
     grads_done(head_->parameter_indices());
@@ -76,7 +99,10 @@ void ModelChunk::backward(int slot, const Tensor& ids, const Tensor& targets, co
     ops::copy(grad_output, d_hidden_);
   }
   for (size_t i = layers_.size(); i-- > 0;) {
-    layers_[i].backward(d_hidden_, saved[i], scratch_, d_hidden_);
+    const Recompute mode = layer_recompute(i);
+    LayerActivations s = layer_activations(slot, i);
+    if (mode != Recompute::kNone) layers_[i].recompute(s, scratch_, mode);
+    layers_[i].backward(d_hidden_, s, scratch_, d_hidden_);
     grads_done(layer_params_[i]);
   }
   if (embedding_) {

@@ -1,7 +1,9 @@
 // ModelChunk: the part of the model one pipeline chunk (virtual stage) runs — the embedding when
 // it is virtual stage 0, a contiguous range of decoder layers, the final norm + head + loss when
 // it is the last — with explicit forward/backward per micro-batch and one activation slot per
-// micro-batch in flight. One process runs the whole model as a single chunk.
+// micro-batch in flight. One process runs the whole model as a single chunk. Under activation
+// recomputation (model.recompute) a slot keeps only part of each layer's activations and
+// backward recomputes the rest into one per-chunk set, layer by layer.
 #pragma once
 
 #include <functional>
@@ -69,6 +71,12 @@ class ModelChunk {
     if (params_needed_hook_) params_needed_hook_(indices);
   }
 
+  // How layer i (of this chunk) is recomputed, and the LayerActivations groups it keeps per slot.
+  Recompute layer_recompute(size_t i) const;
+  static unsigned kept_groups(Recompute mode);
+  // Layer i's activations of `slot`: what the slot keeps, the rest in the shared recomputed set.
+  LayerActivations layer_activations(int slot, size_t i) const;
+
   ModelConfig config_;
   ModelLayout layout_;
   int64_t micro_batch_size_;
@@ -79,6 +87,7 @@ class ModelChunk {
   std::vector<std::vector<size_t>> layer_params_;
   std::unique_ptr<LmHead> head_;
   std::vector<std::vector<LayerActivations>> saved_;  // [slot][layer]
+  LayerActivations recomputed_;                       // what backward recomputes (no input)
   Tensor d_hidden_;                                   // [local tokens, H]
   LayerScratch scratch_;
   GradsDoneHook hook_;

@@ -9,5 +9,8 @@ const char* activation_name(Activation a) { return a == Activation::kGelu ? "gel
 const char* position_embedding_name(PositionEmbedding p) {
   return p == PositionEmbedding::kLearned ? "learned" : "rope";
 }
+const char* recompute_name(Recompute r) {
+  return r == Recompute::kNone ? "none" : r == Recompute::kSelective ? "selective" : "full";
+}
 
 }  // namespace lattice

@@ -11,6 +11,9 @@ enum class Arch { kGpt2, kLlama };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class Activation { kGelu, kSwiglu };
 enum class PositionEmbedding { kLearned, kRope };
+// Activation recomputation: what backward recomputes instead of keeping it from forward.
+// selective: the norm outputs and the MLP activation; full: the whole layer from its input.
+enum class Recompute { kNone, kSelective, kFull };
 
 struct ModelConfig {
   Arch arch = Arch::kGpt2;
@@ -30,6 +33,8 @@ struct ModelConfig {
   bool bias = true;                 // biases on linear layers and LayerNorm
   double init_std = 0.02;
   std::string init_from;            // optional HF safetensors file to load instead of random init
+  Recompute recompute = Recompute::kNone;
+  int64_t recompute_num_layers = 0;  // full: the first N layers of each model chunk; 0 = all
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 };
@@ -38,5 +43,6 @@ const char* arch_name(Arch a);
 const char* norm_name(NormKind n);
 const char* activation_name(Activation a);
 const char* position_embedding_name(PositionEmbedding p);
+const char* recompute_name(Recompute r);
 
 }  // namespace lattice

@@ -138,6 +138,10 @@ void check_model(const std::string& source, const ModelConfig& m) {
     c.fail(fmt::format("model.position_embedding \"rope\" needs an even head dimension, but "
                        "model.hidden_size / model.num_attention_heads = {} / {} = {}",
                        m.hidden_size, m.num_attention_heads, m.head_dim()));
+  if (m.recompute_num_layers > 0 && m.recompute != Recompute::kFull)
+    c.fail(fmt::format("model.recompute_num_layers ({}) is used only by model.recompute \"full\", but "
+                       "model.recompute is \"{}\"",
+                       m.recompute_num_layers, recompute_name(m.recompute)));
 }
 
 // The rest of `section` once its keys are read and checked.

@@ -109,6 +109,10 @@ std::vector<ConfigField> build_schema() {
   model.boolean("bias", &ModelConfig::bias, "biases on linear layers and LayerNorm; default from arch");
   model.number("init_std", &ModelConfig::init_std, positive(), "std of the normal init");
   model.text("init_from", &ModelConfig::init_from, {}, "Hugging Face weights to load instead of random init");
+  model.choice("recompute", &ModelConfig::recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull},
+               recompute_name, "activation recomputation in backward: none | selective | full");
+  model.integer("recompute_num_layers", &ModelConfig::recompute_num_layers, at_least(0),
+                "full: recompute the first N layers of each model chunk; 0 = all");
 
   SectionFields<TrainingConfig> training(all, "training", &Config::training);
   training.integer("micro_batch_size", &TrainingConfig::micro_batch_size, at_least(1),

@@ -12,6 +12,12 @@
 // (logits and their gradient, the largest single item for small models), per-row loss and
 // logsumexp [2N], token ids and targets [2N] (int32, also 4 bytes).
 // Workspace of the backward pass (a few [N,max(H,F)] gradients) is not counted.
+// Activation recomputation (model.recompute) changes what a layer keeps; the recomputed part lives
+// in one shared layer's worth (one model chunk here):
+//   full, R = recompute_num_layers (0 = all L): R layers keep only x [N,H]; the other L-R layers
+//     and the shared set keep everything but x: activations = R*[N,H] + (L-R)*layer + 1*(layer - x).
+//   selective: each layer keeps all but the norm outputs [2 x N,H], their statistics and the
+//     activation output [N,F]; the shared set holds those once.
 #include "trainer/model_stats.h"
 
 #include <algorithm>
@@ -108,7 +114,23 @@ ModelStats compute_model_stats(const Config& config) {
   // loss and its lse) and int32 ids/targets.
   const int64_t layer_values = 4 * H + (Hq + 2 * Hkv) * D + Hq * D + mlp, layer_stats = Hq + 2 * norm_stats;
   const int64_t final_values = 2 * H + 2 * V, final_stats = norm_stats + 2 + 2;
-  s.activation_bytes = N * (compute_size * (L * layer_values + final_values) + 4 * (L * layer_stats + final_stats));
+  // Per layer kept (values, stats) and the shared recomputed set, by recompute mode.
+  int64_t kept_values = L * layer_values, kept_stats = L * layer_stats, shared_values = 0, shared_stats = 0;
+  if (m.recompute == Recompute::kFull) {
+    const int64_t R = m.recompute_num_layers == 0 ? L : std::min(m.recompute_num_layers, L);
+    kept_values = R * H + (L - R) * layer_values;
+    kept_stats = (L - R) * layer_stats;
+    shared_values = layer_values - H;
+    shared_stats = layer_stats;
+  } else if (m.recompute == Recompute::kSelective) {
+    const int64_t cheap_values = 2 * H + F, cheap_stats = 2 * norm_stats;
+    kept_values = L * (layer_values - cheap_values);
+    kept_stats = L * (layer_stats - cheap_stats);
+    shared_values = cheap_values;
+    shared_stats = cheap_stats;
+  }
+  s.activation_bytes = N * (compute_size * (kept_values + shared_values + final_values) +
+                            4 * (kept_stats + shared_stats + final_stats));
 
   s.total_bytes = s.weight_bytes + s.grad_bytes + s.main_param_bytes + s.optimizer_bytes + s.activation_bytes;
   return s;

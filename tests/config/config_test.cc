@@ -178,6 +178,16 @@ TEST_CASE("enum values list the allowed ones") {
   d["model"]["position_embedding"] = "alibi";
   CHECK_THAT(error_of(d), Contains("model.position_embedding") && Contains("learned | rope"));
   d = base();
+  d["model"]["recompute"] = "partial";
+  CHECK_THAT(error_of(d), Contains("model.recompute") && Contains("none | selective | full"));
+  d = base();
+  d["model"]["recompute_num_layers"] = -1;
+  CHECK_THAT(error_of(d), Contains("model.recompute_num_layers"));
+  d["model"]["recompute_num_layers"] = 2;
+  CHECK_THAT(error_of(d), Contains("model.recompute_num_layers") && Contains("\"full\""));
+  d["model"]["recompute"] = "full";
+  CHECK(parse_config(d, "t").model.recompute_num_layers == 2);
+  d = base();
   d["optimizer"]["decay"] = "exp";
   CHECK_THAT(error_of(d), Contains("optimizer.decay must be one of cosine | linear | constant"));
   d = base();
@@ -566,7 +576,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["model"]["norm"] == "rmsnorm");
   CHECK(j["optimizer"]["decay"] == "linear");
   CHECK(j["device"] == "cpu");
-  CHECK(j["model"].size() == 17);
+  CHECK(j["model"].size() == 19);
   CHECK(j["training"].size() == 12);
   CHECK(j["training"]["tf32"] == false);
   CHECK(j["training"]["precision"] == "fp32");

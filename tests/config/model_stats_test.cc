@@ -87,6 +87,32 @@ TEST_CASE("training FLOPs per token of a tiny config, by hand") {
   CHECK(b.activation_bytes == 32 * (2 * (2 * 512 + 4 * 8) + (2 * 578 + 4 * 6)));
 }
 
+TEST_CASE("activation bytes under recomputation, by hand") {
+  // The tiny config above (N = 32 rows; per layer 520 per row, 8 of them fp32 statistics; 584
+  // after the layers).
+  Config c = parse_config(json::parse(R"({"model": {"arch": "gpt2", "num_layers": 2, "hidden_size": 32,
+      "num_attention_heads": 4, "vocab_size": 257, "seq_length": 16},
+      "training": {"micro_batch_size": 2, "global_batch_size": 4}})"),
+                          "tiny");
+  // full: each layer keeps its input (H = 32); one shared layer holds the rest, 520 - 32 = 488.
+  c.model.recompute = Recompute::kFull;
+  CHECK(compute_model_stats(c).activation_bytes == 4 * 32 * (2 * 32 + 488 + 584));
+  // bf16: the kept inputs in 2 bytes; the shared layer's 8 statistics stay 4 bytes.
+  c.training.precision = Precision::kBf16;
+  CHECK(compute_model_stats(c).activation_bytes == 32 * (2 * (2 * 32 + 480 + 578) + 4 * (8 + 6)));
+  c.training.precision = Precision::kFp32;
+  // full, the first 2 of 4 layers: 2 inputs, 2 whole layers, the shared layer.
+  c.model.num_layers = 4;
+  c.model.recompute_num_layers = 2;
+  CHECK(compute_model_stats(c).activation_bytes == 4 * 32 * (2 * 32 + 2 * 520 + 488 + 584));
+  // selective (2 layers again): the norm outputs 2H = 64, their statistics 2*2 = 4 and the gelu
+  // output F = 128 (196 per row) live once in the shared set; each layer keeps 520 - 196 = 324.
+  c.model.num_layers = 2;
+  c.model.recompute_num_layers = 0;
+  c.model.recompute = Recompute::kSelective;
+  CHECK(compute_model_stats(c).activation_bytes == 4 * 32 * (2 * 324 + 196 + 584));
+}
+
 TEST_CASE("bytes per parameter by precision and layout, Megatron's accounting") {
   Config c = parse_config(json::parse(R"({"model": {"arch": "gpt2", "num_layers": 2, "hidden_size": 32,
       "num_attention_heads": 4, "vocab_size": 257, "seq_length": 16}})"),
