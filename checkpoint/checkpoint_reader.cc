@@ -74,7 +74,9 @@ void check_model_config(const json& checkpoint_config, const json& config, const
   for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
   std::vector<std::string> diffs;
   for (const std::string& k : keys) {
-    if (k == "init_from") continue;
+    // Not the model's weights: where they first came from, and what backward recomputes (a run may
+    // turn recomputation on or off when it resumes, e.g. to fit another layout's memory).
+    if (k == "init_from" || k == "recompute" || k == "recompute_num_layers") continue;
     const std::string va = a.contains(k) ? a[k].dump() : "(absent)";
     const std::string vb = b.contains(k) ? b[k].dump() : "(absent)";
     if (!a.contains(k) || !b.contains(k) || a[k] != b[k])

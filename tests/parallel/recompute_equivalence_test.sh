@@ -50,6 +50,20 @@ for layout in one tp2sp pp2v2 dp2do tp2sp_bf16; do
   done
 done
 
+# Recomputation is not part of the model a checkpoint holds: a run saved at step 4 without it
+# resumes with full recomputation (and the other way round), bitwise the uninterrupted run.
+for pair in none:full full:none; do
+  first=${pair%:*} second=${pair#*:}
+  d=$WORK/resume-$first-$second
+  ckpt=(--set checkpoint.dir="$d/ckpt" --set logging.metrics_file="$d.jsonl")
+  timeout 120 $LATTICE "${common[@]}" ${MODES[$first]} "${ckpt[@]}" --set training.exit_interval=4 >"$d-1.log" 2>&1 ||
+    fail "$pair: first job: $(tail -3 "$d-1.log")"
+  timeout 120 $LATTICE "${common[@]}" ${MODES[$second]} "${ckpt[@]}" --export "$d" >"$d-2.log" 2>&1 ||
+    fail "$pair: resumed job: $(tail -3 "$d-2.log")"
+  grep -q "resumed from $d/ckpt/iter_0000004: step 4" "$d-2.log" || fail "$pair: did not resume"
+  python3 tests/checkpoint/compare_resumed.py "$WORK/one-none.jsonl" "$d.jsonl" "$WORK/one-none" "$d" | sed "s|$WORK/||"
+done
+
 # The activation estimate shrinks with recomputation.
 bytes() {
   $LATTICE validate --json --config configs/test-tiny-$arch.json --set model.num_layers=8 --set data.path="$WORK/tiny" \
