@@ -126,18 +126,29 @@ void Optimizer::gather_state() {
   wait_all();  // the staging buffers of padded buckets are free again
   if (buckets_ == nullptr) return;  // the flat state is the optimizer's own
   FlatOptimizerState& flat = flat_state();
+  gather_shards({{&main_, &flat.main_params}, {&exp_avg_, &flat.exp_avg}, {&exp_avg_sq_, &flat.exp_avg_sq}});
+}
+
+const Tensor& Optimizer::gather_main_params() {
+  wait_all();
+  if (buffer_.param_dtype() == DType::kF32) return buffer_.flat_values();
+  if (buckets_ == nullptr) return main_;
+  gather_shards({{&main_, &flat_state().main_params}});
+  return flat_state_.main_params;
+}
+
+void Optimizer::gather_shards(std::initializer_list<std::pair<Tensor*, Tensor*>> shards_and_flats) {
   Communicator& dp = buckets_->comm();
   const auto& bs = buckets_->buckets();
   // Padded buckets gather through f32 staging: the write-back's when the parameters are f32, else
-  // made here (checkpoint time, not the step).
+  // made here (checkpoint and export time, not the step).
   std::vector<Tensor> staging = staging_;
   if (buffer_.param_dtype() != DType::kF32) {
     for (Tensor& t : staging) {
       if (t.defined()) t = buffer_.context().zeros({t.numel()}, DType::kF32);
     }
   }
-  for (auto [shard, out] : {std::pair<Tensor*, Tensor*>{&main_, &flat.main_params}, {&exp_avg_, &flat.exp_avg},
-                            {&exp_avg_sq_, &flat.exp_avg_sq}}) {
+  for (auto [shard, out] : shards_and_flats) {
     // The same bucket order on every rank, as in step(): rank r's slice lands at r × shard_numel of
     // the bucket, which is its place in the flat layout (the padding falls past the bucket's end).
     for (size_t b = bs.size(); b-- > 0;) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -84,6 +85,11 @@ class Optimizer {
   FlatOptimizerState& flat_state();
   void gather_state();
   void load_state();
+  // The whole model's fp32 master weights in the buffer's flat layout (what an export writes): fp32
+  // parameters are them (once the write-back's gathers are waited for); bf16 ones are only their
+  // rounding, so unsharded main_params(), sharded the main shards gathered into
+  // flat_state().main_params (a collective over dp, like gather_state but without the moments).
+  const Tensor& gather_main_params();
 
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t steps);
@@ -113,6 +119,8 @@ class Optimizer {
   // (unsharded fp32), else a copy (a cast when the parameters are bf16); sharded, each bucket's
   // all-gather (of this rank's shard cast to the parameters' dtype first).
   void write_back_params();
+  // The all-gathers of gather_state: each (shard, flat) pair, bucket by bucket.
+  void gather_shards(std::initializer_list<std::pair<Tensor*, Tensor*>> shards_and_flats);
   // shard (this rank's state layout) = flat (the buffer's flat layout) at this rank's runs, cast to
   // f32. Padding elements are left as they are.
   void take_shard(const Tensor& flat, Tensor& shard) const;

@@ -93,9 +93,7 @@ int run_benchmark(Config c, int64_t steps) {
   std::printf("%-29s: %.1f (before %.1f, after %.1f)\n", peak_name.c_str(), peak, peak_before, peak_after);
   std::printf("ratio achieved / peak        : %.1f%% (target >= 50%%)\n", 100.0 * r.mean_gflops / peak);
   std::printf("precision                    : %s (weights + gradients + master weights + moments: %.0f B/param)\n",
-              precision_name(c.training.precision),
-              static_cast<double>(stats.weight_bytes + stats.grad_bytes + stats.main_param_bytes +
-                                  stats.optimizer_bytes) / static_cast<double>(std::max<int64_t>(1, stats.num_params)));
+              precision_name(c.training.precision), rank_memory(stats, 1, 1, 1, false).bytes_per_param);
   std::printf("peak host memory (RSS)       : %.3f GiB\n", r.peak_host_bytes / double(1 << 30));
   if (r.peak_device_bytes >= 0)
     std::printf("peak %s memory             : %.3f GiB\n", device_name(device), r.peak_device_bytes / double(1 << 30));

@@ -426,10 +426,8 @@ void TrainingSession::export_model() {
                  options_.export_dir, last_step_, c_.training.train_iters);
     return;
   }
-  // The fp32 master weights are the model (under bf16 the compute copy is their rounding); with the
-  // distributed optimizer they are gathered over dp first, as a checkpoint save does.
-  optimizer_->gather_state();
-  const auto full = gather_full_model(c_, rc_.grid, *params_, optimizer_->flat_state().main_params, *rc_.world);
+  // The fp32 master weights are the model (under bf16 the compute copy is their rounding).
+  const auto full = gather_full_model(c_, rc_.grid, *params_, optimizer_->gather_main_params(), *rc_.world);
   if (full) {
     export_hf_model(c_, *full, options_.export_dir, options_.export_dtype);
     spdlog::info("exported the trained model to {} (Hugging Face safetensors + config.json)", options_.export_dir);

@@ -38,6 +38,24 @@ check() {
   [[ -n $out ]] && echo "$out" | sed 's/^/  /' | tail -6
 }
 
+# check_resume LABEL CONFIG REF PREFIX [overrides...]: stop after step 10 with a checkpoint, resume
+# to 20 (runs PREFIX_job1, PREFIX_job2); bitwise the uninterrupted GPU run REF.
+check_resume() {
+  local label=$1 cfg=$2 ref=$3 prefix=$4
+  shift 4
+  local ck=(--set device=cuda --set checkpoint.dir="$WORK/${prefix}_ck" --set checkpoint.save_interval=5 "$@")
+  rm -rf "$WORK/${prefix}_ck"
+  if train "${prefix}_job1" 1 "$cfg" "${ck[@]}" --set training.exit_interval=10 &&
+    train "${prefix}_job2" 1 "$cfg" "${ck[@]}" --export "$WORK/${prefix}_split"; then
+    cat "$WORK/${prefix}_job1.jsonl" "$WORK/${prefix}_job2.jsonl" >"$WORK/${prefix}_split.jsonl"
+    check "$label: GPU resume from step 10 is bitwise the uninterrupted GPU run" python3 \
+      tests/checkpoint/compare_resumed.py "$WORK/$ref.jsonl" "$WORK/${prefix}_split.jsonl" "$WORK/$ref" \
+      "$WORK/${prefix}_split"
+  else
+    flunk "$label: GPU resume jobs"
+  fi
+}
+
 for model in gpt2 llama; do
   cfg=test-tiny-$model.json
   train "${model}_cpu" 1 "$cfg" --export "$WORK/${model}_cpu" || { flunk "$model: CPU run"; continue; }
@@ -54,18 +72,7 @@ for model in gpt2 llama; do
     check "$model: two GPU runs are bit-identical" python3 tests/checkpoint/compare_resumed.py \
       "$WORK/${model}_gpu.jsonl" "$WORK/${model}_gpu2.jsonl" "$WORK/${model}_gpu" "$WORK/${model}_gpu2" ||
     flunk "$model: second GPU run"
-  # Resume: stop after step 10 with a checkpoint, resume to 20; bitwise the uninterrupted GPU run.
-  ck=(--set device=cuda --set checkpoint.dir="$WORK/${model}_ck" --set checkpoint.save_interval=5)
-  rm -rf "$WORK/${model}_ck"
-  if train "${model}_job1" 1 "$cfg" "${ck[@]}" --set training.exit_interval=10 &&
-    train "${model}_job2" 1 "$cfg" "${ck[@]}" --export "$WORK/${model}_split"; then
-    cat "$WORK/${model}_job1.jsonl" "$WORK/${model}_job2.jsonl" >"$WORK/${model}_split.jsonl"
-    check "$model: GPU resume from step 10 is bitwise the uninterrupted GPU run" python3 \
-      tests/checkpoint/compare_resumed.py "$WORK/${model}_gpu.jsonl" "$WORK/${model}_split.jsonl" \
-      "$WORK/${model}_gpu" "$WORK/${model}_split"
-  else
-    flunk "$model: GPU resume jobs"
-  fi
+  check_resume "$model" "$cfg" "${model}_gpu" "${model}"
   # model.init_from on the GPU reads the file on the host and copies: the CPU run's weights.
   init=(--set model.init_from="$WORK/${model}_cpu")
   if train "${model}_init_cpu" 1 "$cfg" "${init[@]}" --export "$WORK/${model}_init_cpu" &&
@@ -117,17 +124,7 @@ for model in gpt2 llama; do
   else
     flunk "$model: bf16 runs"
   fi
-  ck=(--set device=cuda --set checkpoint.dir="$WORK/${model}_bf16_ck" --set checkpoint.save_interval=5 "${bf[@]}")
-  rm -rf "$WORK/${model}_bf16_ck"
-  if train "${model}_bf16_job1" 1 "$cfg" "${ck[@]}" --set training.exit_interval=10 &&
-    train "${model}_bf16_job2" 1 "$cfg" "${ck[@]}" --export "$WORK/${model}_bf16_split"; then
-    cat "$WORK/${model}_bf16_job1.jsonl" "$WORK/${model}_bf16_job2.jsonl" >"$WORK/${model}_bf16_split.jsonl"
-    check "$model: bf16 GPU resume from step 10 is bitwise the uninterrupted bf16 GPU run" python3 \
-      tests/checkpoint/compare_resumed.py "$WORK/${model}_bf16_gpu.jsonl" "$WORK/${model}_bf16_split.jsonl" \
-      "$WORK/${model}_bf16_gpu" "$WORK/${model}_bf16_split"
-  else
-    flunk "$model: bf16 GPU resume jobs"
-  fi
+  check_resume "$model (bf16)" "$cfg" "${model}_bf16_gpu" "${model}_bf16" "${bf[@]}"
 done
 
 echo "train_gpu_test: $passed passed, $failed failed"
