@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what Lattice needs and is missing: Debian packages (build, libraries, quickstart text)
+# Installs what Lattice needs and is missing: Debian packages (build, libraries, quickstart text,
+# and Slurm for the launch tests, whose one-node cluster tools/slurm/local_cluster.sh starts privately:
+# no daemon of the machine is started or configured),
 # the PyPI packages the tests use as independent references, and the header-only cuDNN frontend for
 # --config=cuda builds. Idempotent; quiet when all is there.
 set -euo pipefail
@@ -13,6 +15,7 @@ DEBIAN_PACKAGES=(
   zlib1g-dev
   protobuf-compiler libprotobuf-dev
   fortunes
+  slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins
 )
 PYTHON_PACKAGES=(safetensors numpy tokenizers tensorboard matplotlib)
 

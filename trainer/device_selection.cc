@@ -1,28 +1,14 @@
 // The process's device from the config and the launcher's local rank.
 #include "trainer/device_selection.h"
 
-#include <cstdlib>
-#include <string>
-
 #include <spdlog/spdlog.h>
 
 #include "kernels/backend.h"
 #include "kernels/error.h"
+#include "trainer/launcher_env.h"
 #include "trainer/model_builder.h"
 
 namespace lattice {
-
-namespace {
-
-// The first of the launchers' variables that is set (mpirun, then srun), else `fallback`.
-int launcher_int(const char* ompi, const char* slurm, int fallback) {
-  for (const char* name : {ompi, slurm}) {
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return fallback;
-}
-
-}  // namespace
 
 void select_training_device(const Config& config) {
   // Once per process: `lattice bench` selects before it measures the GEMM peak, then its training
@@ -38,10 +24,9 @@ void select_training_device(const Config& config) {
     throw InputError("device: \"cuda\" but this binary was built without CUDA: build with --config=cuda "
                      "(bazel build --config=cuda //trainer:lattice), or set device to \"cpu\"");
   }
-  const int local_rank = launcher_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", 0);
-  const int local_size = launcher_int("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", 1);
+  const LauncherPlacement placement = launcher_placement();
   const Backend& backend = backend_for("select_training_device", device);
-  spdlog::info("{}", backend.select_device(local_rank, local_size));
+  spdlog::info("{}", backend.select_device(placement.local_rank, placement.local_size));
   backend.set_tf32(config.training.tf32);
   spdlog::info("matmul precision: {}", config.training.tf32 ? "TF32 tensor cores (training.tf32)" : "exact f32");
   selected = true;

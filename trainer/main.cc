@@ -31,6 +31,7 @@
 #include "trainer/dataset_check.h"
 #include "trainer/generate_command.h"
 #include "trainer/hf_export.h"
+#include "trainer/launcher_env.h"
 #include "trainer/logging_setup.h"
 #include "trainer/memory_check.h"
 #include "trainer/model_builder.h"
@@ -180,6 +181,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   ProcessGroups groups = make_process_groups(grid, *world);
   spdlog::info("lattice train: config {}, BLAS: {}, {} ranks ({})", args.path, blas_kernel_description(),
                mpi.world_size(), grid.describe());
+  spdlog::info("launcher: {}", describe_launcher(launcher_placement()));
   options.grid = &grid;
   options.groups = &groups;
   options.world = world.get();

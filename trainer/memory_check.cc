@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "trainer/launcher_env.h"
+
 namespace lattice {
 
 namespace {
@@ -23,14 +25,6 @@ std::optional<int64_t> cgroup_limit(const std::string& path) {
   return static_cast<int64_t>(v);
 }
 
-int positive_env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return 0;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  return end != v && *end == '\0' && n > 0 && n < (1 << 24) ? static_cast<int>(n) : 0;
-}
-
 }  // namespace
 
 MachineMemory host_memory() {
@@ -43,11 +37,7 @@ MachineMemory host_memory() {
   return m;
 }
 
-int ranks_per_node() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
-    if (const int n = positive_env(name); n > 0) return n;
-  return 1;
-}
+int ranks_per_node() { return launcher_placement().local_size; }
 
 int64_t rank_memory_bytes(const ModelStats& s, const ParallelLayout& l, bool distributed_optimizer) {
   return rank_memory(s, l.tensor, l.pipeline, l.data, distributed_optimizer).total_bytes;

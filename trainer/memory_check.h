@@ -22,7 +22,7 @@ struct MachineMemory {
 // cgroup v1 memory.limit_in_bytes).
 MachineMemory host_memory();
 
-// Ranks of this job sharing one node: OMPI_COMM_WORLD_LOCAL_SIZE, else SLURM_NTASKS_PER_NODE, else 1.
+// Ranks of this job sharing one node, as mpirun or srun says (trainer/launcher_env.h), else 1.
 int ranks_per_node();
 
 // Bytes one rank needs at least: the one-process estimate with every item divided by tensor ×
