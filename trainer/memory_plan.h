@@ -1,0 +1,48 @@
+// Memory per rank of a layout, item by item, from the shapes the run allocates: the rank's own
+// parameter specs (its pipeline chunks, its tensor-parallel share, padding included), the activation
+// slots the schedule keeps in flight on each chunk (the slot planner's numbers), the per-chunk layer
+// scratch, the loss head's buffers, communication buffers and the bf16 staging workspace.
+// `lattice validate`, the start and end of `lattice train` and `lattice plan` all use it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/config.h"
+
+namespace lattice {
+
+// One rank's predicted bytes (every data-parallel replica of a (tp, pp) coordinate needs the same,
+// up to the distributed optimizer's rounding of shard sizes).
+struct RankMemoryPlan {
+  int tp_rank = 0, pp_rank = 0;
+  int64_t params = 0;                  // elements this rank stores (vocabulary padding included)
+  int64_t weight_bytes = 0;            // compute copy (fp32 or bf16)
+  int64_t grad_bytes = 0;              // fp32 gradient buffer
+  int64_t main_param_bytes = 0;        // fp32 master weights (bf16, or the distributed optimizer's shard)
+  int64_t optimizer_bytes = 0;         // AdamW moments (sharded over data with the distributed optimizer)
+  int64_t activation_bytes = 0;        // saved activations: per micro-batch × slots, summed over chunks
+  int64_t activation_bytes_per_micro_batch = 0;  // one micro-batch through all of the rank's chunks
+  std::vector<int> slots;              // activation slots per chunk (micro-batches in flight)
+  int64_t scratch_bytes = 0;           // per-chunk layer scratch, recompute sets, embedding/head/loss buffers
+  int64_t comm_bytes = 0;              // pipeline p2p buffers, bf16 reduce staging, distributed-optimizer buffers
+  int64_t workspace_bytes = 0;         // bf16 operands widened to f32 for the CPU kernels (largest op)
+  int64_t total_bytes = 0;
+};
+
+struct MemoryPlan {
+  std::vector<RankMemoryPlan> ranks;   // one per (tp, pp) coordinate, pp-major
+  int64_t peak_bytes = 0;              // the largest total_bytes
+  int peak_index = 0;                  // its index in `ranks`
+  const RankMemoryPlan& peak() const { return ranks[static_cast<size_t>(peak_index)]; }
+};
+
+// Throws InputError like validate_layout when the layout does not fit the model (heads, FFN size).
+MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout);
+
+// The table `lattice validate` and the start of `lattice train` print: the largest rank item by
+// item, and each pipeline stage's total.
+std::string format_memory_plan(const MemoryPlan& plan, const Config& config, const ParallelLayout& layout);
+
+}  // namespace lattice
