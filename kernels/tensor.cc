@@ -1,6 +1,7 @@
 // Tensor and Storage: allocation, views and shape bookkeeping.
 #include "kernels/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -48,15 +49,37 @@ size_t tensor_bytes(const Shape& shape, DType dtype) {
 Storage::Storage(Device device, void* data, size_t bytes, Release release)
     : device_(device), bytes_(bytes), data_(data), release_(release) {}
 
+namespace {
+
+// Host storage in use and its high mark, for the end-of-run comparison with the memory plan (the
+// CPU backend's peak_memory_bytes, as the CUDA pool's high mark is the GPU's).
+std::atomic<int64_t> live_host_bytes{0};
+std::atomic<int64_t> host_high_mark{0};
+
+// 64-byte alignment for vector loads; never a zero-sized request.
+size_t host_allocation_bytes(size_t bytes) { return bytes == 0 ? 64 : ((bytes + 63) / 64) * 64; }
+
+void host_release(void* data) { std::free(data); }
+
+}  // namespace
+
 std::shared_ptr<Storage> Storage::host(size_t bytes) {
-  // 64-byte alignment for vector loads; never a zero-sized request.
-  size_t rounded = ((bytes + 63) / 64) * 64;
-  void* data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  const size_t rounded = host_allocation_bytes(bytes);
+  void* data = std::aligned_alloc(64, rounded);
   if (data == nullptr) throw Error(fmt::format("out of host memory allocating {} bytes", bytes));
-  return std::make_shared<Storage>(Device::kCpu, data, bytes, std::free);
+  const int64_t live = live_host_bytes.fetch_add(static_cast<int64_t>(rounded)) + static_cast<int64_t>(rounded);
+  int64_t peak = host_high_mark.load();
+  while (live > peak && !host_high_mark.compare_exchange_weak(peak, live)) {
+  }
+  return std::make_shared<Storage>(Device::kCpu, data, bytes, &host_release);
 }
 
-Storage::~Storage() { release_(data_); }
+size_t Storage::host_peak_bytes() { return static_cast<size_t>(host_high_mark.load()); }
+
+Storage::~Storage() {
+  if (release_ == &host_release) live_host_bytes.fetch_sub(static_cast<int64_t>(host_allocation_bytes(bytes_)));
+  release_(data_);
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return over(Storage::host(tensor_bytes(shape, dtype)), shape, dtype);

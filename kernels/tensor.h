@@ -34,6 +34,8 @@ class Storage {
   Storage(Device device, void* data, size_t bytes, Release release);
   // Host memory, 64-byte aligned for vector loads.
   static std::shared_ptr<Storage> host(size_t bytes);
+  // The most host storage (64-byte rounded) held at once so far by this process.
+  static size_t host_peak_bytes();
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

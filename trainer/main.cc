@@ -34,6 +34,7 @@
 #include "trainer/launcher_env.h"
 #include "trainer/logging_setup.h"
 #include "trainer/memory_check.h"
+#include "trainer/memory_plan.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/preemption.h"
@@ -63,8 +64,7 @@ std::optional<std::string> host_memory_shortfall(const Config& c, const ModelSta
   // On a GPU the model's state is in device memory; the host holds staging buffers only. (Device
   // memory that runs out ends the run at its first allocation with the sizes and what to change.)
   if (config_device(c) != Device::kCpu) return std::nullopt;
-  return memory_shortfall(stats, rank_memory_bytes(stats, layout, c.parallel.distributed_optimizer), ranks_per_node(),
-                          host_memory());
+  return memory_shortfall(stats, plan_memory(c, layout).peak_bytes, ranks_per_node(), host_memory());
 }
 
 // `lattice train` does not start a run that cannot fit (exit 2), unless told to.
@@ -90,15 +90,14 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   const bool has_data = !c.data.path.empty() || !c.data.blend.empty();
   if (has_data) check_datasets(c);
   if (as_json) {
-    std::printf("%s\n", validate_report_json(c, stats, layout).dump(2).c_str());
+    nlohmann::json report = validate_report_json(c, stats, layout);
+    report["memory_bytes"]["plan"] = memory_plan_json(plan_memory(c, layout));
+    std::printf("%s\n", report.dump(2).c_str());
     return 0;
   }
   std::printf("%s\n", config_to_json(c).dump(2).c_str());
   std::printf("%s", format_model_stats(stats, config_device(c)).c_str());
-  std::printf("%s", format_rank_memory(rank_memory(stats, layout.tensor, layout.pipeline, layout.data,
-                                                   c.parallel.distributed_optimizer),
-                                       layout.tensor, layout.pipeline, layout.data, c.parallel.distributed_optimizer)
-                        .c_str());
+  std::printf("%s", format_memory_plan(plan_memory(c, layout), c, layout).c_str());
   std::printf("%s", format_layout(layout, c).c_str());
   std::printf("%s", format_schedule_report(simulate_layout_schedule(layout)).c_str());
   if (has_data)

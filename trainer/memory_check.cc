@@ -39,10 +39,6 @@ MachineMemory host_memory() {
 
 int ranks_per_node() { return launcher_placement().local_size; }
 
-int64_t rank_memory_bytes(const ModelStats& s, const ParallelLayout& l, bool distributed_optimizer) {
-  return rank_memory(s, l.tensor, l.pipeline, l.data, distributed_optimizer).total_bytes;
-}
-
 std::optional<std::string> memory_shortfall(const ModelStats& s, int64_t per_rank_bytes, int ranks,
                                             const MachineMemory& available) {
   const int64_t needed = per_rank_bytes * ranks;

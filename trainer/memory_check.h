@@ -25,11 +25,6 @@ MachineMemory host_memory();
 // Ranks of this job sharing one node, as mpirun or srun says (trainer/launcher_env.h), else 1.
 int ranks_per_node();
 
-// Bytes one rank needs at least: the one-process estimate with every item divided by tensor ×
-// pipeline, and the AdamW moments also by data under the distributed optimizer (exact for one process,
-// a lower bound for parallel layouts, whose ranks hold uneven shares).
-int64_t rank_memory_bytes(const ModelStats& stats, const ParallelLayout& layout, bool distributed_optimizer);
-
 // nullopt when `ranks` ranks of `per_rank_bytes` fit in `available`, else a message with the figures
 // (needed per rank and in all, available and its source) and what to change. Device memory (CUDA)
 // goes through the same function with the device's free bytes.

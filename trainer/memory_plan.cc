@@ -1,45 +1,206 @@
-// Memory per rank of a layout (see memory_plan.h).
+// Memory per rank of a layout (see memory_plan.h). Every item mirrors an allocation the run makes,
+// named next to it; tests/trainer/memory_plan_test.sh holds the sum to the allocations the run
+// actually makes (the host storage high mark) and to the measured peak RSS.
 #include "trainer/memory_plan.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "checkpoint/shard_plan.h"
+#include "model/model_layout.h"
+#include "model/model_parameters.h"
 #include "parallel/activation_slots.h"
+#include "parallel/grad_buckets.h"
+#include "parallel/param_layout.h"
 #include "parallel/schedule.h"
+#include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 
 namespace lattice {
 
-MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout) {
-  // First version: rank_memory's even split, activations × the slot planner's slots. The item-by-item
-  // accounting from the rank's own specs and buffers replaces it.
-  const ModelStats stats = compute_model_stats(config);
-  const RankMemory even = rank_memory(stats, layout.tensor, layout.pipeline, layout.data,
-                                      config.parallel.distributed_optimizer);
-  MemoryPlan plan;
-  for (int pp = 0; pp < layout.pipeline; ++pp) {
-    const std::vector<Action> actions = make_schedule(layout.schedule, layout.pipeline, layout.virtual_stages,
-                                                      static_cast<int>(layout.micro_batches), pp);
-    const ActivationSlots slots = plan_activation_slots(actions, layout.virtual_stages,
-                                                        static_cast<int>(layout.micro_batches));
-    for (int tp = 0; tp < layout.tensor; ++tp) {
-      RankMemoryPlan r;
-      r.tp_rank = tp;
-      r.pp_rank = pp;
-      r.params = stats.num_params / (int64_t{layout.tensor} * layout.pipeline);
-      r.weight_bytes = even.weight_bytes;
-      r.grad_bytes = even.grad_bytes;
-      r.main_param_bytes = even.main_param_bytes;
-      r.optimizer_bytes = even.optimizer_bytes;
-      r.activation_bytes_per_micro_batch = even.activation_bytes;
-      r.slots = slots.needed;
-      for (int n : slots.needed) r.activation_bytes += even.activation_bytes / layout.virtual_stages * n;
-      r.total_bytes = r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes + r.activation_bytes +
-                      r.scratch_bytes + r.comm_bytes + r.workspace_bytes;
-      plan.ranks.push_back(r);
+namespace {
+
+// Host storage is allocated in multiples of 64 bytes (Storage::host); the GPU pool rounds similarly.
+int64_t rounded(int64_t bytes) { return bytes <= 0 ? 0 : (bytes + 63) / 64 * 64; }
+
+struct Shapes {
+  int64_t B, T, N, n, H, D, Hq, Hkv, F, rows;  // this rank's: heads, FFN and vocabulary rows split over tp
+  int64_t cs;                                   // bytes of the compute dtype
+  bool swiglu, sp;
+};
+
+// model/activations.cc LayerActivations::allocate, for the groups a layer keeps.
+int64_t layer_activation_bytes(const Shapes& s, unsigned groups) {
+  int64_t b = 0;
+  const int64_t norm_saved = 2 * rounded(4 * s.n);  // NormSaved: mean and rstd, f32
+  if (groups & 1u) b += rounded(s.n * s.H * s.cs);  // input
+  if (groups & 2u) {                                 // cheap: norm outputs and stats, the MLP activation
+    b += 2 * rounded(s.N * s.H * s.cs) + 2 * norm_saved + rounded(s.N * s.F * s.cs);
+  }
+  if (groups & 4u) {  // core: q, k, v, attention output, lse, mid, up (and gate)
+    b += 2 * rounded(s.N * s.Hq * s.D * s.cs) + 2 * rounded(s.N * s.Hkv * s.D * s.cs) + rounded(s.N * s.Hq * 4) +
+         rounded(s.n * s.H * s.cs) + rounded(s.N * s.F * s.cs) * (s.swiglu ? 2 : 1);
+  }
+  return b;
+}
+
+// model/activations.cc LayerScratch::allocate: one per chunk.
+int64_t layer_scratch_bytes(const Shapes& s) {
+  int64_t b = rounded(s.N * s.H * s.cs) + rounded(s.n * s.H * s.cs) + 2 * rounded(s.N * s.Hq * s.D * s.cs) +
+              2 * rounded(s.N * s.Hkv * s.D * s.cs) + rounded(s.N * s.F * s.cs) * (s.swiglu ? 3 : 2);
+  if (s.sp) b += 2 * rounded(s.n * s.H * s.cs) + 2 * rounded(s.N * s.H * s.cs);
+  return b;
+}
+
+// model/model_chunk.cc: the groups a layer keeps per slot under its recompute mode.
+unsigned kept_groups(Recompute mode) {
+  if (mode == Recompute::kNone) return 7u;
+  return mode == Recompute::kSelective ? 5u : 1u;
+}
+
+RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int tp_rank, int pp_rank) {
+  const ModelConfig& m = c.model;
+  ModelLayout layout;
+  layout.tp_rank = tp_rank;
+  layout.tp_size = pl.tensor;
+  layout.sequence_parallel = c.parallel.sequence_parallel;
+  layout.pp_rank = pp_rank;
+  layout.pp_size = pl.pipeline;
+  layout.virtual_stages = pl.virtual_stages;
+  layout.layers_per_stage = pl.layers_per_stage;
+
+  RankMemoryPlan r;
+  r.tp_rank = tp_rank;
+  r.pp_rank = pp_rank;
+  const DType compute = precision_dtype(c.training.precision);
+  const int64_t cs = static_cast<int64_t>(dtype_size(compute));
+  const bool bf16 = compute != DType::kF32;
+
+  // Parameters: the rank's own specs (its chunks, its tp share, vocabulary padding included), laid
+  // out flat as ParamGradBuffer does: values in the compute dtype, fp32 gradients.
+  const ParamLayout params(model_parameter_specs(m, layout));
+  const int64_t P = params.numel();
+  r.params = P;
+  r.weight_bytes = rounded(P * cs);
+  r.grad_bytes = rounded(P * 4);
+
+  // Optimizer (parallel/optimizer.cc) and gradient buckets (parallel/grad_buckets.cc).
+  const int dp = pl.data;
+  const bool sharded = dp > 1 && c.parallel.distributed_optimizer;
+  if (!sharded) {
+    r.optimizer_bytes = 2 * rounded(P * 4);
+    r.main_param_bytes = bf16 ? rounded(P * 4) : 0;  // fp32 parameters are their own main parameters
+  }
+  const DType reduce = precision_dtype(c.parallel.grad_reduce_dtype);
+  const int64_t reduce_size = static_cast<int64_t>(dtype_size(reduce));
+  std::vector<GradBucket> buckets;
+  if (dp > 1) {
+    buckets = make_grad_buckets(params, c.parallel.bucket_size_mb, dp);
+    const bool narrow = reduce != DType::kF32;
+    const int64_t rs = reduce_size;
+    int64_t shard = 0;
+    for (const GradBucket& g : buckets) {
+      shard += g.shard_numel;
+      const int64_t reduced = sharded ? g.padded_numel(dp) : g.numel();
+      if (g.numel() > 0 && (narrow || reduced != g.numel())) r.comm_bytes += rounded(reduced * rs);
+      // The sharded optimizer's all-gather staging of padded buckets.
+      if (sharded && g.padded_numel(dp) != g.numel()) r.comm_bytes += rounded(g.padded_numel(dp) * cs);
+    }
+    if (sharded) {
+      r.comm_bytes += rounded(shard * 4);                  // the reduce-scattered gradient shard
+      if (narrow) r.comm_bytes += rounded(shard * rs);     // ... as reduced in bf16
+      if (bf16) r.comm_bytes += rounded(shard * cs);       // the bf16 send buffer of the gather
+      r.optimizer_bytes = 2 * rounded(shard * 4);
+      r.main_param_bytes = rounded(shard * 4);             // its own fp32 shard, in either precision
     }
   }
+
+  // Activations: each chunk's slots (the slot planner on this rank's action list) of its layers'
+  // kept groups, one recompute set per chunk, and the scratch; the head's saved tensors per slot.
+  const int m_batches = static_cast<int>(pl.micro_batches);
+  const std::vector<Action> actions = make_schedule(pl.schedule, pl.pipeline, pl.virtual_stages, m_batches, pp_rank);
+  r.slots = plan_activation_slots(actions, pl.virtual_stages, m_batches).needed;
+  const int64_t B = c.training.micro_batch_size, T = m.seq_length;
+  Shapes s{B, T, B * T, layout.local_tokens(m, B), m.hidden_size, m.head_dim(),
+           m.num_attention_heads / pl.tensor, m.num_kv_heads / pl.tensor, m.ffn_hidden_size / pl.tensor,
+           layout.vocab_rows_per_rank(m), cs, m.activation == Activation::kSwiglu, layout.sequence_parallel};
+  bool has_head = false;
+  for (int ch = 0; ch < pl.virtual_stages; ++ch) {
+    const LayerRange range = layout.chunk_layers(m, ch);
+    int64_t per_slot = 0;
+    unsigned recomputed = 0;
+    for (int64_t i = 0; i < range.count; ++i) {
+      const Recompute mode =
+          m.recompute == Recompute::kFull && m.recompute_num_layers > 0 && i >= m.recompute_num_layers ? Recompute::kNone
+                                                                                                        : m.recompute;
+      per_slot += layer_activation_bytes(s, kept_groups(mode));
+      recomputed |= 7u & ~kept_groups(mode);
+    }
+    const int slots = r.slots[static_cast<size_t>(ch)];
+    int64_t head_per_slot = 0;
+    if (layout.has_head(ch)) {  // model/lm_head.cc: hidden, norm output and stats, logits, lse per slot
+      has_head = true;
+      head_per_slot = rounded(s.n * s.H * cs) + rounded(s.N * s.H * cs) + 2 * rounded(4 * s.n) +
+                      rounded(s.N * s.rows * cs) + rounded(s.N * 4);
+      r.scratch_bytes += rounded(s.N * s.H * cs);  // d_norm_out
+      if (pl.tensor > 1) r.scratch_bytes += rounded(s.N * 4) + rounded(2 * s.N * 4);
+      if (s.sp) r.scratch_bytes += rounded(s.n * s.H * cs);
+    }
+    if (layout.has_embedding(ch) && s.sp) r.scratch_bytes += rounded(s.N * s.H * cs);  // the gathered lookup
+    r.activation_bytes_per_micro_batch += per_slot + head_per_slot;
+    r.activation_bytes += (per_slot + head_per_slot) * slots;
+    r.scratch_bytes += layer_activation_bytes(s, recomputed) + rounded(s.n * s.H * cs) /* d_hidden */ +
+                       layer_scratch_bytes(s);
+  }
+  // trainer/training_session.cc step losses; trainer/step_batches.cc ids and targets (host and
+  // device copies) of every micro-batch.
+  if (has_head) r.scratch_bytes += rounded(int64_t{m_batches} * s.N * 4);
+  r.scratch_bytes += int64_t{m_batches} * 4 * rounded(s.N * 4);
+  // Pipeline p2p buffers (parallel/pipeline_executor.cc): at most a send and a receive per slot in flight.
+  if (pl.pipeline > 1) {
+    int64_t in_flight = 0;
+    for (int slots : r.slots) in_flight += slots;
+    r.comm_bytes += 2 * in_flight * rounded(s.n * s.H * cs);
+  }
+
+  // bf16 on the CPU: operands widened into an f32 pool (kernels/f32_staging.cc), whose buffers grow
+  // to the largest op's operands: the LM head's matmul (norm output, head rows, logits).
+  if (bf16 && config_device(c) == Device::kCpu && has_head)
+    r.workspace_bytes = rounded(4 * s.N * s.H) + rounded(4 * s.rows * s.H) + rounded(4 * s.N * s.rows);
+
+  // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes, and,
+  // with the distributed optimizer, the flat fp32 state the shards are gathered into.
+  if (!c.checkpoint.dir.empty()) {
+    r.checkpoint_bytes = rounded(plan_shard(params, true, 0, dp).staging_numel * 4);
+    if (sharded) r.checkpoint_bytes += 3 * rounded(P * 4);
+  }
+  // bf16: the exact fp32 init values live until the optimizer has taken them (model/parameter_store.cc),
+  // while everything above except the checkpoint buffers already exists.
+  if (bf16) r.transient_bytes = rounded(P * 4);
+
+  const int64_t steady = r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes + r.activation_bytes +
+                         r.scratch_bytes + r.comm_bytes + r.workspace_bytes;
+  r.storage_bytes = std::max(steady + r.checkpoint_bytes, steady - r.workspace_bytes + r.transient_bytes);
+  if (config_device(c) == Device::kCpu) {
+    // Every bucket's non-blocking reduction may be in flight at once by the end of backward, each
+    // with its temporary (an all-reduce's is the message, a reduce-scatter's the message / dp, as
+    // measured with OpenMPI 4.1); the embedding group's sum may overlap them.
+    for (const GradBucket& g : buckets)
+      r.mpi_temporary_bytes += sharded ? g.padded_numel(dp) * reduce_size / dp : g.numel() * reduce_size;
+    if (m.tie_embeddings && pl.pipeline > 1 && (pp_rank == 0 || pp_rank == pl.pipeline - 1))
+      r.mpi_temporary_bytes += s.rows * s.H * 4;
+  }
+  r.total_bytes = r.storage_bytes + r.mpi_temporary_bytes;
+  return r;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout) {
+  MemoryPlan plan;
+  for (int pp = 0; pp < layout.pipeline; ++pp)
+    for (int tp = 0; tp < layout.tensor; ++tp) plan.ranks.push_back(plan_rank(config, layout, tp, pp));
   for (size_t i = 0; i < plan.ranks.size(); ++i) {
     if (plan.ranks[i].total_bytes > plan.peak_bytes) {
       plan.peak_bytes = plan.ranks[i].total_bytes;
@@ -49,24 +210,53 @@ MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout) {
   return plan;
 }
 
+nlohmann::json memory_plan_json(const MemoryPlan& plan) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMemoryPlan& r : plan.ranks) {
+    ranks.push_back({{"tp_rank", r.tp_rank}, {"pp_rank", r.pp_rank}, {"params", r.params},
+                     {"weights", r.weight_bytes}, {"gradients", r.grad_bytes}, {"main_params", r.main_param_bytes},
+                     {"optimizer", r.optimizer_bytes}, {"activations", r.activation_bytes},
+                     {"activations_per_micro_batch", r.activation_bytes_per_micro_batch}, {"activation_slots", r.slots},
+                     {"scratch", r.scratch_bytes}, {"communication", r.comm_bytes}, {"workspace", r.workspace_bytes},
+                     {"checkpoint", r.checkpoint_bytes}, {"transient", r.transient_bytes}, {"storage", r.storage_bytes},
+                     {"mpi_temporary", r.mpi_temporary_bytes}, {"peak", r.total_bytes}});
+  }
+  return {{"peak", plan.peak_bytes}, {"peak_tp_rank", plan.peak().tp_rank}, {"peak_pp_rank", plan.peak().pp_rank},
+          {"ranks", ranks}};
+}
+
 std::string format_memory_plan(const MemoryPlan& plan, const Config& config, const ParallelLayout& layout) {
   const RankMemoryPlan& r = plan.peak();
-  std::string out = fmt::format("memory per rank (tensor {} × pipeline {} × data {}, {}{}): largest is tp {} pp {}\n",
+  std::string out = fmt::format("memory per rank (tensor {} × pipeline {} × data {}, {}{}), largest: tp {} pp {}\n",
                                 layout.tensor, layout.pipeline, layout.data, precision_name(config.training.precision),
                                 config.parallel.distributed_optimizer && layout.data > 1 ? ", distributed optimizer" : "",
                                 r.tp_rank, r.pp_rank);
-  const auto line = [&](const std::string& k, int64_t v) { out += fmt::format("  {:<34}{}\n", k, format_bytes(v)); };
-  line("weights", r.weight_bytes);
+  const auto line = [&](const std::string& k, int64_t v) { out += fmt::format("  {:<40}{}\n", k, format_bytes(v)); };
+  line(fmt::format("weights ({:.1f}M params)", r.params / 1e6), r.weight_bytes);
   line("gradients (fp32)", r.grad_bytes);
   line("main params (fp32)", r.main_param_bytes);
   line("AdamW moments (fp32)", r.optimizer_bytes);
   std::string slots;
   for (size_t c = 0; c < r.slots.size(); ++c) slots += fmt::format("{}{}", c ? "+" : "", r.slots[c]);
-  line(fmt::format("activations ({} slot(s))", slots), r.activation_bytes);
-  line("scratch and loss buffers", r.scratch_bytes);
+  line(fmt::format("activations ({} slot(s) × {})", slots, format_bytes(r.activation_bytes_per_micro_batch)),
+       r.activation_bytes);
+  line("scratch, loss head, batches", r.scratch_bytes);
   line("communication buffers", r.comm_bytes);
-  line("workspace", r.workspace_bytes);
-  line("total", r.total_bytes);
+  if (r.workspace_bytes > 0) line("bf16 → f32 operand workspace", r.workspace_bytes);
+  if (r.checkpoint_bytes > 0) line("checkpoint buffers", r.checkpoint_bytes);
+  if (r.transient_bytes > 0) line("fp32 init values (until step 1)", r.transient_bytes);
+  if (r.mpi_temporary_bytes > 0) line("MPI collective temporary", r.mpi_temporary_bytes);
+  line("peak", r.total_bytes);
+  if (layout.pipeline > 1) {
+    out += "  peak per pipeline stage:";
+    for (int pp = 0; pp < layout.pipeline; ++pp) {
+      int64_t most = 0;
+      for (const RankMemoryPlan& x : plan.ranks)
+        if (x.pp_rank == pp) most = std::max(most, x.total_bytes);
+      out += fmt::format(" {}{}", pp ? "/ " : "", format_bytes(most));
+    }
+    out += "\n";
+  }
   return out;
 }
 

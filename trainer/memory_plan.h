@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "trainer/config.h"
 
 namespace lattice {
@@ -28,7 +30,17 @@ struct RankMemoryPlan {
   int64_t scratch_bytes = 0;           // per-chunk layer scratch, recompute sets, embedding/head/loss buffers
   int64_t comm_bytes = 0;              // pipeline p2p buffers, bf16 reduce staging, distributed-optimizer buffers
   int64_t workspace_bytes = 0;         // bf16 operands widened to f32 for the CPU kernels (largest op)
-  int64_t total_bytes = 0;
+  int64_t checkpoint_bytes = 0;        // checkpoint.dir: the async writer's snapshot (+ the gathered state)
+  int64_t transient_bytes = 0;         // bf16: the exact fp32 init values, freed before step 1
+  // The tensors' high mark: the steady state (everything above but the transient) or, at start, the
+  // steady state before the checkpoint buffers and the first step's workspace, plus the transient.
+  int64_t storage_bytes = 0;
+  // Not tensors: MPI's temporary buffers of the host collectives: every DP bucket, whose non-blocking
+  // reductions may all be in flight by the end of backward (how many really overlap varies from run
+  // to run: this is the upper end), and the tied word embeddings' gradient summed over the embedding
+  // group. 0 on GPUs, where NCCL reduces in place.
+  int64_t mpi_temporary_bytes = 0;
+  int64_t total_bytes = 0;  // storage + MPI's temporary: what the rank's peak memory should be
 };
 
 struct MemoryPlan {
@@ -40,6 +52,9 @@ struct MemoryPlan {
 
 // Throws InputError like validate_layout when the layout does not fit the model (heads, FFN size).
 MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout);
+
+// The plan as validate --json reports it: the peak and every rank's items.
+nlohmann::json memory_plan_json(const MemoryPlan& plan);
 
 // The table `lattice validate` and the start of `lattice train` print: the largest rank item by
 // item, and each pipeline stage's total.

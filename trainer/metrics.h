@@ -57,8 +57,14 @@ struct RunSummary {
   double dp_comm_hidden = -1;   // 1 - blocked / outstanding, over all steps
   double dp_comm_s = -1;
   double dp_wait_s = -1;
-  double peak_host_bytes = -1;    // this process's peak resident host memory (getrusage ru_maxrss)
+  double peak_host_bytes = -1;    // the largest rank's peak resident host memory (getrusage ru_maxrss)
   double peak_device_bytes = -1;  // GPU: the most device memory in use at once (the pool's high mark)
+  // The memory plan (trainer/memory_plan.h) against the measured peaks: predicted_peak_bytes is the
+  // largest rank's (compare peak_host_bytes, the largest RSS); the storage pair is of the rank with
+  // the largest tensor storage high mark (host storage on CPU, the pool on GPU).
+  double predicted_peak_bytes = -1;
+  double predicted_storage_bytes = -1;
+  double peak_allocated_bytes = -1;
   std::string precision;          // training.precision (omitted when empty)
   std::string grad_reduce_dtype;  // parallel.grad_reduce_dtype (omitted when empty)
 };

@@ -18,6 +18,7 @@
 #include "trainer/export_gather.h"
 #include "trainer/hf_export.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/memory_plan.h"
 #include "trainer/model_builder.h"
 #include "trainer/output_paths.h"
 #include "trainer/run_dir.h"
@@ -89,6 +90,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   build_pipeline();
   log_precision();
   if (grid.world_size() > 1) log_layout();
+  log_memory_plan();
 
   bool has_head = false;
   for (const auto& ch : chunks_) has_head = has_head || ch->has_head();
@@ -185,6 +187,18 @@ void TrainingSession::log_precision() const {
   }
   if (buckets_)
     spdlog::info("data-parallel gradient reduction in {}", precision_name(c_.parallel.grad_reduce_dtype));
+}
+
+// The memory plan's table, one log line per row (rank 0 logs; it is the same on every rank).
+void TrainingSession::log_memory_plan() const {
+  const std::string table = format_memory_plan(plan_memory(c_, pl_), c_, pl_);
+  size_t begin = 0;
+  while (begin < table.size()) {
+    const size_t end = table.find('\n', begin);
+    spdlog::info("{}", table.substr(begin, end - begin));
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
 }
 
 void TrainingSession::log_layout() const {
@@ -360,6 +374,59 @@ bool TrainingSession::end_step(int64_t step) {
   return static_cast<bool>(stopped_);
 }
 
+// Predicted against measured peak memory, per rank, the largest logged: the memory plan (what the
+// run allocates, item by item) next to the storage high mark (every tensor this process allocated:
+// host storage on CPU, the memory pool on GPU) and the peak RSS, which adds the program, its
+// libraries and MPI's buffers. A collective: every rank calls it.
+void TrainingSession::report_memory(RunSummary& summary) {
+  struct RankPeak {
+    int64_t predicted = 0, predicted_storage = 0, allocated = 0, rss = 0;
+  };
+  const MemoryPlan plan = plan_memory(c_, pl_);
+  const RankMemoryPlan& own =
+      plan.ranks[static_cast<size_t>(rc_.grid.pp_rank() * rc_.grid.tp_size() + rc_.grid.tp_rank())];
+  const Backend& backend = device_->backend();
+  const bool on_cpu = device_->device() == Device::kCpu;
+  const RankPeak mine{own.total_bytes, own.storage_bytes,
+                      static_cast<int64_t>(on_cpu ? Storage::host_peak_bytes() : backend.peak_memory_bytes()),
+                      peak_resident_bytes()};
+  const std::vector<RankPeak> all =
+      rc_.grid.world_size() > 1 ? rc_.world->host().all_gather(mine, "memory report") : std::vector<RankPeak>{mine};
+  size_t worst = 0;  // the rank whose allocations came closest to (or went furthest past) its prediction
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].allocated > all[worst].allocated) worst = r;
+  const auto gib = [](int64_t b) { return static_cast<double>(b) / double(1 << 30); };
+  const auto off = [](int64_t measured, int64_t predicted) {
+    return predicted > 0 ? 100.0 * (static_cast<double>(measured) / static_cast<double>(predicted) - 1) : 0.0;
+  };
+  const RankPeak& w = all[worst];
+  if (on_cpu) {
+    spdlog::info("memory{}: predicted peak {:.3f} GiB, of which tensors {:.3f} GiB; measured: tensors {:.3f} GiB "
+                 "({:+.1f}%), peak RSS {:.3f} GiB ({:+.1f}%: the program and its libraries on top)",
+                 all.size() > 1 ? fmt::format(" (rank {}, the largest)", worst) : "", gib(w.predicted),
+                 gib(w.predicted_storage), gib(w.allocated), off(w.allocated, w.predicted_storage), gib(w.rss),
+                 off(w.rss, w.predicted));
+  } else {
+    spdlog::info("memory{}: predicted peak {:.3f} GiB on the {}; measured: the memory pool's high mark {:.3f} GiB "
+                 "({:+.1f}%); peak host RSS {:.3f} GiB",
+                 all.size() > 1 ? fmt::format(" (rank {}, the largest)", worst) : "", gib(w.predicted),
+                 device_name(device_->device()), gib(w.allocated), off(w.allocated, w.predicted), gib(w.rss));
+  }
+  // The job's largest figures: what has to fit on a node's most loaded rank.
+  int64_t predicted = 0, rss = 0;
+  for (const RankPeak& r : all) {
+    predicted = std::max(predicted, r.predicted);
+    rss = std::max(rss, r.rss);
+  }
+  summary.peak_host_bytes = static_cast<double>(rss);
+  summary.predicted_peak_bytes = static_cast<double>(predicted);
+  summary.predicted_storage_bytes = static_cast<double>(w.predicted_storage);
+  summary.peak_allocated_bytes = static_cast<double>(w.allocated);
+  if (!on_cpu) summary.peak_device_bytes = static_cast<double>(w.allocated);
+  result_.peak_host_bytes = static_cast<double>(mine.rss);
+  if (!on_cpu) result_.peak_device_bytes = static_cast<double>(mine.allocated);
+}
+
 // The run's figures: log lines, the metrics file's summary, the export.
 void TrainingSession::summarize() {
   if (throughput_.steps > 0) {
@@ -392,15 +459,7 @@ void TrainingSession::summarize() {
   export_model();
   summary.precision = precision_name(c_.training.precision);
   summary.grad_reduce_dtype = precision_name(c_.parallel.grad_reduce_dtype);
-  summary.peak_host_bytes = static_cast<double>(peak_resident_bytes());
-  result_.peak_host_bytes = summary.peak_host_bytes;
-  spdlog::info("peak host memory (RSS): {:.2f} GiB", summary.peak_host_bytes / double(1 << 30));
-  if (const Backend& backend = device_->backend(); backend.peak_memory_bytes != nullptr) {
-    summary.peak_device_bytes = static_cast<double>(backend.peak_memory_bytes());
-    result_.peak_device_bytes = summary.peak_device_bytes;
-    spdlog::info("peak {} memory: {:.2f} GiB (the memory pool's high mark)", device_name(device_->device()),
-                 summary.peak_device_bytes / double(1 << 30));
-  }
+  report_memory(summary);
 
   summary.tokens = steps_run * tokens_per_step_;
   summary.wall_s = seconds_since(run_begin_);

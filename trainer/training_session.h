@@ -66,12 +66,14 @@ class TrainingSession {
   void build_pipeline();
   void log_precision() const;
   void log_layout() const;
+  void log_memory_plan() const;
   StepOutcome train_step(int64_t step);
   double evaluate(int64_t step);
   void record(int64_t step, const StepOutcome& outcome, double seconds);
   // The step boundary: commits a finished background save, votes on stopping, saves when due.
   // True when the run stops after this step.
   bool end_step(int64_t step);
+  void report_memory(RunSummary& summary);
   void summarize();
   void export_model();
 
