@@ -36,6 +36,7 @@
 #include "trainer/memory_check.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
+#include "trainer/plan_command.h"
 #include "trainer/preemption.h"
 #include "trainer/run_plot.h"
 #include "trainer/run_report.h"
@@ -296,6 +297,32 @@ int run(int argc, char** argv) {
                    "mpirun/srun, else tensor × pipeline × max(data, 1))")
       ->check(CLI::Range(1, 1 << 24));
 
+  ConfigArgs plan_args;
+  PlanCommandOptions plan_options;
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan", "rank the TP × PP × DP layouts of a config's model on N GPUs by predicted tokens/s: memory per GPU, "
+              "step time (compute, pipeline bubble, exposed communication), MFU and a ready command line for each");
+  plan_args.add_to(plan_cmd);
+  plan_cmd->add_option("--gpus", plan_options.plan.gpus, "the number of GPUs to plan for")->required();
+  plan_cmd->add_option("--gpus-per-node", plan_options.plan.gpus_per_node,
+                       "GPUs per node (tensor parallelism stays inside one; default: the --gpu spec's, 8)")
+      ->check(CLI::Range(1, 4096));
+  plan_cmd->add_option("--gpu", plan_options.gpu,
+                       "h100, h200, a100, cpu, or a JSON file of the GPU's figures (peak FLOP/s, memory, link "
+                       "bandwidths and latencies)")
+      ->capture_default_str();
+  plan_cmd->add_option("--global-batch", plan_options.plan.global_batch,
+                       "global batch in sequences (default: training.global_batch_size)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  plan_cmd->add_option("--top", plan_options.plan.top, "layouts to print, best first (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  plan_cmd->add_option("--gemm-efficiency", plan_options.plan.gemm_efficiency,
+                       "the calibrated fraction of peak FLOP/s the layers reach")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  plan_cmd->add_flag("--json", plan_options.json, "print a JSON list of the layouts and nothing else on stdout");
+
   CLI::App* data_cmd = app.add_subcommand("data", "dataset tools");
   data_cmd->require_subcommand(1);
   PrepareOptions prepare;
@@ -375,6 +402,11 @@ int run(int argc, char** argv) {
   train_options.export_dtype = export_dtype_of(train_export_dtype);
   if (*train_cmd) return run_train(train_args, train_options, ignore_memory_check, argc_ptr, argv_ptr);
   if (*validate_cmd) return run_validate(validate_args, validate_world_size, validate_json);
+  if (*plan_cmd) {
+    plan_options.config_path = plan_args.path;
+    plan_options.overrides = plan_args.overrides;
+    return run_plan_command(plan_options);
+  }
   if (*prepare_cmd) {
     prepare_dataset(prepare);
     return 0;
