@@ -90,6 +90,11 @@ struct Planner {
     const double act = tokens * double(m.hidden_size) * act_bytes;
     const double tp_ar = all_reduce_s(act, t, gpu.intra_node_latency, gpu.intra_node_bandwidth);
     const double head_fwd_s = tokens * 2.0 * double(m.hidden_size) * double(L.padded_vocab_size) / t / rate;
+    // Selective recompute redoes the two norms and the MLP activation: memory-bound passes (read the
+    // input, write the output) over 2·h + the activation's input columns per token.
+    const double selective_elements = 2.0 * double(m.hidden_size) +
+                                      (m.activation == Activation::kSwiglu ? 2.0 : 1.0) * double(m.ffn_hidden_size);
+    const double selective_s = tokens * selective_elements * 2 * act_bytes / t / gpu.memory_bandwidth;
     LayoutCosts k;
     k.fwd.assign(p, std::vector<double>(v, 0));
     k.bwd.assign(p, std::vector<double>(v, 0));
@@ -102,9 +107,9 @@ struct Planner {
         double recomputed = 0;
         if (m.recompute == Recompute::kFull)
           recomputed = m.recompute_num_layers > 0 ? std::min(n, double(m.recompute_num_layers)) : n;
-        // selective recomputes norms and the MLP activation: memory-bound work the efficiency covers.
         k.fwd[r][ch] = n * (layer_fwd_s + 2 * tp_ar);
         k.bwd[r][ch] = n * (2 * layer_fwd_s + 2 * tp_ar) + recomputed * (layer_fwd_s + 2 * tp_ar);
+        if (m.recompute == Recompute::kSelective) k.bwd[r][ch] += n * selective_s;
         rank_tp += (4 * n + 2 * recomputed) * tp_ar;
         if (vs == p * v - 1) {  // the loss head (never recomputed)
           k.fwd[r][ch] += head_fwd_s;
@@ -258,8 +263,10 @@ Config candidate_config(const Config& base, int t, int p, int d, int v, int64_t 
   return c;
 }
 
+// Fitting layouts by tokens/s; the others after them, the nearest to fitting first.
 bool better(const LayoutPrediction& a, const LayoutPrediction& b) {
   if (a.fits != b.fits) return a.fits;
+  if (!a.fits && a.memory_bytes != b.memory_bytes) return a.memory_bytes < b.memory_bytes;
   if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
   return a.memory_bytes < b.memory_bytes;
 }
@@ -273,20 +280,33 @@ std::vector<int> divisors(int64_t n) {
 
 }  // namespace
 
-std::vector<std::string> layout_overrides(const LayoutPrediction& l) {
-  std::vector<std::string> s = {
-      fmt::format("parallel.tensor={}", l.tensor),
-      fmt::format("parallel.pipeline={}", l.pipeline),
-      fmt::format("parallel.data={}", l.data),
-      fmt::format("parallel.schedule={}", schedule_kind_name(l.schedule)),
-      fmt::format("parallel.virtual_stages={}", l.virtual_stages),
-      fmt::format("parallel.sequence_parallel={}", l.sequence_parallel ? "true" : "false"),
-      fmt::format("parallel.distributed_optimizer={}", l.distributed_optimizer ? "true" : "false"),
-      fmt::format("parallel.overlap_param_gather={}", l.distributed_optimizer ? "true" : "false"),
-      fmt::format("training.micro_batch_size={}", l.micro_batch_size),
-      fmt::format("training.global_batch_size={}", l.global_batch_size),
-      fmt::format("model.recompute={}", recompute_name(l.recompute)),
+std::vector<std::string> layout_overrides(const LayoutPrediction& l, const Config* base) {
+  const Config* b = base;
+  const auto tf = [](bool x) { return x ? "true" : "false"; };
+  std::vector<std::string> s;
+  // Each key unless `base` already has the value (layers_per_stage and recompute_num_layers must be
+  // their defaults for the even split and whole-chunk recompute the plan assumed).
+  const auto add = [&](bool same, std::string text) {
+    if (!same) s.push_back(std::move(text));
   };
+  add(b && b->parallel.tensor == l.tensor, fmt::format("parallel.tensor={}", l.tensor));
+  add(b && b->parallel.pipeline == l.pipeline, fmt::format("parallel.pipeline={}", l.pipeline));
+  add(b && b->parallel.data == l.data, fmt::format("parallel.data={}", l.data));
+  add(b && b->parallel.schedule == l.schedule, fmt::format("parallel.schedule={}", schedule_kind_name(l.schedule)));
+  add(b && b->parallel.virtual_stages == l.virtual_stages, fmt::format("parallel.virtual_stages={}", l.virtual_stages));
+  add(b && b->parallel.layers_per_stage.empty(), "parallel.layers_per_stage=[]");
+  add(b && b->parallel.sequence_parallel == l.sequence_parallel,
+      fmt::format("parallel.sequence_parallel={}", tf(l.sequence_parallel)));
+  add(b && b->parallel.distributed_optimizer == l.distributed_optimizer,
+      fmt::format("parallel.distributed_optimizer={}", tf(l.distributed_optimizer)));
+  add(b && b->parallel.overlap_param_gather == l.distributed_optimizer,
+      fmt::format("parallel.overlap_param_gather={}", tf(l.distributed_optimizer)));
+  add(b && b->training.micro_batch_size == l.micro_batch_size,
+      fmt::format("training.micro_batch_size={}", l.micro_batch_size));
+  add(b && b->training.global_batch_size == l.global_batch_size,
+      fmt::format("training.global_batch_size={}", l.global_batch_size));
+  add(b && b->model.recompute == l.recompute, fmt::format("model.recompute={}", recompute_name(l.recompute)));
+  add(b && b->model.recompute_num_layers == 0, "model.recompute_num_layers=0");
   return s;
 }
 

@@ -56,7 +56,8 @@ struct LayoutPrediction {
 };
 
 struct PlanResult {
-  std::vector<LayoutPrediction> layouts;  // best first: fitting ones by tokens/s, then the others
+  // Best first: the fitting ones by tokens/s, then the others by memory (the nearest to fitting first).
+  std::vector<LayoutPrediction> layouts;
   int64_t candidates = 0;                 // valid layouts considered
   int64_t simulated = 0;
   double peak_flops = 0;                  // per GPU, for the training dtype
@@ -71,8 +72,9 @@ PlanResult plan_layouts(const Config& config, const GpuSpec& gpu, const PlanOpti
 // and recompute) on options.gpus GPUs, with the schedule simulated. Throws what validate_layout throws.
 LayoutPrediction predict_layout(const Config& config, const GpuSpec& gpu, const PlanOptions& options);
 
-// The config keys of a layout, as `--set` arguments ("parallel.tensor=8", ...).
-std::vector<std::string> layout_overrides(const LayoutPrediction& layout);
+// The config keys of a layout, as `--set` arguments ("parallel.tensor=8", ...): all of them, or with
+// `base` only those whose value differs from base's.
+std::vector<std::string> layout_overrides(const LayoutPrediction& layout, const Config* base = nullptr);
 // `config` with a layout's keys applied (what --set layout_overrides(layout) gives).
 Config apply_layout(const Config& config, const LayoutPrediction& layout);
 

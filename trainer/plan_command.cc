@@ -5,15 +5,17 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "trainer/model_stats.h"
 
 namespace lattice {
 namespace {
 
-std::string set_args(const LayoutPrediction& l) {
+// The layout's keys that differ from the config's own.
+std::string set_args(const LayoutPrediction& l, const Config& config) {
   std::string out;
-  for (const std::string& s : layout_overrides(l)) out += " --set " + s;
+  for (const std::string& s : layout_overrides(l, &config)) out += " --set " + s;
   return out;
 }
 
@@ -68,6 +70,9 @@ std::string format_plan(const PlanResult& result, const Config& config, const Gp
   out += fmt::format("{:>3} {:>3} {:>3} {:>4} {:>2} {:>4} {:>5} {:>2} {:>2} {:>9} {:>10} {:>4} {:>8} {:>11} {:>6} {:>6}  {}\n",
                      "#", "TP", "PP", "DP", "v", "mbs", "m", "SP", "DO", "recompute", "memory", "fits", "step s",
                      "tokens/s", "MFU", "bubble", "command");
+  if (!result.layouts.empty() && !result.layouts.front().fits)
+    out += fmt::format("  none of the {} layouts fits in {} per GPU: the nearest to fitting first\n", result.candidates,
+                       format_bytes(int64_t(gpu.memory_bytes * gpu.usable_memory_fraction)));
   int rank = 0;
   for (const LayoutPrediction& l : result.layouts) {
     out += fmt::format(
@@ -76,7 +81,7 @@ std::string format_plan(const PlanResult& result, const Config& config, const Gp
         ++rank, l.tensor, l.pipeline, l.data, l.virtual_stages, l.micro_batch_size, l.micro_batches,
         l.sequence_parallel ? "y" : "n", l.distributed_optimizer ? "y" : "n", recompute_name(l.recompute),
         format_bytes(l.memory_bytes), l.fits ? "yes" : "NO", l.step_s, l.tokens_per_s, 100 * l.mfu, 100 * l.bubble,
-        options.plan.gpus, options.config_path, set_args(l));
+        options.plan.gpus, options.config_path, set_args(l, config));
   }
   return out;
 }
@@ -89,6 +94,8 @@ int run_plan_command(const PlanCommandOptions& options) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.json) {
     std::printf("%s\n", plan_json(result).dump(2).c_str());
+    spdlog::info("plan: {} valid layouts, {} simulated, planned in {:.3f} s", result.candidates, result.simulated,
+                 seconds);
   } else {
     std::printf("%s", format_plan(result, config, gpu, options, seconds).c_str());
   }

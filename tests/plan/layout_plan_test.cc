@@ -45,7 +45,9 @@ TEST_CASE("every planned layout passes validate_layout and ranks fits first, the
       CHECK(l.mfu < 1);
       if (i > 0) {
         const LayoutPrediction& prev = r.layouts[i - 1];
-        CHECK((prev.fits > l.fits || (prev.fits == l.fits && prev.tokens_per_s >= l.tokens_per_s)));
+        if (prev.fits == l.fits && l.fits) CHECK(prev.tokens_per_s >= l.tokens_per_s);
+        if (prev.fits == l.fits && !l.fits) CHECK(prev.memory_bytes <= l.memory_bytes);
+        CHECK(prev.fits >= l.fits);
       }
     }
   }
@@ -56,10 +58,11 @@ TEST_CASE("the --set strings of a layout give back its config") {
   const PlanResult r = plan(c, 64, gpu_spec("h100"), 3);
   REQUIRE(r.layouts.size() == 3);
   for (const LayoutPrediction& l : r.layouts) {
-    std::vector<std::string> sets = layout_overrides(l);
-    const Config back = load_config("configs/llama3-8b.json", sets);
-    CHECK(config_to_json(back) == config_to_json(apply_layout(c, l)));
-    validate_layout(back, 64);
+    for (const std::vector<std::string>& sets : {layout_overrides(l), layout_overrides(l, &c)}) {
+      const Config back = load_config("configs/llama3-8b.json", sets);
+      CHECK(config_to_json(back) == config_to_json(apply_layout(c, l)));
+      validate_layout(back, 64);
+    }
   }
 }
 
@@ -79,14 +82,15 @@ TEST_CASE("plan --json has the documented fields") {
   }
 }
 
-TEST_CASE("a model too big for the GPU does not fit") {
+TEST_CASE("a model too big for the GPU does not fit, and the nearest to fitting come first") {
   GpuSpec small = gpu_spec("h100");
   small.memory_bytes = 1e9;  // 1 GB: Llama 70B cannot fit on 8 of them in any layout
   const PlanResult r = plan(load_config("configs/llama3-70b.json"), 8, small, 5);
   REQUIRE(!r.layouts.empty());
-  for (const LayoutPrediction& l : r.layouts) {
-    CHECK(!l.fits);
-    CHECK(double(l.memory_bytes) > 1e9);
+  for (size_t i = 0; i < r.layouts.size(); ++i) {
+    CHECK(!r.layouts[i].fits);
+    CHECK(double(r.layouts[i].memory_bytes) > 1e9);
+    if (i > 0) CHECK(r.layouts[i - 1].memory_bytes <= r.layouts[i].memory_bytes);
   }
   // On 80 GB H100s the 70B model fits on 64 of them.
   const PlanResult big = plan(load_config("configs/llama3-70b.json"), 64, gpu_spec("h100"), 3);
