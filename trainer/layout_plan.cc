@@ -350,14 +350,11 @@ PlanResult plan_layouts(const Config& config, const GpuSpec& gpu, const PlanOpti
               if (dist && d == 1) continue;
               for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                 const Config c = candidate_config(config, t, p, d, v, mbs, gb, sp, dist, rc);
-                ParallelLayout L;
                 try {
-                  L = validate_layout(c, n);
-                } catch (const InputError& e) {
+                  all.push_back(planner.predict(c, validate_layout(c, n), /*simulate=*/false));
+                } catch (const InputError& e) {  // not a layout this model accepts
                   if (first_reason.empty()) first_reason = e.what();
-                  continue;
                 }
-                all.push_back(planner.predict(c, L, /*simulate=*/false));
               }
             }
           }
