@@ -26,6 +26,7 @@
 #include "parallel/mpi_runtime.h"
 #include "parallel/watchdog.h"
 #include "trainer/benchmark.h"
+#include "trainer/comm_bench.h"
 #include "trainer/config.h"
 #include "trainer/data_command.h"
 #include "trainer/dataset_check.h"
@@ -145,6 +146,20 @@ bool launched_under_mpi() {
     if (v != nullptr && *v != '\0') return true;
   }
   return false;
+}
+
+// `lattice bench --comm` under mpirun: every rank takes part, rank 0 prints.
+int run_comm_bench(int* argc, char*** argv) {
+  const char* how = "launch it with 2 or more ranks, e.g. mpirun -np 2 lattice bench --comm";
+  if (!launched_under_mpi())
+    throw InputError(fmt::format("lattice bench --comm measures the links between ranks: {}", how));
+  MpiRuntime mpi(argc, argv);
+  if (mpi.world_size() < 2) throw InputError(fmt::format("lattice bench --comm has 1 rank: {}", how));
+  auto world = mpi.world(std::make_shared<Watchdog>(kDefaultCommTimeoutS));
+  const CommBenchResult result = bench_comm(*world);
+  if (mpi.rank() == 0) std::printf("%s", format_comm_bench(result).c_str());
+  world->host().barrier("end of bench --comm");
+  return 0;
 }
 
 int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_check, int* argc, char*** argv) {
@@ -342,6 +357,10 @@ int run(int argc, char** argv) {
                "measured sgemm peak (or, with --checkpoint, time checkpoint saves and loads)");
   bench_args.add_to(bench_cmd);
   bench_cmd->get_option("--config")->required(false);  // --checkpoint needs none
+  bool bench_comm_flag = false;
+  bench_cmd->add_flag("--comm", bench_comm_flag,
+                      "measure the all-reduce and p2p latency (α) and bandwidth (β) between the launched ranks, the "
+                      "link figures of lattice plan --gpu FILE (under mpirun, 2 or more ranks)");
   bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
   bench_cmd->add_option("--checkpoint", bench_checkpoint_dir,
                         "benchmark checkpoints instead, writing scratch checkpoints into this new or empty "
@@ -424,6 +443,7 @@ int run(int argc, char** argv) {
   }
   if (*export_cmd) return run_export(export_args, export_checkpoint, export_output, export_dtype_of(export_dtype));
   if (*generate_cmd) return run_generate(generate_args, generate_checkpoint, generate_options);
+  if (*bench_cmd && bench_comm_flag) return run_comm_bench(argc_ptr, argv_ptr);
   if (*bench_cmd && !bench_checkpoint_dir.empty()) {
     if (!bench_args.path.empty()) throw InputError("lattice bench: give --config or --checkpoint, not both");
     const CheckpointBenchResult r = bench_checkpoint(gpt2_124m_config(), bench_checkpoint_dir);
