@@ -18,8 +18,8 @@ namespace {
 // AdamW touches per parameter: gradient, two moments and the fp32 master read, moments and master
 // written, the compute copy written, the gradient read once more for the global norm.
 constexpr double kOptimizerBytesPerParam = 36;
-// Interleaved chunks with fewer layers than this many per virtual stage are not considered beyond
-// this many virtual stages (each one more p2p hop per micro-batch for a shrinking bubble).
+// Interleaved layouts are tried with at most this many virtual stages: each more adds p2p hops per
+// micro-batch for an ever smaller cut in the bubble.
 constexpr int kMaxVirtualStages = 8;
 // Micro-batches simulated: beyond 4·p the 1F1B steady state repeats, so each further micro-batch adds
 // the busiest rank's forward + backward (the closed-form tail).
