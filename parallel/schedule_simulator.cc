@@ -58,6 +58,12 @@ class Simulator {
   SimulationResult run() {
     LATTICE_CHECK(p_ >= 1 && v_ >= 1 && m_ >= 1, "simulate_schedules needs p, v, m >= 1 (got {}, {}, {})",
                   p_, v_, m_);
+    for (const auto* costs : {&opt_.chunk_forward_cost, &opt_.chunk_backward_cost}) {
+      LATTICE_CHECK(costs->empty() || (int(costs->size()) == p_ &&
+                                       std::all_of(costs->begin(), costs->end(),
+                                                   [&](const std::vector<double>& c) { return int(c.size()) == v_; })),
+                    "per-chunk costs must be p × v = {} × {}", p_, v_);
+    }
     res_.busy.assign(p_, 0);
     res_.peak_inflight.assign(p_, 0);
     res_.timeline.assign(p_, {});
@@ -138,7 +144,7 @@ class Simulator {
         }
         if (S.fwd[c][mb]++ > 0) error(r, i, "forward runs a second time");
         S.peak = std::max(S.peak, ++S.inflight);
-        compute(r, a, opt_.forward_cost / v);
+        compute(r, a, opt_.chunk_forward_cost.empty() ? opt_.forward_cost / v : opt_.chunk_forward_cost[r][c]);
         break;
       }
       case ActionType::kBackward: {
@@ -148,7 +154,7 @@ class Simulator {
         }
         if (S.bwd[c][mb]++ > 0) error(r, i, "backward runs a second time");
         if (S.fwd[c][mb] > 0 && S.bwd[c][mb] == 1) --S.inflight;
-        compute(r, a, opt_.backward_cost / v);
+        compute(r, a, opt_.chunk_backward_cost.empty() ? opt_.backward_cost / v : opt_.chunk_backward_cost[r][c]);
         break;
       }
       case ActionType::kSendActivation:

@@ -15,6 +15,9 @@ struct SimulatorOptions {
   // v chunks costs forward_cost / v and backward_cost / v (the textbook model).
   double forward_cost = 1.0;
   double backward_cost = 2.0;
+  // Per-chunk costs of one micro-batch, [pp rank][chunk] (p × v entries), in place of forward_cost / v
+  // and backward_cost / v when given: stages of unequal cost, such as the last one with the loss head.
+  std::vector<std::vector<double>> chunk_forward_cost, chunk_backward_cost;
   // Time from a send until its message can be received (0: free communication).
   double p2p_latency = 0.0;
   // The lists hold forwards only (make_forward_only_schedule): a backward that never runs is fine.

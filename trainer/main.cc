@@ -26,6 +26,7 @@
 #include "parallel/mpi_runtime.h"
 #include "parallel/watchdog.h"
 #include "trainer/benchmark.h"
+#include "trainer/comm_bench.h"
 #include "trainer/config.h"
 #include "trainer/data_command.h"
 #include "trainer/dataset_check.h"
@@ -37,6 +38,7 @@
 #include "trainer/memory_plan.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
+#include "trainer/plan_command.h"
 #include "trainer/preemption.h"
 #include "trainer/run_plot.h"
 #include "trainer/run_report.h"
@@ -143,6 +145,20 @@ bool launched_under_mpi() {
     if (v != nullptr && *v != '\0') return true;
   }
   return false;
+}
+
+// `lattice bench --comm` under mpirun: every rank takes part, rank 0 prints.
+int run_comm_bench(int* argc, char*** argv) {
+  const char* how = "launch it with 2 or more ranks, e.g. mpirun -np 2 lattice bench --comm";
+  if (!launched_under_mpi())
+    throw InputError(fmt::format("lattice bench --comm measures the links between ranks: {}", how));
+  MpiRuntime mpi(argc, argv);
+  if (mpi.world_size() < 2) throw InputError(fmt::format("lattice bench --comm has 1 rank: {}", how));
+  auto world = mpi.world(std::make_shared<Watchdog>(kDefaultCommTimeoutS));
+  const CommBenchResult result = bench_comm(*world);
+  if (mpi.rank() == 0) std::printf("%s", format_comm_bench(result).c_str());
+  world->host().barrier("end of bench --comm");
+  return 0;
 }
 
 int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_check, int* argc, char*** argv) {
@@ -295,6 +311,32 @@ int run(int argc, char** argv) {
                    "mpirun/srun, else tensor × pipeline × max(data, 1))")
       ->check(CLI::Range(1, 1 << 24));
 
+  ConfigArgs plan_args;
+  PlanCommandOptions plan_options;
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan", "rank the TP × PP × DP layouts of a config's model on N GPUs by predicted tokens/s: memory per GPU, "
+              "step time (compute, pipeline bubble, exposed communication), MFU and a ready command line for each");
+  plan_args.add_to(plan_cmd);
+  plan_cmd->add_option("--gpus", plan_options.plan.gpus, "the number of GPUs to plan for")->required();
+  plan_cmd->add_option("--gpus-per-node", plan_options.plan.gpus_per_node,
+                       "GPUs per node (tensor parallelism stays inside one; default: the --gpu spec's, 8)")
+      ->check(CLI::Range(1, 4096));
+  plan_cmd->add_option("--gpu", plan_options.gpu,
+                       "h100, h200, a100, cpu, or a JSON file of the GPU's figures (peak FLOP/s, memory, link "
+                       "bandwidths and latencies)")
+      ->capture_default_str();
+  plan_cmd->add_option("--global-batch", plan_options.plan.global_batch,
+                       "global batch in sequences (default: training.global_batch_size)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  plan_cmd->add_option("--top", plan_options.plan.top, "layouts to print, best first (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  plan_cmd->add_option("--gemm-efficiency", plan_options.plan.gemm_efficiency,
+                       "the calibrated fraction of peak FLOP/s the layers reach")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  plan_cmd->add_flag("--json", plan_options.json, "print a JSON list of the layouts and nothing else on stdout");
+
   CLI::App* data_cmd = app.add_subcommand("data", "dataset tools");
   data_cmd->require_subcommand(1);
   PrepareOptions prepare;
@@ -314,6 +356,10 @@ int run(int argc, char** argv) {
                "measured sgemm peak (or, with --checkpoint, time checkpoint saves and loads)");
   bench_args.add_to(bench_cmd);
   bench_cmd->get_option("--config")->required(false);  // --checkpoint needs none
+  bool bench_comm_flag = false;
+  bench_cmd->add_flag("--comm", bench_comm_flag,
+                      "measure the all-reduce and p2p latency (α) and bandwidth (β) between the launched ranks, the "
+                      "link figures of lattice plan --gpu FILE (under mpirun, 2 or more ranks)");
   bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
   bench_cmd->add_option("--checkpoint", bench_checkpoint_dir,
                         "benchmark checkpoints instead, writing scratch checkpoints into this new or empty "
@@ -374,6 +420,11 @@ int run(int argc, char** argv) {
   train_options.export_dtype = export_dtype_of(train_export_dtype);
   if (*train_cmd) return run_train(train_args, train_options, ignore_memory_check, argc_ptr, argv_ptr);
   if (*validate_cmd) return run_validate(validate_args, validate_world_size, validate_json);
+  if (*plan_cmd) {
+    plan_options.config_path = plan_args.path;
+    plan_options.overrides = plan_args.overrides;
+    return run_plan_command(plan_options);
+  }
   if (*prepare_cmd) {
     prepare_dataset(prepare);
     return 0;
@@ -391,6 +442,7 @@ int run(int argc, char** argv) {
   }
   if (*export_cmd) return run_export(export_args, export_checkpoint, export_output, export_dtype_of(export_dtype));
   if (*generate_cmd) return run_generate(generate_args, generate_checkpoint, generate_options);
+  if (*bench_cmd && bench_comm_flag) return run_comm_bench(argc_ptr, argv_ptr);
   if (*bench_cmd && !bench_checkpoint_dir.empty()) {
     if (!bench_args.path.empty()) throw InputError("lattice bench: give --config or --checkpoint, not both");
     const CheckpointBenchResult r = bench_checkpoint(gpt2_124m_config(), bench_checkpoint_dir);

@@ -79,7 +79,7 @@ expect 2 "" -- $LATTICE frobnicate
 # A misspelt command gets the closest one (CLI11 alone only says "A subcommand is required").
 expect 2 "unknown command 'trian'; did you mean 'train'?" -- $LATTICE trian --config configs/test-tiny-gpt2.json
 expect 2 "lattice data: unknown command 'prepar'; did you mean 'prepare'?" -- $LATTICE data prepar --input x
-expect 2 "unknown command 'frobnicate' (commands: train, validate, data, bench, export" -- $LATTICE frobnicate
+expect 2 "unknown command 'frobnicate' (commands: train, validate, plan, data, bench, export" -- $LATTICE frobnicate
 # Numbers out of range get the right words (not "got number 1e+20" / "got string \"1e400\"").
 expect 2 "training.train_iters must be an integer below 2^63, got 1e+20" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.train_iters=1e20
 expect 2 "--set optimizer.lr=1e400: 1e400 is out of range" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set optimizer.lr=1e400

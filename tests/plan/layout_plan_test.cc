@@ -1,0 +1,137 @@
+// lattice plan's enumeration and ranking: every layout it returns is one validate_layout accepts,
+// the JSON carries the documented fields, a model too big for the GPU is reported as not fitting,
+// the order is fits first then tokens/s, and a GPU count no layout can use is an InputError naming
+// --gpus. Also: the memory of a capped micro-batch count equals plan_memory's for the full count.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+
+#include "tests/input_error_testing.h"
+#include "trainer/config.h"
+#include "trainer/gpu_spec.h"
+#include "trainer/layout_plan.h"
+#include "trainer/memory_plan.h"
+#include "trainer/plan_command.h"
+
+using namespace lattice;
+
+namespace {
+
+PlanResult plan(const Config& c, int gpus, const GpuSpec& gpu, int top = 10) {
+  PlanOptions o;
+  o.gpus = gpus;
+  o.top = top;
+  return plan_layouts(c, gpu, o);
+}
+
+}  // namespace
+
+TEST_CASE("every planned layout passes validate_layout and ranks fits first, then tokens/s") {
+  const Config c = load_config("configs/gpt2-124m.json");
+  for (int gpus : {1, 8, 64}) {
+    INFO(gpus);
+    const PlanResult r = plan(c, gpus, gpu_spec("h100"), 0);
+    REQUIRE(!r.layouts.empty());
+    REQUIRE(r.candidates == static_cast<int64_t>(r.layouts.size()));
+    for (size_t i = 0; i < r.layouts.size(); ++i) {
+      const LayoutPrediction& l = r.layouts[i];
+      const ParallelLayout v = validate_layout(apply_layout(c, l), gpus);
+      CHECK(v.tensor * v.pipeline * v.data == gpus);
+      CHECK(v.micro_batches == l.micro_batches);
+      CHECK(l.simulated);
+      CHECK(l.step_s > 0);
+      CHECK(l.mfu > 0);
+      CHECK(l.mfu < 1);
+      if (i > 0) {
+        const LayoutPrediction& prev = r.layouts[i - 1];
+        if (prev.fits == l.fits && l.fits) CHECK(prev.tokens_per_s >= l.tokens_per_s);
+        if (prev.fits == l.fits && !l.fits) CHECK(prev.memory_bytes <= l.memory_bytes);
+        CHECK(prev.fits >= l.fits);
+      }
+    }
+  }
+}
+
+TEST_CASE("the --set strings of a layout give back its config") {
+  const Config c = load_config("configs/llama3-8b.json");
+  const PlanResult r = plan(c, 64, gpu_spec("h100"), 3);
+  REQUIRE(r.layouts.size() == 3);
+  for (const LayoutPrediction& l : r.layouts) {
+    for (const std::vector<std::string>& sets : {layout_overrides(l), layout_overrides(l, &c)}) {
+      const Config back = load_config("configs/llama3-8b.json", sets);
+      CHECK(config_to_json(back) == config_to_json(apply_layout(c, l)));
+      validate_layout(back, 64);
+    }
+  }
+}
+
+TEST_CASE("plan --json has the documented fields") {
+  const PlanResult r = plan(load_config("configs/gpt2-124m.json"), 8, gpu_spec("h100"), 5);
+  const nlohmann::json j = plan_json(r);
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() == 5);
+  for (const auto& row : j) {
+    for (const char* key : {"tensor", "pipeline", "data", "virtual_stages", "micro_batch_size", "sequence_parallel",
+                            "distributed_optimizer", "recompute", "memory_bytes", "fits", "step_s", "tokens_per_s",
+                            "mfu", "bubble"}) {
+      INFO(key);
+      CHECK(row.contains(key));
+    }
+    CHECK(row["set"].is_array());
+  }
+}
+
+TEST_CASE("a model too big for the GPU does not fit, and the nearest to fitting come first") {
+  GpuSpec small = gpu_spec("h100");
+  small.memory_bytes = 1e9;  // 1 GB: Llama 70B cannot fit on 8 of them in any layout
+  const PlanResult r = plan(load_config("configs/llama3-70b.json"), 8, small, 5);
+  REQUIRE(!r.layouts.empty());
+  for (size_t i = 0; i < r.layouts.size(); ++i) {
+    CHECK(!r.layouts[i].fits);
+    CHECK(double(r.layouts[i].memory_bytes) > 1e9);
+    if (i > 0) CHECK(r.layouts[i - 1].memory_bytes <= r.layouts[i].memory_bytes);
+  }
+  // On 80 GB H100s the 70B model fits on 64 of them.
+  const PlanResult big = plan(load_config("configs/llama3-70b.json"), 64, gpu_spec("h100"), 3);
+  CHECK(big.layouts.front().fits);
+}
+
+TEST_CASE("a GPU count no layout can use is an InputError naming --gpus") {
+  // GPT-2 124M: 12 heads, 12 layers, global batch 512: 7 GPUs is tensor 1 × pipeline 1 × data 7, and 7
+  // does not divide 512.
+  const Config c = load_config("configs/gpt2-124m.json");
+  testing::require_input_error([&] { plan(c, 7, gpu_spec("h100")); }, {"--gpus 7", "no layout"});
+  testing::require_input_error([&] { plan(c, 0, gpu_spec("h100")); }, {"--gpus 0"});
+  testing::require_input_error([&] { gpu_spec("b300"); }, {"--gpu b300", "h100"});
+}
+
+TEST_CASE("the capped micro-batch count gives plan_memory's memory for the full count") {
+  // plan predicts memory with at most 4·p micro-batches (the schedules' in-flight activations stop
+  // growing before that); plan_memory with the real count must agree.
+  Config c = load_config("configs/test-tiny-gpt2.json");
+  c.model.num_layers = 8;
+  for (const char* schedule : {"1f1b", "interleaved"}) {
+    INFO(schedule);
+    c.parallel.pipeline = 2;
+    c.parallel.schedule = parse_schedule_kind(schedule);
+    c.parallel.virtual_stages = std::string(schedule) == "interleaved" ? 2 : 1;
+    c.training.micro_batch_size = 1;
+    c.training.global_batch_size = 64;  // m = 64 > 4·p = 8
+    const int64_t full = plan_memory(c, validate_layout(c, 2)).peak_bytes;
+    c.training.global_batch_size = 8;
+    const int64_t capped = plan_memory(c, validate_layout(c, 2)).peak_bytes;
+    CHECK(full == capped);
+  }
+}
+
+TEST_CASE("planning Llama 70B for 512 GPUs takes well under a second") {
+  const Config c = load_config("configs/llama3-70b.json");
+  const auto start = std::chrono::steady_clock::now();
+  const PlanResult r = plan(c, 512, gpu_spec("h100"), 10);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("plan: Llama 70B on 512 H100s, %lld layouts, %lld simulated, %.3f s\n",
+              static_cast<long long>(r.candidates), static_cast<long long>(r.simulated), s);
+  CHECK(r.layouts.front().fits);
+  CHECK(s < 5.0);  // the target is < 1 s; a loaded test machine gets slack
+}

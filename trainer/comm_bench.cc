@@ -1,0 +1,109 @@
+// Communication micro-benchmark (see comm_bench.h).
+#include "trainer/comm_bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "kernels/tensor.h"
+
+namespace lattice {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// y = a + b·x by least squares of the relative error (weights 1/y²), so that the small sizes fix the
+// latency and the large ones the bandwidth; returns {a, b}.
+std::pair<double, double> fit_line(const std::vector<double>& x, const std::vector<double>& y) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double w = 1 / (y[i] * y[i]);
+    sw += w;
+    sx += w * x[i];
+    sy += w * y[i];
+    sxx += w * x[i] * x[i];
+    sxy += w * x[i] * y[i];
+  }
+  const double b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
+  return {(sy - b * sx) / sw, b};
+}
+
+}  // namespace
+
+CommBenchResult bench_comm(Communicator& world) {
+  CommBenchResult r;
+  r.ranks = world.size();
+  const int n = world.size();
+  std::vector<double> ar_x, ar_y, p2p_x, p2p_y;
+  for (int64_t bytes = 4096; bytes <= int64_t{64} << 20; bytes *= 4) {
+    Tensor t = Tensor::zeros({bytes / 4});
+    // Repetitions: enough to move ~256 MiB, at least 5 and at most 50, after 2 warm-ups.
+    const int reps = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / bytes, 5, 50));
+    std::vector<double> times;
+    for (int i = 0; i < reps + 2; ++i) {
+      world.barrier();
+      const double start = now_s();
+      world.all_reduce_async(t).wait();
+      if (i >= 2) times.push_back(now_s() - start);
+    }
+    const double ar = median(times);
+    r.points.push_back({"all_reduce", bytes, ar});
+    ar_x.push_back(2.0 * (n - 1) / n * double(bytes));
+    ar_y.push_back(ar);
+    // Ping-pong between ranks 0 and 1: half a round trip is one message.
+    times.clear();
+    for (int i = 0; i < reps + 2; ++i) {
+      world.barrier();
+      const double start = now_s();
+      if (world.rank() == 0) {
+        world.send_async(t, 1).wait();
+        world.recv_async(t, 1).wait();
+      } else if (world.rank() == 1) {
+        world.recv_async(t, 0).wait();
+        world.send_async(t, 0).wait();
+      }
+      if (i >= 2) times.push_back((now_s() - start) / 2);
+    }
+    const double p2p = median(times);
+    r.points.push_back({"p2p", bytes, p2p});
+    p2p_x.push_back(double(bytes));
+    p2p_y.push_back(p2p);
+  }
+  const auto [ar_a, ar_b] = fit_line(ar_x, ar_y);
+  const auto [p_a, p_b] = fit_line(p2p_x, p2p_y);
+  r.all_reduce_alpha = std::max(0.0, ar_a / (2.0 * (n - 1)));
+  r.all_reduce_beta = ar_b > 0 ? 1 / ar_b : 0;
+  r.p2p_alpha = std::max(0.0, p_a);
+  r.p2p_beta = p_b > 0 ? 1 / p_b : 0;
+  return r;
+}
+
+std::string format_comm_bench(const CommBenchResult& r) {
+  std::string out = fmt::format("communication between {} ranks (median of the timed repetitions):\n", r.ranks);
+  out += fmt::format("  {:>10} {:>14} {:>14} {:>12} {:>12}\n", "bytes", "all_reduce us", "p2p us", "AR GB/s", "p2p GB/s");
+  for (size_t i = 0; i + 1 < r.points.size(); i += 2) {
+    const CommBenchPoint& ar = r.points[i];
+    const CommBenchPoint& p2p = r.points[i + 1];
+    out += fmt::format("  {:>10} {:>14.1f} {:>14.1f} {:>12.2f} {:>12.2f}\n", ar.bytes, 1e6 * ar.seconds,
+                       1e6 * p2p.seconds, 2.0 * (r.ranks - 1) / r.ranks * ar.bytes / ar.seconds / 1e9,
+                       p2p.bytes / p2p.seconds / 1e9);
+  }
+  out += fmt::format("  all_reduce: α {:.2f} us per ring step, β {:.2f} GB/s (t = 2(n-1)·α + 2(n-1)/n·bytes/β)\n",
+                     1e6 * r.all_reduce_alpha, r.all_reduce_beta / 1e9);
+  out += fmt::format("  p2p:        α {:.2f} us per message,   β {:.2f} GB/s (t = α + bytes/β)\n", 1e6 * r.p2p_alpha,
+                     r.p2p_beta / 1e9);
+  out += fmt::format("  for lattice plan --gpu FILE (ranks on one node): \"intra_node_latency\": {:.3g}, "
+                     "\"intra_node_bandwidth\": {:.3g}\n",
+                     r.all_reduce_alpha, r.all_reduce_beta);
+  return out;
+}
+
+}  // namespace lattice

@@ -1,0 +1,105 @@
+// `lattice plan`'s output (see plan_command.h).
+#include "trainer/plan_command.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "trainer/model_stats.h"
+
+namespace lattice {
+namespace {
+
+// The layout's keys that differ from the config's own.
+std::string set_args(const LayoutPrediction& l, const Config& config) {
+  std::string out;
+  for (const std::string& s : layout_overrides(l, &config)) out += " --set " + s;
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json plan_json(const PlanResult& result) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const LayoutPrediction& l : result.layouts) {
+    list.push_back({
+        {"tensor", l.tensor},
+        {"pipeline", l.pipeline},
+        {"data", l.data},
+        {"virtual_stages", l.virtual_stages},
+        {"schedule", schedule_kind_name(l.schedule)},
+        {"micro_batch_size", l.micro_batch_size},
+        {"micro_batches", l.micro_batches},
+        {"global_batch_size", l.global_batch_size},
+        {"sequence_parallel", l.sequence_parallel},
+        {"distributed_optimizer", l.distributed_optimizer},
+        {"recompute", recompute_name(l.recompute)},
+        {"memory_bytes", l.memory_bytes},
+        {"fits", l.fits},
+        {"step_s", l.step_s},
+        {"compute_s", l.compute_s},
+        {"bubble_s", l.bubble_s},
+        {"dp_exposed_s", l.dp_exposed_s},
+        {"optimizer_s", l.optimizer_s},
+        {"tp_comm_s", l.tp_comm_s},
+        {"tokens_per_s", l.tokens_per_s},
+        {"mfu", l.mfu},
+        {"bubble", l.bubble},
+        {"simulated", l.simulated},
+        {"set", layout_overrides(l)},
+    });
+  }
+  return list;
+}
+
+std::string format_plan(const PlanResult& result, const Config& config, const GpuSpec& gpu,
+                        const PlanCommandOptions& options, double seconds) {
+  const ModelStats stats = compute_model_stats(config);
+  std::string out = fmt::format(
+      "plan: {} ({:.2f}B parameters, {} layers, seq {}) on {} × {} ({} per node, {:.0f} TFLOP/s {} peak, {} usable "
+      "per GPU)\n",
+      options.config_path, double(stats.num_params) / 1e9, config.model.num_layers, config.model.seq_length,
+      options.plan.gpus, gpu.name, result.gpus_per_node, result.peak_flops / 1e12,
+      precision_name(config.training.precision), format_bytes(int64_t(gpu.memory_bytes * gpu.usable_memory_fraction)));
+  out += fmt::format(
+      "  calibration: GEMM efficiency {:.2f} of peak; {} valid layouts, the first {} with the schedule simulated; "
+      "planned in {:.3f} s\n",
+      options.plan.gemm_efficiency, result.candidates, result.simulated, seconds);
+  out += fmt::format("{:>3} {:>3} {:>3} {:>4} {:>2} {:>4} {:>5} {:>2} {:>2} {:>9} {:>10} {:>4} {:>8} {:>11} {:>6} {:>6}  {}\n",
+                     "#", "TP", "PP", "DP", "v", "mbs", "m", "SP", "DO", "recompute", "memory", "fits", "step s",
+                     "tokens/s", "MFU", "bubble", "command");
+  if (!result.layouts.empty() && !result.layouts.front().fits)
+    out += fmt::format("  none of the {} layouts fits in {} per GPU: the nearest to fitting first\n", result.candidates,
+                       format_bytes(int64_t(gpu.memory_bytes * gpu.usable_memory_fraction)));
+  int rank = 0;
+  for (const LayoutPrediction& l : result.layouts) {
+    out += fmt::format(
+        "{:>3} {:>3} {:>3} {:>4} {:>2} {:>4} {:>5} {:>2} {:>2} {:>9} {:>10} {:>4} {:>8.3f} {:>11.0f} {:>5.1f}% {:>5.1f}%  "
+        "mpirun -np {} lattice train --config {}{}\n",
+        ++rank, l.tensor, l.pipeline, l.data, l.virtual_stages, l.micro_batch_size, l.micro_batches,
+        l.sequence_parallel ? "y" : "n", l.distributed_optimizer ? "y" : "n", recompute_name(l.recompute),
+        format_bytes(l.memory_bytes), l.fits ? "yes" : "NO", l.step_s, l.tokens_per_s, 100 * l.mfu, 100 * l.bubble,
+        options.plan.gpus, options.config_path, set_args(l, config));
+  }
+  return out;
+}
+
+int run_plan_command(const PlanCommandOptions& options) {
+  const Config config = load_config(options.config_path, options.overrides);
+  const GpuSpec gpu = gpu_spec(options.gpu);
+  const auto start = std::chrono::steady_clock::now();
+  const PlanResult result = plan_layouts(config, gpu, options.plan);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (options.json) {
+    std::printf("%s\n", plan_json(result).dump(2).c_str());
+    spdlog::info("plan: {} valid layouts, {} simulated, planned in {:.3f} s", result.candidates, result.simulated,
+                 seconds);
+  } else {
+    std::printf("%s", format_plan(result, config, gpu, options, seconds).c_str());
+  }
+  return 0;
+}
+
+}  // namespace lattice
