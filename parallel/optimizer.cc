@@ -81,8 +81,14 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
   // (Megatron keeps none either). Otherwise the main parameters are a copy, which
   // write_back_params casts from.
   main_is_params_ = buckets == nullptr && buffer.param_dtype() == DType::kF32;
-  main_ = main_is_params_ ? buffer.flat_values() : ctx.zeros({n}, DType::kF32);
-  if (!main_is_params_) take_shard(initial_main.defined() ? initial_main : buffer.flat_values(), main_);
+  if (main_is_params_) {
+    main_ = buffer.flat_values();
+  } else if (buckets == nullptr && initial_main.defined()) {
+    main_ = initial_main;  // unsharded, the exact fp32 init is the main parameters' layout: adopt it, no copy
+  } else {
+    main_ = ctx.zeros({n}, DType::kF32);
+    take_shard(initial_main.defined() ? initial_main : buffer.flat_values(), main_);
+  }
   if (buckets == nullptr) {
     flat_state_ = {main_, exp_avg_, exp_avg_sq_};
     return;

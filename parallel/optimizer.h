@@ -41,8 +41,10 @@ struct FlatOptimizerState {
 // flat layout (buffer.numel() elements, on its device, not sharing the buffer's storage; the same on
 // every dp rank). The main parameters start from it and the buffer's values are set to it (rounded
 // when they are bf16), with no communication — for bf16 parameters, whose values alone would start
-// the fp32 master weights at the rounded values. Undefined: the main parameters start from the
-// buffer's values (widened when bf16).
+// the fp32 master weights at the rounded values. Unsharded bf16, the optimizer adopts initial_main's
+// storage as its main parameters (no second fp32 copy of the model at start): the caller must not
+// use the tensor afterwards. Undefined: the main parameters start from the buffer's values (widened
+// when bf16).
 class Optimizer {
  public:
   // Whole model: steps every parameter on the buffer's gradients (one process, or data parallel

@@ -222,16 +222,10 @@ struct Planner {
     out.sequence_parallel = c.parallel.sequence_parallel;
     out.distributed_optimizer = c.parallel.distributed_optimizer;
     out.recompute = c.model.recompute;
-    // Memory with the micro-batch count capped like the simulation: the activation slots a schedule
-    // keeps in flight stop growing once m passes 4·p (a multiple of p, so interleaved accepts it).
-    const int p = L.pipeline;
-    Config mc = c;
-    ParallelLayout ml = L;
-    if (L.micro_batches > int64_t{kSimulatedMicroBatchesPerStage} * p) {
-      ml.micro_batches = int64_t{kSimulatedMicroBatchesPerStage} * p;
-      mc.training.global_batch_size = ml.micro_batches * c.training.micro_batch_size * L.data;
-    }
-    const MemoryPlan mem = plan_memory(mc, ml);
+    // The memory of the machine planned for: on GPUs no bf16 operand staging and no MPI temporaries.
+    Config on_target = c;
+    on_target.device = gpu.name == "cpu" ? "cpu" : "cuda";
+    const MemoryPlan mem = plan_memory(on_target, L);
     out.memory_bytes = mem.peak_bytes;
     out.fits = double(mem.peak_bytes) <= gpu.memory_bytes * gpu.usable_memory_fraction;
     const LayoutCosts k = costs(c, L, mem);

@@ -61,17 +61,16 @@ struct ConfigArgs {
 };
 
 // The memory check's message when this node's ranks need more than the host has (nullopt: fits).
-std::optional<std::string> host_memory_shortfall(const Config& c, const ModelStats& stats,
-                                                 const ParallelLayout& layout) {
+std::optional<std::string> host_memory_shortfall(const Config& c, const ParallelLayout& layout) {
   // On a GPU the model's state is in device memory; the host holds staging buffers only. (Device
   // memory that runs out ends the run at its first allocation with the sizes and what to change.)
   if (config_device(c) != Device::kCpu) return std::nullopt;
-  return memory_shortfall(stats, plan_memory(c, layout).peak_bytes, ranks_per_node(), host_memory());
+  return memory_shortfall(plan_memory(c, layout).peak(), ranks_per_node(), host_memory());
 }
 
 // `lattice train` does not start a run that cannot fit (exit 2), unless told to.
 void check_host_memory(const Config& c, const ParallelLayout& layout, bool ignore) {
-  const std::optional<std::string> shortfall = host_memory_shortfall(c, compute_model_stats(c), layout);
+  const std::optional<std::string> shortfall = host_memory_shortfall(c, layout);
   if (!shortfall) return;
   if (ignore) {
     spdlog::warn("{} (starting anyway: --ignore-memory-check)", *shortfall);
@@ -86,7 +85,7 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   Config c = args.load();
   const ParallelLayout layout = validate_layout(c, world_size > 0 ? world_size : default_world_size(c));
   const ModelStats stats = compute_model_stats(c);
-  if (const auto shortfall = host_memory_shortfall(c, stats, layout))
+  if (const auto shortfall = host_memory_shortfall(c, layout))
     spdlog::warn("{} (`lattice train` refuses to start it unless --ignore-memory-check)", *shortfall);
   // data.path / data.blend may be empty here (a config without its data yet); what is named is checked.
   const bool has_data = !c.data.path.empty() || !c.data.blend.empty();

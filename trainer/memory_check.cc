@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "trainer/launcher_env.h"
+#include "trainer/model_stats.h"  // format_bytes
 
 namespace lattice {
 
@@ -39,19 +40,20 @@ MachineMemory host_memory() {
 
 int ranks_per_node() { return launcher_placement().local_size; }
 
-std::optional<std::string> memory_shortfall(const ModelStats& s, int64_t per_rank_bytes, int ranks,
-                                            const MachineMemory& available) {
-  const int64_t needed = per_rank_bytes * ranks;
+std::optional<std::string> memory_shortfall(const RankMemoryPlan& rank, int ranks, const MachineMemory& available) {
+  const int64_t needed = rank.total_bytes * ranks;
   if (needed <= available.bytes) return std::nullopt;
+  const int64_t buffers = rank.scratch_bytes + rank.comm_bytes + rank.workspace_bytes + rank.checkpoint_bytes +
+                          rank.mpi_temporary_bytes;
   return fmt::format(
-      "memory: a process needs about {} (the whole model: {} weights + {} gradients + {} main params + {} AdamW "
-      "moments + {} activations of one micro-batch{}){}, but this machine has {} ({}). To fit: a smaller model "
+      "memory: a rank needs about {} (its largest, pipeline stage {}: {} weights + {} gradients + {} main params + {} "
+      "AdamW moments + {} activations + {} buffers){}, but this machine has {} ({}). To fit: a smaller model "
       "(model.num_layers, model.hidden_size, model.vocab_size), a smaller training.micro_batch_size or "
-      "model.seq_length (activations), or more nodes with parallel.tensor / parallel.pipeline / "
+      "model.seq_length (activations), model.recompute, or more nodes with parallel.tensor / parallel.pipeline / "
       "parallel.distributed_optimizer",
-      format_bytes(per_rank_bytes), format_bytes(s.weight_bytes), format_bytes(s.grad_bytes),
-      format_bytes(s.main_param_bytes), format_bytes(s.optimizer_bytes), format_bytes(s.activation_bytes),
-      per_rank_bytes < s.total_bytes ? ", split over the parallel layout" : "",
+      format_bytes(rank.total_bytes), rank.pp_rank, format_bytes(rank.weight_bytes), format_bytes(rank.grad_bytes),
+      format_bytes(rank.main_param_bytes), format_bytes(rank.optimizer_bytes), format_bytes(rank.activation_bytes),
+      format_bytes(buffers),
       ranks > 1 ? fmt::format(" × {} ranks on this node = {}", ranks, format_bytes(needed)) : std::string(),
       format_bytes(available.bytes), available.source);
 }

@@ -1,4 +1,4 @@
-// The memory a run needs (model_stats.h's per-process estimate) against what the machine has:
+// The memory a run needs (the memory plan's largest rank, memory_plan.h) against what the machine has:
 // physical memory, or a container's cgroup limit, shared by the ranks of one node. `lattice validate`
 // warns, `lattice train` refuses to start (exit 2) unless --ignore-memory-check.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "trainer/config.h"
-#include "trainer/model_stats.h"
+#include "trainer/memory_plan.h"
 
 namespace lattice {
 
@@ -25,10 +25,8 @@ MachineMemory host_memory();
 // Ranks of this job sharing one node, as mpirun or srun says (trainer/launcher_env.h), else 1.
 int ranks_per_node();
 
-// nullopt when `ranks` ranks of `per_rank_bytes` fit in `available`, else a message with the figures
-// (needed per rank and in all, available and its source) and what to change. Device memory (CUDA)
-// goes through the same function with the device's free bytes.
-std::optional<std::string> memory_shortfall(const ModelStats& stats, int64_t per_rank_bytes, int ranks,
-                                            const MachineMemory& available);
+// nullopt when `ranks` ranks of the plan's largest `rank` fit in `available`, else a message with the
+// figures (the rank's items, in all for the node's ranks, available and its source) and what to change.
+std::optional<std::string> memory_shortfall(const RankMemoryPlan& rank, int ranks, const MachineMemory& available);
 
 }  // namespace lattice

@@ -4,10 +4,12 @@
 #include "trainer/memory_plan.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "checkpoint/shard_plan.h"
+#include "kernels/f32_staging.h"
 #include "model/model_layout.h"
 #include "model/model_parameters.h"
 #include "parallel/activation_slots.h"
@@ -59,10 +61,18 @@ unsigned kept_groups(Recompute mode) {
   return mode == Recompute::kSelective ? 5u : 1u;
 }
 
-RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int tp_rank, int pp_rank) {
+// The slots a schedule keeps in flight stop growing once m passes (v + 2)·p (1f1b holds at most p -
+// rank, interleaved its warm-up of about (v + 1)·p forwards): a long step's slots are planned on that
+// many micro-batches, a multiple of p as interleaving needs (layout_plan_test checks they agree).
+int slot_micro_batches(const ParallelLayout& pl) {
+  return static_cast<int>(std::min<int64_t>(pl.micro_batches, int64_t{pl.virtual_stages + 2} * pl.pipeline));
+}
+
+// `slots`: the activation slots of each of the rank's chunks (the slot planner's).
+RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank, const std::vector<int>& slots) {
   const ModelConfig& m = c.model;
   ModelLayout layout;
-  layout.tp_rank = tp_rank;
+  layout.tp_rank = 0;
   layout.tp_size = pl.tensor;
   layout.sequence_parallel = c.parallel.sequence_parallel;
   layout.pp_rank = pp_rank;
@@ -71,7 +81,6 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int tp_rank,
   layout.layers_per_stage = pl.layers_per_stage;
 
   RankMemoryPlan r;
-  r.tp_rank = tp_rank;
   r.pp_rank = pp_rank;
   const DType compute = precision_dtype(c.training.precision);
   const int64_t cs = static_cast<int64_t>(dtype_size(compute));
@@ -119,13 +128,12 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int tp_rank,
   // Activations: each chunk's slots (the slot planner on this rank's action list) of its layers'
   // kept groups, one recompute set per chunk, and the scratch; the head's saved tensors per slot.
   const int m_batches = static_cast<int>(pl.micro_batches);
-  const std::vector<Action> actions = make_schedule(pl.schedule, pl.pipeline, pl.virtual_stages, m_batches, pp_rank);
-  r.slots = plan_activation_slots(actions, pl.virtual_stages, m_batches).needed;
+  r.slots = slots;
   const int64_t B = c.training.micro_batch_size, T = m.seq_length;
   Shapes s{B, T, B * T, layout.local_tokens(m, B), m.hidden_size, m.head_dim(),
            m.num_attention_heads / pl.tensor, m.num_kv_heads / pl.tensor, m.ffn_hidden_size / pl.tensor,
            layout.vocab_rows_per_rank(m), cs, m.activation == Activation::kSwiglu, layout.sequence_parallel};
-  bool has_head = false;
+  bool has_head = false, has_embedding = false;
   for (int ch = 0; ch < pl.virtual_stages; ++ch) {
     const LayerRange range = layout.chunk_layers(m, ch);
     int64_t per_slot = 0;
@@ -147,6 +155,7 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int tp_rank,
       if (pl.tensor > 1) r.scratch_bytes += rounded(s.N * 4) + rounded(2 * s.N * 4);
       if (s.sp) r.scratch_bytes += rounded(s.n * s.H * cs);
     }
+    has_embedding = has_embedding || layout.has_embedding(ch);
     if (layout.has_embedding(ch) && s.sp) r.scratch_bytes += rounded(s.N * s.H * cs);  // the gathered lookup
     r.activation_bytes_per_micro_batch += per_slot + head_per_slot;
     r.activation_bytes += (per_slot + head_per_slot) * slots;
@@ -164,10 +173,15 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int tp_rank,
     r.comm_bytes += 2 * in_flight * rounded(s.n * s.H * cs);
   }
 
-  // bf16 on the CPU: operands widened into an f32 pool (kernels/f32_staging.cc), whose buffers grow
-  // to the largest op's operands: the LM head's matmul (norm output, head rows, logits).
-  if (bf16 && config_device(c) == Device::kCpu && has_head)
-    r.workspace_bytes = rounded(4 * s.N * s.H) + rounded(4 * s.rows * s.H) + rounded(4 * s.N * s.rows);
+  // bf16 on the CPU: operands widened into a pool of 8 f32 buffers (kernels/f32_staging.cc) that
+  // only grow. Two of them end up holding the word table (the head's matmuls and the embedding
+  // lookup widen it: measured on GPT-2 124M, bf16, one process) on a rank with the head, one on a
+  // rank with the embedding only; the others at most the largest activation, N × max(F, H, Hq·D).
+  if (bf16 && config_device(c) == Device::kCpu) {
+    const int tables = has_head ? 2 : has_embedding ? 1 : 0;
+    const int64_t activation = rounded(4 * s.N * std::max({s.F, s.H, s.Hq * s.D}));
+    r.workspace_bytes = tables * rounded(4 * s.rows * s.H) + (F32Staging::kMaxStaged - tables) * activation;
+  }
 
   // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes, and,
   // with the distributed optimizer, the flat fp32 state the shards are gathered into.
@@ -175,9 +189,10 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int tp_rank,
     r.checkpoint_bytes = rounded(plan_shard(params, true, 0, dp).staging_numel * 4);
     if (sharded) r.checkpoint_bytes += 3 * rounded(P * 4);
   }
-  // bf16: the exact fp32 init values live until the optimizer has taken them (model/parameter_store.cc),
-  // while everything above except the checkpoint buffers already exists.
-  if (bf16) r.transient_bytes = rounded(P * 4);
+  // bf16 with the distributed optimizer: the exact fp32 init values (model/parameter_store.cc) live
+  // until the optimizer has copied its shard out of them, while everything above except the
+  // checkpoint buffers already exists. (Unsharded, the optimizer adopts them as its main parameters.)
+  if (bf16 && sharded) r.transient_bytes = rounded(P * 4);
 
   const int64_t steady = r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes + r.activation_bytes +
                          r.scratch_bytes + r.comm_bytes + r.workspace_bytes;
@@ -199,8 +214,28 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int tp_rank,
 
 MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout) {
   MemoryPlan plan;
-  for (int pp = 0; pp < layout.pipeline; ++pp)
-    for (int tp = 0; tp < layout.tensor; ++tp) plan.ranks.push_back(plan_rank(config, layout, tp, pp));
+  // Every tp rank of a stage holds the same shapes (the vocabulary is padded to split evenly); tp
+  // rank 0 also writes the replicated tensors in checkpoints, so its figures are the stage's.
+  // Stages with the same chunks (the layer counts, which holds the embedding or head) and the same
+  // activation slots need the same: the middle stages of a deep pipeline are planned once.
+  std::map<std::vector<int64_t>, RankMemoryPlan> planned;
+  const int p = layout.pipeline, v = layout.virtual_stages;
+  const int slot_batches = slot_micro_batches(layout);
+  for (int pp = 0; pp < p; ++pp) {
+    std::vector<int64_t> key;
+    for (int ch = 0; ch < v; ++ch) {
+      const int vs = ch * p + pp;
+      key.push_back(layout.layers_per_stage.empty() ? 0 : layout.layers_per_stage[static_cast<size_t>(vs)]);
+      key.push_back(vs == 0 ? 1 : vs == p * v - 1 ? 2 : 0);
+    }
+    const std::vector<int> slots =
+        plan_activation_slots(make_schedule(layout.schedule, p, v, slot_batches, pp), v, slot_batches).needed;
+    key.insert(key.end(), slots.begin(), slots.end());
+    auto it = planned.find(key);
+    if (it == planned.end()) it = planned.emplace(key, plan_rank(config, layout, pp, slots)).first;
+    plan.ranks.push_back(it->second);
+    plan.ranks.back().pp_rank = pp;
+  }
   for (size_t i = 0; i < plan.ranks.size(); ++i) {
     if (plan.ranks[i].total_bytes > plan.peak_bytes) {
       plan.peak_bytes = plan.ranks[i].total_bytes;
@@ -213,7 +248,7 @@ MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout) {
 nlohmann::json memory_plan_json(const MemoryPlan& plan) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankMemoryPlan& r : plan.ranks) {
-    ranks.push_back({{"tp_rank", r.tp_rank}, {"pp_rank", r.pp_rank}, {"params", r.params},
+    ranks.push_back({{"pp_rank", r.pp_rank}, {"params", r.params},
                      {"weights", r.weight_bytes}, {"gradients", r.grad_bytes}, {"main_params", r.main_param_bytes},
                      {"optimizer", r.optimizer_bytes}, {"activations", r.activation_bytes},
                      {"activations_per_micro_batch", r.activation_bytes_per_micro_batch}, {"activation_slots", r.slots},
@@ -221,16 +256,16 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
                      {"checkpoint", r.checkpoint_bytes}, {"transient", r.transient_bytes}, {"storage", r.storage_bytes},
                      {"mpi_temporary", r.mpi_temporary_bytes}, {"peak", r.total_bytes}});
   }
-  return {{"peak", plan.peak_bytes}, {"peak_tp_rank", plan.peak().tp_rank}, {"peak_pp_rank", plan.peak().pp_rank},
+  return {{"peak", plan.peak_bytes}, {"peak_pp_rank", plan.peak().pp_rank},
           {"ranks", ranks}};
 }
 
 std::string format_memory_plan(const MemoryPlan& plan, const Config& config, const ParallelLayout& layout) {
   const RankMemoryPlan& r = plan.peak();
-  std::string out = fmt::format("memory per rank (tensor {} × pipeline {} × data {}, {}{}), largest: tp {} pp {}\n",
+  std::string out = fmt::format("memory per rank (tensor {} × pipeline {} × data {}, {}{}), largest: pipeline stage {}\n",
                                 layout.tensor, layout.pipeline, layout.data, precision_name(config.training.precision),
                                 config.parallel.distributed_optimizer && layout.data > 1 ? ", distributed optimizer" : "",
-                                r.tp_rank, r.pp_rank);
+                                r.pp_rank);
   const auto line = [&](const std::string& k, int64_t v) { out += fmt::format("  {:<40}{}\n", k, format_bytes(v)); };
   line(fmt::format("weights ({:.1f}M params)", r.params / 1e6), r.weight_bytes);
   line("gradients (fp32)", r.grad_bytes);
@@ -249,12 +284,7 @@ std::string format_memory_plan(const MemoryPlan& plan, const Config& config, con
   line("peak", r.total_bytes);
   if (layout.pipeline > 1) {
     out += "  peak per pipeline stage:";
-    for (int pp = 0; pp < layout.pipeline; ++pp) {
-      int64_t most = 0;
-      for (const RankMemoryPlan& x : plan.ranks)
-        if (x.pp_rank == pp) most = std::max(most, x.total_bytes);
-      out += fmt::format(" {}{}", pp ? "/ " : "", format_bytes(most));
-    }
+    for (const RankMemoryPlan& x : plan.ranks) out += fmt::format(" {}{}", x.pp_rank ? "/ " : "", format_bytes(x.total_bytes));
     out += "\n";
   }
   return out;

@@ -15,10 +15,11 @@
 
 namespace lattice {
 
-// One rank's predicted bytes (every data-parallel replica of a (tp, pp) coordinate needs the same,
-// up to the distributed optimizer's rounding of shard sizes).
+// One rank's predicted bytes. Every rank of a pipeline stage needs the same: its tp ranks hold
+// equal shapes and its dp replicas equal shards (up to rounding); tp rank 0 writes the checkpoint's
+// replicated tensors too, so the figures are its.
 struct RankMemoryPlan {
-  int tp_rank = 0, pp_rank = 0;
+  int pp_rank = 0;
   int64_t params = 0;                  // elements this rank stores (vocabulary padding included)
   int64_t weight_bytes = 0;            // compute copy (fp32 or bf16)
   int64_t grad_bytes = 0;              // fp32 gradient buffer
@@ -31,7 +32,7 @@ struct RankMemoryPlan {
   int64_t comm_bytes = 0;              // pipeline p2p buffers, bf16 reduce staging, distributed-optimizer buffers
   int64_t workspace_bytes = 0;         // bf16 operands widened to f32 for the CPU kernels (largest op)
   int64_t checkpoint_bytes = 0;        // checkpoint.dir: the async writer's snapshot (+ the gathered state)
-  int64_t transient_bytes = 0;         // bf16: the exact fp32 init values, freed before step 1
+  int64_t transient_bytes = 0;         // bf16 + distributed optimizer: the fp32 init values, freed before step 1
   // The tensors' high mark: the steady state (everything above but the transient) or, at start, the
   // steady state before the checkpoint buffers and the first step's workspace, plus the transient.
   int64_t storage_bytes = 0;
@@ -44,7 +45,7 @@ struct RankMemoryPlan {
 };
 
 struct MemoryPlan {
-  std::vector<RankMemoryPlan> ranks;   // one per (tp, pp) coordinate, pp-major
+  std::vector<RankMemoryPlan> ranks;   // one per pipeline stage (its tp ranks hold the same shapes)
   int64_t peak_bytes = 0;              // the largest total_bytes
   int peak_index = 0;                  // its index in `ranks`
   const RankMemoryPlan& peak() const { return ranks[static_cast<size_t>(peak_index)]; }

@@ -383,8 +383,7 @@ void TrainingSession::report_memory(RunSummary& summary) {
     int64_t predicted = 0, predicted_storage = 0, allocated = 0, rss = 0;
   };
   const MemoryPlan plan = plan_memory(c_, pl_);
-  const RankMemoryPlan& own =
-      plan.ranks[static_cast<size_t>(rc_.grid.pp_rank() * rc_.grid.tp_size() + rc_.grid.tp_rank())];
+  const RankMemoryPlan& own = plan.ranks[static_cast<size_t>(rc_.grid.pp_rank())];
   const Backend& backend = device_->backend();
   const bool on_cpu = device_->device() == Device::kCpu;
   const RankPeak mine{own.total_bytes, own.storage_bytes,
@@ -402,7 +401,8 @@ void TrainingSession::report_memory(RunSummary& summary) {
   const RankPeak& w = all[worst];
   if (on_cpu) {
     spdlog::info("memory{}: predicted peak {:.3f} GiB, of which tensors {:.3f} GiB; measured: tensors {:.3f} GiB "
-                 "({:+.1f}%), peak RSS {:.3f} GiB ({:+.1f}%: the program and its libraries on top)",
+                 "({:+.1f}%), peak RSS {:.3f} GiB ({:+.1f}%; RSS adds the program and its libraries, and how many of "
+                 "MPI's temporaries coexist varies)",
                  all.size() > 1 ? fmt::format(" (rank {}, the largest)", worst) : "", gib(w.predicted),
                  gib(w.predicted_storage), gib(w.allocated), off(w.allocated, w.predicted_storage), gib(w.rss),
                  off(w.rss, w.predicted));

@@ -123,6 +123,7 @@ TEST_CASE("bf16 parameters: fp32 main parameters from initial_main, the values t
   for (int64_t i = 0; i < initial.numel(); ++i) REQUIRE(initial.f32()[i] != round_bf16(initial.f32()[i]));
   Optimizer opt(buffer, opt_config(), initial);
   REQUIRE(opt.main_params().dtype() == DType::kF32);
+  CHECK(opt.main_params().raw() == initial.raw());  // adopted, not copied: no second fp32 model at start
   CHECK(std::memcmp(opt.main_params().raw(), initial.raw(), initial.bytes()) == 0);
   check_values_round_main(buffer, opt);
 

@@ -1,12 +1,15 @@
 // lattice plan's enumeration and ranking: every layout it returns is one validate_layout accepts,
 // the JSON carries the documented fields, a model too big for the GPU is reported as not fitting,
 // the order is fits first then tokens/s, and a GPU count no layout can use is an InputError naming
-// --gpus. Also: the memory of a capped micro-batch count equals plan_memory's for the full count.
-#include <catch2/catch.hpp>
-
+// --gpus. Also: plan_memory's activation slots, planned on a capped micro-batch count, equal those
+// of the full step.
 #include <chrono>
 #include <cstdio>
 
+#include <catch2/catch.hpp>
+
+#include "parallel/activation_slots.h"
+#include "parallel/schedule.h"
 #include "tests/input_error_testing.h"
 #include "trainer/config.h"
 #include "trainer/gpu_spec.h"
@@ -106,22 +109,20 @@ TEST_CASE("a GPU count no layout can use is an InputError naming --gpus") {
   testing::require_input_error([&] { gpu_spec("b300"); }, {"--gpu b300", "h100"});
 }
 
-TEST_CASE("the capped micro-batch count gives plan_memory's memory for the full count") {
-  // plan predicts memory with at most 4·p micro-batches (the schedules' in-flight activations stop
-  // growing before that); plan_memory with the real count must agree.
-  Config c = load_config("configs/test-tiny-gpt2.json");
-  c.model.num_layers = 8;
-  for (const char* schedule : {"1f1b", "interleaved"}) {
-    INFO(schedule);
-    c.parallel.pipeline = 2;
-    c.parallel.schedule = parse_schedule_kind(schedule);
-    c.parallel.virtual_stages = std::string(schedule) == "interleaved" ? 2 : 1;
-    c.training.micro_batch_size = 1;
-    c.training.global_batch_size = 64;  // m = 64 > 4·p = 8
-    const int64_t full = plan_memory(c, validate_layout(c, 2)).peak_bytes;
-    c.training.global_batch_size = 8;
-    const int64_t capped = plan_memory(c, validate_layout(c, 2)).peak_bytes;
-    CHECK(full == capped);
+TEST_CASE("the activation slots plan_memory takes from (v + 2)·p micro-batches are those of the full step") {
+  // plan_memory plans the slots on at most (v + 2)·p micro-batches (the schedules' in-flight
+  // activations stop growing before that); the slot planner on the real count must agree.
+  for (const ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+    for (int p : {2, 4, 8}) {
+      const int v = kind == ScheduleKind::kInterleaved ? 3 : 1;
+      const int cap = (v + 2) * p;
+      for (int rank = 0; rank < p; ++rank) {
+        INFO(schedule_kind_name(kind) << " p " << p << " rank " << rank);
+        const int m = 16 * p;
+        CHECK(plan_activation_slots(make_schedule(kind, p, v, m, rank), v, m).needed ==
+              plan_activation_slots(make_schedule(kind, p, v, cap, rank), v, cap).needed);
+      }
+    }
   }
 }
 
