@@ -262,10 +262,14 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
 
 std::string format_memory_plan(const MemoryPlan& plan, const Config& config, const ParallelLayout& layout) {
   const RankMemoryPlan& r = plan.peak();
-  std::string out = fmt::format("memory per rank (tensor {} × pipeline {} × data {}, {}{}), largest: pipeline stage {}\n",
-                                layout.tensor, layout.pipeline, layout.data, precision_name(config.training.precision),
-                                config.parallel.distributed_optimizer && layout.data > 1 ? ", distributed optimizer" : "",
-                                r.pp_rank);
+  const double state_bytes =
+      static_cast<double>(r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes);
+  std::string out = fmt::format(
+      "memory per rank (tensor {} × pipeline {} × data {}, {}{}), largest: pipeline stage {} ({:.2f} bytes/parameter "
+      "for weights, gradients, main params and moments)\n",
+      layout.tensor, layout.pipeline, layout.data, precision_name(config.training.precision),
+      config.parallel.distributed_optimizer && layout.data > 1 ? ", distributed optimizer" : "", r.pp_rank,
+      r.params > 0 ? state_bytes / static_cast<double>(r.params) : 0.0);
   const auto line = [&](const std::string& k, int64_t v) { out += fmt::format("  {:<40}{}\n", k, format_bytes(v)); };
   line(fmt::format("weights ({:.1f}M params)", r.params / 1e6), r.weight_bytes);
   line("gradients (fp32)", r.grad_bytes);

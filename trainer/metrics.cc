@@ -69,6 +69,7 @@ void MetricsWriter::write_summary(const RunSummary& s) {
   put("peak_device_bytes", s.peak_device_bytes);
   put("predicted_peak_bytes", s.predicted_peak_bytes);
   put("predicted_storage_bytes", s.predicted_storage_bytes);
+  put("start_host_bytes", s.start_host_bytes);
   put("peak_allocated_bytes", s.peak_allocated_bytes);
   put("dp_comm_hidden", s.dp_comm_hidden);
   put("dp_comm_s", s.dp_comm_s);

@@ -64,6 +64,7 @@ struct RunSummary {
   // the largest tensor storage high mark (host storage on CPU, the pool on GPU).
   double predicted_peak_bytes = -1;
   double predicted_storage_bytes = -1;
+  double start_host_bytes = -1;  // CPU: the largest rank's RSS before the run allocated (in predicted_peak_bytes)
   double peak_allocated_bytes = -1;
   std::string precision;          // training.precision (omitted when empty)
   std::string grad_reduce_dtype;  // parallel.grad_reduce_dtype (omitted when empty)

@@ -180,18 +180,4 @@ RankMemory rank_memory(const ModelStats& s, int tensor, int pipeline, int data, 
   return r;
 }
 
-std::string format_rank_memory(const RankMemory& m, int tensor, int pipeline, int data, bool distributed_optimizer) {
-  std::string out = fmt::format("memory per rank (tensor {} × pipeline {} × data {}{}: {:.2f} bytes/parameter)\n",
-                                tensor, pipeline, data, distributed_optimizer && data > 1 ? ", distributed optimizer" : "",
-                                m.bytes_per_param);
-  const auto line = [&](const std::string& k, int64_t v) { out += fmt::format("  {:<28}{}\n", k, format_bytes(v)); };
-  line("weights", m.weight_bytes);
-  line("gradients", m.grad_bytes);
-  line("main params", m.main_param_bytes);
-  line("AdamW moments", m.optimizer_bytes);
-  line("activations (1 micro-batch)", m.activation_bytes);
-  line("total", m.total_bytes);
-  return out;
-}
-
 }  // namespace lattice

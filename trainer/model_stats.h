@@ -58,7 +58,5 @@ std::string format_bytes(int64_t bytes);
 // A readable multi-line table (M/B params, GFLOP/token, MiB/GiB), one item per line.
 // `device`: where the memory figures live (the GPU's memory for cuda; the host keeps only staging).
 std::string format_model_stats(const ModelStats& stats, Device device = Device::kCpu);
-// The per-rank table of rank_memory (bytes per parameter, then each item), for `lattice validate`.
-std::string format_rank_memory(const RankMemory& m, int tensor, int pipeline, int data, bool distributed_optimizer);
 
 }  // namespace lattice

@@ -4,10 +4,12 @@
 #include "trainer/training_session.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -36,6 +38,14 @@ int64_t peak_resident_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
+// This process's resident set now (/proc/self/statm: resident pages); 0 when unreadable.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGE_SIZE));
+}
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
@@ -47,6 +57,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
       train_data_(std::move(train_data)),
       valid_data_(std::move(valid_data)),
       run_begin_(Clock::now()),
+      start_resident_bytes_(resident_bytes()),
       rc_(make_rank_context(options)) {
   const RankGrid& grid = rc_.grid;
   stop_request_ = std::make_unique<StopRequest>(c.training, rc_.world);
@@ -379,16 +390,18 @@ bool TrainingSession::end_step(int64_t step) {
 // host storage on CPU, the memory pool on GPU) and the peak RSS, which adds the program, its
 // libraries and MPI's buffers. A collective: every rank calls it.
 void TrainingSession::report_memory(RunSummary& summary) {
+  // predicted: the plan, plus on the CPU the process as it was before the run allocated anything
+  // (the program, its libraries — the CUDA libraries of a --config=cuda build among them — and MPI).
   struct RankPeak {
-    int64_t predicted = 0, predicted_storage = 0, allocated = 0, rss = 0;
+    int64_t predicted = 0, predicted_storage = 0, allocated = 0, rss = 0, start_rss = 0;
   };
   const MemoryPlan plan = plan_memory(c_, pl_);
   const RankMemoryPlan& own = plan.ranks[static_cast<size_t>(rc_.grid.pp_rank())];
   const Backend& backend = device_->backend();
   const bool on_cpu = device_->device() == Device::kCpu;
-  const RankPeak mine{own.total_bytes, own.storage_bytes,
+  const RankPeak mine{own.total_bytes + (on_cpu ? start_resident_bytes_ : 0), own.storage_bytes,
                       static_cast<int64_t>(on_cpu ? Storage::host_peak_bytes() : backend.peak_memory_bytes()),
-                      peak_resident_bytes()};
+                      peak_resident_bytes(), start_resident_bytes_};
   const std::vector<RankPeak> all =
       rc_.grid.world_size() > 1 ? rc_.world->host().all_gather(mine, "memory report") : std::vector<RankPeak>{mine};
   size_t worst = 0;  // the rank whose allocations came closest to (or went furthest past) its prediction
@@ -400,12 +413,11 @@ void TrainingSession::report_memory(RunSummary& summary) {
   };
   const RankPeak& w = all[worst];
   if (on_cpu) {
-    spdlog::info("memory{}: predicted peak {:.3f} GiB, of which tensors {:.3f} GiB; measured: tensors {:.3f} GiB "
-                 "({:+.1f}%), peak RSS {:.3f} GiB ({:+.1f}%; RSS adds the program and its libraries, and how many of "
-                 "MPI's temporaries coexist varies)",
+    spdlog::info("memory{}: predicted peak {:.3f} GiB (tensors {:.3f} GiB, MPI's temporaries {:.3f} GiB, the process "
+                 "before the run {:.3f} GiB); measured: tensors {:.3f} GiB ({:+.1f}%), peak RSS {:.3f} GiB ({:+.1f}%)",
                  all.size() > 1 ? fmt::format(" (rank {}, the largest)", worst) : "", gib(w.predicted),
-                 gib(w.predicted_storage), gib(w.allocated), off(w.allocated, w.predicted_storage), gib(w.rss),
-                 off(w.rss, w.predicted));
+                 gib(w.predicted_storage), gib(w.predicted - w.predicted_storage - w.start_rss), gib(w.start_rss),
+                 gib(w.allocated), off(w.allocated, w.predicted_storage), gib(w.rss), off(w.rss, w.predicted));
   } else {
     spdlog::info("memory{}: predicted peak {:.3f} GiB on the {}; measured: the memory pool's high mark {:.3f} GiB "
                  "({:+.1f}%); peak host RSS {:.3f} GiB",
@@ -413,11 +425,13 @@ void TrainingSession::report_memory(RunSummary& summary) {
                  device_name(device_->device()), gib(w.allocated), off(w.allocated, w.predicted), gib(w.rss));
   }
   // The job's largest figures: what has to fit on a node's most loaded rank.
-  int64_t predicted = 0, rss = 0;
+  int64_t predicted = 0, rss = 0, start_rss = 0;
   for (const RankPeak& r : all) {
     predicted = std::max(predicted, r.predicted);
     rss = std::max(rss, r.rss);
+    start_rss = std::max(start_rss, r.start_rss);
   }
+  if (on_cpu) summary.start_host_bytes = static_cast<double>(start_rss);
   summary.peak_host_bytes = static_cast<double>(rss);
   summary.predicted_peak_bytes = static_cast<double>(predicted);
   summary.predicted_storage_bytes = static_cast<double>(w.predicted_storage);

@@ -81,6 +81,7 @@ class TrainingSession {
   const TrainOptions& options_;
   const MicroBatchSource train_data_, valid_data_;
   const std::chrono::steady_clock::time_point run_begin_;  // the summary's wall time
+  const int64_t start_resident_bytes_;                      // RSS before anything is built (memory report)
   RankContext rc_;
   std::unique_ptr<StopRequest> stop_request_;  // training.exit_duration_mins counts from its start
   ParallelLayout pl_;
