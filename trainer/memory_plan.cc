@@ -199,10 +199,9 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
   r.storage_bytes = std::max(steady + r.checkpoint_bytes, steady - r.workspace_bytes + r.transient_bytes);
   if (config_device(c) == Device::kCpu) {
     // Every bucket's non-blocking reduction may be in flight at once by the end of backward, each
-    // with its temporary (an all-reduce's is the message, a reduce-scatter's the message / dp, as
-    // measured with OpenMPI 4.1); the embedding group's sum may overlap them.
-    for (const GradBucket& g : buckets)
-      r.mpi_temporary_bytes += sharded ? g.padded_numel(dp) * reduce_size / dp : g.numel() * reduce_size;
+    // with a temporary of up to its message (all-reduce or reduce-scatter: OpenMPI 4.1 measured
+    // between half and all of them at once); the embedding group's sum may overlap them.
+    for (const GradBucket& g : buckets) r.mpi_temporary_bytes += (sharded ? g.padded_numel(dp) : g.numel()) * reduce_size;
     if (m.tie_embeddings && pl.pipeline > 1 && (pp_rank == 0 || pp_rank == pl.pipeline - 1))
       r.mpi_temporary_bytes += s.rows * s.H * 4;
   }
