@@ -470,10 +470,10 @@ void TrainingSession::summarize() {
                  100 * total.hidden_fraction(), result_.dp_comm_s, result_.dp_wait_s, steps_run,
                  c_.parallel.overlap_grad_reduce ? "" : " — off: overlap_grad_reduce is false");
   }
-  export_model();
   summary.precision = precision_name(c_.training.precision);
   summary.grad_reduce_dtype = precision_name(c_.parallel.grad_reduce_dtype);
-  report_memory(summary);
+  report_memory(summary);  // before the export, whose whole-model copy is not the training run's memory
+  export_model();
 
   summary.tokens = steps_run * tokens_per_step_;
   summary.wall_s = seconds_since(run_begin_);
