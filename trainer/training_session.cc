@@ -404,7 +404,7 @@ void TrainingSession::report_memory(RunSummary& summary) {
                       peak_resident_bytes(), start_resident_bytes_};
   const std::vector<RankPeak> all =
       rc_.grid.world_size() > 1 ? rc_.world->host().all_gather(mine, "memory report") : std::vector<RankPeak>{mine};
-  size_t worst = 0;  // the rank whose allocations came closest to (or went furthest past) its prediction
+  size_t worst = 0;  // the rank with the largest tensor storage high mark
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r].allocated > all[worst].allocated) worst = r;
   const auto gib = [](int64_t b) { return static_cast<double>(b) / double(1 << 30); };
