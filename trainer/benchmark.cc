@@ -92,6 +92,21 @@ int run_benchmark(Config c, int64_t steps) {
   std::printf("achieved GFLOP/s (whole step): %.1f\n", r.mean_gflops);
   std::printf("%-29s: %.1f (before %.1f, after %.1f)\n", peak_name.c_str(), peak, peak_before, peak_after);
   std::printf("ratio achieved / peak        : %.1f%% (target >= 50%%)\n", 100.0 * r.mean_gflops / peak);
+  // What `lattice plan --gpu FILE` needs to predict this device: the peak, the share of it the
+  // forward + backward reach, and the optimizer's memory bandwidth.
+  const double tokens_per_step = double(c.training.global_batch_size) * double(c.model.seq_length);
+  const double compute_s = r.mean_step_s - r.mean_optimizer_s;
+  const double efficiency = stats.flops_per_token * tokens_per_step / compute_s / (peak * 1e9);
+  const double bandwidth = kOptimizerBytesPerParam * double(stats.num_params) / r.mean_optimizer_s;
+  std::printf("forward + backward           : %.3f s per step, %.1f%% of the peak\n", compute_s, 100 * efficiency);
+  std::printf("optimizer step               : %.3f s per step (%.2f GB/s at %.0f B/parameter)\n", r.mean_optimizer_s,
+              bandwidth / 1e9, kOptimizerBytesPerParam);
+  if (c.training.precision == Precision::kFp32) {
+    const char* peak_key = c.training.tf32 ? "peak_tf32_flops" : "peak_fp32_flops";
+    std::printf("for lattice plan --gpu FILE  : \"%s\": %.4g, \"memory_bandwidth\": %.4g%s; --gemm-efficiency %.3f\n",
+                peak_key, peak * 1e9, bandwidth, device == Device::kCpu ? ", \"overlap_communication\": false" : "",
+                efficiency);
+  }
   std::printf("precision                    : %s (weights + gradients + master weights + moments: %.0f B/param)\n",
               precision_name(c.training.precision), rank_memory(stats, 1, 1, 1, false).bytes_per_param);
   std::printf("peak host memory (RSS)       : %.3f GiB\n", r.peak_host_bytes / double(1 << 30));

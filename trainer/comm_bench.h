@@ -20,8 +20,9 @@ struct CommBenchPoint {
 struct CommBenchResult {
   int ranks = 0;
   std::vector<CommBenchPoint> points;
-  // Least squares (of the relative error) of the ring model t = 2(n-1)·α + 2(n-1)/n · bytes / β for all-reduce, and of
-  // t = α + bytes / β for one p2p message.
+  // The ring model t = 2(n-1)·α + 2(n-1)/n · bytes / β for all-reduce, and t = α + bytes / β for one p2p
+  // message: α by least squares of the relative error over the small messages, β the rate of the
+  // large ones (comm_bench.cc).
   double all_reduce_alpha = 0, all_reduce_beta = 0;
   double p2p_alpha = 0, p2p_beta = 0;
 };

@@ -54,21 +54,24 @@ GpuSpec a100() {
   return s;
 }
 
-// One CPU process per "GPU" over MPI shared memory: rough figures for a small multi-core host (the
-// CPU kernels reach a few tens of GFLOP/s per process); give a FILE with measured ones for a real plan.
+// One CPU process per core ("GPU") over MPI shared memory: this project's build machine as
+// `lattice bench` and `lattice bench --comm` measured it (2026-12-02; one AVX-512 core's OpenBLAS
+// sgemm, AdamW's memory bandwidth, MPI's rate for multi-MiB messages). Another host's figures come
+// from the same two commands, as a FILE (README, "Planning a layout").
 GpuSpec cpu() {
   GpuSpec s;
   s.name = "cpu";
-  s.peak_bf16_flops = 50e9;
-  s.peak_tf32_flops = 50e9;
-  s.peak_fp32_flops = 50e9;
+  s.peak_bf16_flops = 100e9;
+  s.peak_tf32_flops = 100e9;
+  s.peak_fp32_flops = 100e9;
   s.memory_bytes = 16 * kGiB;
-  s.memory_bandwidth = 10e9;
-  s.intra_node_bandwidth = 4e9;
+  s.memory_bandwidth = 45e9;
+  s.intra_node_bandwidth = 0.72e9;
   s.intra_node_latency = 5e-6;
   s.inter_node_bandwidth = 1e9;
   s.inter_node_latency = 20e-6;
   s.gpus_per_node = 64;
+  s.overlap_communication = false;
   return s;
 }
 
@@ -92,7 +95,7 @@ GpuSpec load_spec_file(const std::string& path) {
   static const char* const kKeys[] = {"name", "peak_bf16_flops", "peak_tf32_flops", "peak_fp32_flops",
                                       "memory_bytes", "usable_memory_fraction", "memory_bandwidth",
                                       "intra_node_bandwidth", "intra_node_latency", "inter_node_bandwidth",
-                                      "inter_node_latency", "gpus_per_node"};
+                                      "inter_node_latency", "gpus_per_node", "overlap_communication"};
   for (const auto& [key, value] : doc.items()) {
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
@@ -115,6 +118,12 @@ GpuSpec load_spec_file(const std::string& path) {
   s.inter_node_bandwidth = positive(doc, "inter_node_bandwidth", s.inter_node_bandwidth, path);
   s.inter_node_latency = positive(doc, "inter_node_latency", s.inter_node_latency, path);
   s.gpus_per_node = static_cast<int>(positive(doc, "gpus_per_node", s.gpus_per_node, path));
+  if (doc.contains("overlap_communication")) {
+    if (!doc.at("overlap_communication").is_boolean())
+      throw InputError(fmt::format("--gpu {}: \"overlap_communication\" must be true or false (got {})", path,
+                                   doc.at("overlap_communication").dump()));
+    s.overlap_communication = doc.at("overlap_communication").get<bool>();
+  }
   if (s.usable_memory_fraction > 1)
     throw InputError(fmt::format("--gpu {}: \"usable_memory_fraction\" must be at most 1", path));
   return s;

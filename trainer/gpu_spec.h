@@ -22,6 +22,10 @@ struct GpuSpec {
   double inter_node_bandwidth = 0;   // the GPU's share of the node's network (bytes/s)
   double inter_node_latency = 0;     // seconds per ring step
   int gpus_per_node = 8;
+  // Whether communication runs beside compute (a GPU's NCCL kernels and copy engines) so that the
+  // schedules can hide it. On CPUs over MPI shared memory the copies and reductions run on the same
+  // cores as the compute, so a "hidden" reduction still costs its time: the plan adds all of it.
+  bool overlap_communication = true;
 };
 
 // "h100", "h200", "a100", "cpu", or the path of a JSON file with the fields above (any left out take

@@ -15,9 +15,6 @@
 namespace lattice {
 namespace {
 
-// AdamW touches per parameter: gradient, two moments and the fp32 master read, moments and master
-// written, the compute copy written, the gradient read once more for the global norm.
-constexpr double kOptimizerBytesPerParam = 36;
 // Interleaved layouts are tried with at most this many virtual stages: each more adds p2p hops per
 // micro-batch for an ever smaller cut in the bubble.
 constexpr int kMaxVirtualStages = 8;
@@ -143,7 +140,7 @@ struct Planner {
       const double reduce = sharded ? reduce_scatter_s(bytes, d, dp_alpha, dp_beta)
                                     : all_reduce_s(bytes, d, dp_alpha, dp_beta);
       double exposed = reduce;
-      if (c.parallel.overlap_grad_reduce && d > 1) {
+      if (c.parallel.overlap_grad_reduce && gpu.overlap_communication && d > 1) {
         // Buckets reduce while the last micro-batch's backward runs; the last bucket cannot hide.
         double window = 0;
         for (double b : k.bwd[r.pp_rank]) window += b;
@@ -158,7 +155,9 @@ struct Planner {
     if (sharded) {
       const double gather = reduce_scatter_s(double(max_params) * act_bytes, d, dp_alpha, dp_beta);
       // overlap_param_gather hides it behind the next step's first forward.
-      k.param_gather_exposed_s = c.parallel.overlap_param_gather ? std::max(0.0, gather - k.fwd[0][0]) : gather;
+      k.param_gather_exposed_s = c.parallel.overlap_param_gather && gpu.overlap_communication
+                                     ? std::max(0.0, gather - k.fwd[0][0])
+                                     : gather;
     }
     return k;
   }
@@ -200,7 +199,7 @@ struct Planner {
     double end = makespan;
     for (int r = 0; r < p; ++r) end = std::max(end, last_backward_end[r] + k.dp_exposed_after_last_backward[r]);
     out.compute_s = m * busiest;
-    out.bubble_s = makespan - out.compute_s;
+    out.bubble_s = std::max(0.0, makespan - out.compute_s);  // without a pipeline: rounding only
     out.bubble = p > 1 ? 1 - busy_sum / (p * makespan) : 0;
     out.dp_exposed_s = end - makespan;
     out.optimizer_s = k.optimizer_s + k.param_gather_exposed_s;

@@ -4,7 +4,7 @@
 // step time: compute at a calibrated fraction of peak, the pipeline bubble from the schedule
 // simulator with per-chunk costs (the loss head on the last stage), and the exposed communication
 // (α + bytes/β per collective: TP inside the node, DP and PP across nodes, less what the schedule
-// hides). Pure functions, no I/O.
+// hides where the GpuSpec's communication overlaps compute). Pure functions, no I/O.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,8 @@ namespace lattice {
 
 // The one calibration number: the fraction of the dtype's peak FLOP/s that a layer's GEMMs and the
 // memory-bound work around them reach together. Fitted once against the Megatron-LM paper's Table 1
-// (A100, tests/plan/plan_published_test.cc) and used unchanged for every GPU.
+// (A100, tests/plan/plan_published_test.cc) and used unchanged for every GPU. A CPU's own figure is
+// what `lattice bench` prints (--gemm-efficiency; tests/plan/plan_measured_test.sh).
 constexpr double kDefaultGemmEfficiency = 0.5;
 
 struct PlanOptions {

@@ -10,6 +10,12 @@
 
 namespace lattice {
 
+// Bytes the optimizer step moves per parameter (it is bound by memory bandwidth): AdamW reads the
+// gradient, two moments and the fp32 master, writes the moments and master and the compute copy,
+// and the global norm reads the gradient once more. `lattice plan` times the step with it and
+// `lattice bench` derives the bandwidth it measured.
+constexpr double kOptimizerBytesPerParam = 36;
+
 struct ModelStats {
   // ---- parameters (from model_parameter_specs) ----
   int64_t num_params = 0;            // everything the optimizer updates

@@ -251,6 +251,7 @@ TrainResult TrainingSession::run() {
       break;
     }
   }
+  account_optimizer_time();
   checkpoint_->finish();  // the pending save is committed before anything else ends
   if (stopped_ && checkpoint_->saving())
     spdlog::info("stopped by {} after step {}; checkpoint {} saved", stopped_.describe(c_.training), last_step_,
@@ -296,6 +297,7 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   readback_->enqueue_grad_sum_squares(optimizer_->norm_grads());
   tracer_->span("grad norm", "optimizer", anchor, norm_start, stream.record(), {{"step", step}});
   readback_->read();
+  account_optimizer_time();  // the previous step's optimizer has finished before this read-back
   out.grad_norm = grad_norm_->compute(readback_->grad_sum_squares());
   out.loss = global_mean_loss(readback_->loss_sum(0), tokens_per_step_, groups_);
   if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
@@ -308,6 +310,7 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   const Event optimizer_start = stream.record();
   optimizer_->step(out.lr, clip_scale(out.grad_norm, c_.optimizer.grad_clip));
   const Event step_end = stream.record();
+  optimizer_events_ = {step, optimizer_start, step_end};
   tracer_->span("optimizer", "optimizer", anchor, optimizer_start, step_end, {{"step", step}});
   if (tracer_->enabled())
     tracer_->span(fmt::format("step {}", step), "compute", anchor, step_start, step_end, {{"step", step}});
@@ -360,10 +363,11 @@ void TrainingSession::record(int64_t step, const StepOutcome& o, double seconds)
   if (step == first_step_) result_.first_loss = o.loss;
   result_.final_loss = o.loss;
 
-  if (step > first_step_ || train_iters == first_step_) {
+  if (timed_step(step)) {
     throughput_.steps += 1;
     throughput_.tokens_per_s += sm.tokens_per_s;
     throughput_.gflops += sm.gflops;
+    throughput_.step_s += seconds;
     if (o.bubble >= 0) {
       throughput_.bubble_steps += 1;
       throughput_.bubble += o.bubble;
@@ -441,12 +445,31 @@ void TrainingSession::report_memory(RunSummary& summary) {
   if (!on_cpu) result_.peak_device_bytes = static_cast<double>(mine.allocated);
 }
 
+bool TrainingSession::timed_step(int64_t step) const {
+  return step > first_step_ || c_.training.train_iters == first_step_;
+}
+
+// The optimizer's time is read from its events only once they have completed, so that a GPU step
+// gains no synchronization: at the next step's read-back or at the end of the run.
+void TrainingSession::account_optimizer_time() {
+  if (!optimizer_events_.end.recorded()) return;
+  optimizer_events_.end.synchronize();
+  if (timed_step(optimizer_events_.step)) {
+    throughput_.optimizer_steps += 1;
+    throughput_.optimizer_s += optimizer_events_.end.seconds_since(optimizer_events_.start);
+  }
+  optimizer_events_ = {};
+}
+
 // The run's figures: log lines, the metrics file's summary, the export.
 void TrainingSession::summarize() {
   if (throughput_.steps > 0) {
     result_.mean_tokens_per_s = throughput_.tokens_per_s / static_cast<double>(throughput_.steps);
     result_.mean_gflops = throughput_.gflops / static_cast<double>(throughput_.steps);
+    result_.mean_step_s = throughput_.step_s / static_cast<double>(throughput_.steps);
   }
+  if (throughput_.optimizer_steps > 0)
+    result_.mean_optimizer_s = throughput_.optimizer_s / static_cast<double>(throughput_.optimizer_steps);
   const int64_t steps_run = std::max<int64_t>(0, last_step_ - first_step_ + 1);
   RunSummary summary;
   summary.steps = steps_run;

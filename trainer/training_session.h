@@ -58,7 +58,9 @@ class TrainingSession {
   // Running means over the steps after the first (which pays for warm-up).
   struct Throughput {
     int64_t steps = 0, bubble_steps = 0;
-    double tokens_per_s = 0, gflops = 0, bubble = 0;
+    double tokens_per_s = 0, gflops = 0, bubble = 0, step_s = 0;
+    int64_t optimizer_steps = 0;
+    double optimizer_s = 0;
   };
 
   void build_model();
@@ -70,6 +72,10 @@ class TrainingSession {
   StepOutcome train_step(int64_t step);
   double evaluate(int64_t step);
   void record(int64_t step, const StepOutcome& outcome, double seconds);
+  // Whether a step counts in the throughput means (not the first, which pays for warm-up).
+  bool timed_step(int64_t step) const;
+  // Adds the optimizer time of the step optimizer_events_ hold (see the .cc).
+  void account_optimizer_time();
   // The step boundary: commits a finished background save, votes on stopping, saves when due.
   // True when the run stops after this step.
   bool end_step(int64_t step);
@@ -120,6 +126,11 @@ class TrainingSession {
 
   TrainResult result_;
   Throughput throughput_;
+  // The last step's optimizer start and end, read once a later synchronization has passed them.
+  struct {
+    int64_t step = 0;
+    Event start, end;
+  } optimizer_events_;
   StopDecision stopped_;
   int64_t last_step_ = 0;   // the last step this run takes
   int64_t last_saved_ = 0;  // the step of this run's last checkpoint (0 = none)

@@ -5,6 +5,7 @@
 // of the full step.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include <catch2/catch.hpp>
 
@@ -15,6 +16,7 @@
 #include "trainer/gpu_spec.h"
 #include "trainer/layout_plan.h"
 #include "trainer/memory_plan.h"
+#include "trainer/model_stats.h"
 #include "trainer/plan_command.h"
 
 using namespace lattice;
@@ -135,4 +137,43 @@ TEST_CASE("planning Llama 70B for 512 GPUs takes well under a second") {
               static_cast<long long>(r.candidates), static_cast<long long>(r.simulated), s);
   CHECK(r.layouts.front().fits);
   CHECK(s < 5.0);  // the target is < 1 s; a loaded test machine gets slack
+}
+
+TEST_CASE("communication that cannot overlap compute (a CPU's) is all exposed") {
+  Config c = load_config("configs/gpt2-124m.json");
+  c.parallel.data = 2;
+  c.training.micro_batch_size = 1;
+  c.training.global_batch_size = 8;
+  GpuSpec gpu = gpu_spec("cpu");
+  PlanOptions o;
+  o.gpus = 2;
+  const auto predict = [&](bool overlap, bool distributed) {
+    gpu.overlap_communication = overlap;
+    c.parallel.distributed_optimizer = c.parallel.overlap_param_gather = distributed;
+    return predict_layout(c, gpu, o);
+  };
+  // The gradient all-reduce: 2(n-1)/n · bytes / β + 2(n-1)·α with n = 2, whole, without overlap.
+  const double bytes = 4.0 * double(compute_model_stats(c).num_params);
+  const double all_reduce = bytes / gpu.intra_node_bandwidth + 2 * gpu.intra_node_latency;
+  CHECK(predict(false, false).dp_exposed_s == Approx(all_reduce).epsilon(1e-3));
+  CHECK(predict(true, false).dp_exposed_s < 0.1 * all_reduce);  // buckets hide behind the backward
+  // The distributed optimizer: the reduce-scatter exposed, and the parameter all-gather in the optimizer's time.
+  const LayoutPrediction sharded = predict(false, true), hidden = predict(true, true);
+  CHECK(sharded.dp_exposed_s == Approx(all_reduce / 2).epsilon(1e-3));
+  const double adamw_half = bytes / 4 / 2 * kOptimizerBytesPerParam / gpu.memory_bandwidth;
+  CHECK(sharded.optimizer_s == Approx(adamw_half + all_reduce / 2).epsilon(1e-3));
+  CHECK(hidden.optimizer_s < sharded.optimizer_s);
+}
+
+TEST_CASE("a --gpu FILE's overlap_communication must be a boolean") {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/spec.json";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs("{\"overlap_communication\": 1}", f);
+  std::fclose(f);
+  testing::require_input_error([&] { gpu_spec(path); }, {path, "overlap_communication", "true or false"});
+  f = std::fopen(path.c_str(), "w");
+  std::fputs("{\"overlap_communication\": false}", f);
+  std::fclose(f);
+  CHECK(!gpu_spec(path).overlap_communication);
+  CHECK(gpu_spec("h100").overlap_communication);
 }
