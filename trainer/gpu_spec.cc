@@ -1,6 +1,7 @@
 // Accelerator presets and spec files for `lattice plan` (see gpu_spec.h).
 #include "trainer/gpu_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -75,9 +76,25 @@ GpuSpec cpu() {
   return s;
 }
 
-double positive(const nlohmann::json& doc, const char* key, double fallback, const std::string& path) {
-  if (!doc.contains(key)) return fallback;
-  const nlohmann::json& v = doc.at(key);
+// The numeric fields of a spec file.
+struct NumberField {
+  const char* key;
+  double GpuSpec::*member;
+};
+constexpr NumberField kNumberFields[] = {
+    {"peak_bf16_flops", &GpuSpec::peak_bf16_flops},
+    {"peak_tf32_flops", &GpuSpec::peak_tf32_flops},
+    {"peak_fp32_flops", &GpuSpec::peak_fp32_flops},
+    {"memory_bytes", &GpuSpec::memory_bytes},
+    {"usable_memory_fraction", &GpuSpec::usable_memory_fraction},
+    {"memory_bandwidth", &GpuSpec::memory_bandwidth},
+    {"intra_node_bandwidth", &GpuSpec::intra_node_bandwidth},
+    {"intra_node_latency", &GpuSpec::intra_node_latency},
+    {"inter_node_bandwidth", &GpuSpec::inter_node_bandwidth},
+    {"inter_node_latency", &GpuSpec::inter_node_latency},
+};
+
+double positive(const nlohmann::json& v, const std::string& key, const std::string& path) {
   if (!v.is_number() || v.get<double>() <= 0)
     throw InputError(fmt::format("--gpu {}: \"{}\" must be a positive number (got {})", path, key, v.dump()));
   return v.get<double>();
@@ -92,37 +109,30 @@ GpuSpec load_spec_file(const std::string& path) {
     throw InputError(fmt::format("--gpu {}: not a JSON object of GPU figures ({})", path, e.what()));
   }
   if (!doc.is_object()) throw InputError(fmt::format("--gpu {}: not a JSON object of GPU figures", path));
-  static const char* const kKeys[] = {"name", "peak_bf16_flops", "peak_tf32_flops", "peak_fp32_flops",
-                                      "memory_bytes", "usable_memory_fraction", "memory_bandwidth",
-                                      "intra_node_bandwidth", "intra_node_latency", "inter_node_bandwidth",
-                                      "inter_node_latency", "gpus_per_node", "overlap_communication"};
-  for (const auto& [key, value] : doc.items()) {
-    bool known = false;
-    for (const char* k : kKeys) known = known || key == k;
-    if (!known) {
-      std::string all;
-      for (const char* k : kKeys) all += fmt::format("{}{}", all.empty() ? "" : ", ", k);
-      throw InputError(fmt::format("--gpu {}: unknown key \"{}\" (keys: {})", path, key, all));
-    }
-  }
   GpuSpec s = h100();
-  s.name = doc.value("name", std::filesystem::path(path).stem().string());
-  s.peak_bf16_flops = positive(doc, "peak_bf16_flops", s.peak_bf16_flops, path);
-  s.peak_tf32_flops = positive(doc, "peak_tf32_flops", s.peak_tf32_flops, path);
-  s.peak_fp32_flops = positive(doc, "peak_fp32_flops", s.peak_fp32_flops, path);
-  s.memory_bytes = positive(doc, "memory_bytes", s.memory_bytes, path);
-  s.usable_memory_fraction = positive(doc, "usable_memory_fraction", s.usable_memory_fraction, path);
-  s.memory_bandwidth = positive(doc, "memory_bandwidth", s.memory_bandwidth, path);
-  s.intra_node_bandwidth = positive(doc, "intra_node_bandwidth", s.intra_node_bandwidth, path);
-  s.intra_node_latency = positive(doc, "intra_node_latency", s.intra_node_latency, path);
-  s.inter_node_bandwidth = positive(doc, "inter_node_bandwidth", s.inter_node_bandwidth, path);
-  s.inter_node_latency = positive(doc, "inter_node_latency", s.inter_node_latency, path);
-  s.gpus_per_node = static_cast<int>(positive(doc, "gpus_per_node", s.gpus_per_node, path));
-  if (doc.contains("overlap_communication")) {
-    if (!doc.at("overlap_communication").is_boolean())
-      throw InputError(fmt::format("--gpu {}: \"overlap_communication\" must be true or false (got {})", path,
-                                   doc.at("overlap_communication").dump()));
-    s.overlap_communication = doc.at("overlap_communication").get<bool>();
+  s.name = std::filesystem::path(path).stem().string();
+  for (const auto& [key, value] : doc.items()) {
+    const auto field = std::find_if(std::begin(kNumberFields), std::end(kNumberFields),
+                                    [&](const NumberField& f) { return key == f.key; });
+    if (field != std::end(kNumberFields)) {
+      s.*(field->member) = positive(value, key, path);
+    } else if (key == "name") {
+      if (!value.is_string())
+        throw InputError(fmt::format("--gpu {}: \"name\" must be a string (got {})", path, value.dump()));
+      s.name = value.get<std::string>();
+    } else if (key == "gpus_per_node") {
+      s.gpus_per_node = static_cast<int>(positive(value, key, path));
+    } else if (key == "overlap_communication") {
+      if (!value.is_boolean())
+        throw InputError(
+            fmt::format("--gpu {}: \"overlap_communication\" must be true or false (got {})", path, value.dump()));
+      s.overlap_communication = value.get<bool>();
+    } else {
+      std::string all = "name";
+      for (const NumberField& f : kNumberFields) all += fmt::format(", {}", f.key);
+      throw InputError(fmt::format("--gpu {}: unknown key \"{}\" (keys: {}, gpus_per_node, overlap_communication)",
+                                   path, key, all));
+    }
   }
   if (s.usable_memory_fraction > 1)
     throw InputError(fmt::format("--gpu {}: \"usable_memory_fraction\" must be at most 1", path));
