@@ -211,6 +211,10 @@ void check_consistency(const std::string& source, const Config& cfg) {
                        "(optimizer.decay_iters is 0, so the schedule spans train_iters)",
                        o.warmup_iters, t.train_iters));
   }
+  if (cfg.parallel.backend == CommBackend::kNccl && cfg.device != "cuda")
+    c.fail(fmt::format("parallel.backend is \"nccl\" but device is \"{}\": NCCL carries CUDA tensors only; set "
+                       "parallel.backend to \"auto\" or \"mpi\" (MPI on the CPU), or device to \"cuda\"",
+                       cfg.device));
   if (t.eval_interval > 0 && parse_data_split(cfg.data.split)[1] == 0)
     c.fail(fmt::format("training.eval_interval ({}) is set but data.split (\"{}\") gives the validation set "
                        "no documents; give the second part a weight or set eval_interval to 0",
@@ -259,6 +263,15 @@ const char* decay_style_name(DecayStyle d) {
 }
 
 const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+
+const char* comm_backend_name(CommBackend b) {
+  switch (b) {
+    case CommBackend::kAuto: return "auto";
+    case CommBackend::kNccl: return "nccl";
+    case CommBackend::kMpi: return "mpi";
+  }
+  return "?";
+}
 
 DType precision_dtype(Precision p) { return p == Precision::kBf16 ? DType::kBF16 : DType::kF32; }
 
@@ -558,9 +571,10 @@ std::string format_layout(const ParallelLayout& L, const Config& config) {
                      config.model.vocab_size,
                      L.tensor > 1 ? fmt::format(" padded to {} (a multiple of 128 × tensor)", L.padded_vocab_size) : "");
   out += fmt::format("  data: gradient buckets {} MB, overlap_grad_reduce {}, distributed_optimizer {}, "
-                     "overlap_param_gather {}; communication timeout {} s\n",
+                     "overlap_param_gather {}; communication timeout {} s, backend {}\n",
                      pc.bucket_size_mb, pc.overlap_grad_reduce ? "on" : "off",
-                     pc.distributed_optimizer ? "on" : "off", pc.overlap_param_gather ? "on" : "off", pc.timeout_s);
+                     pc.distributed_optimizer ? "on" : "off", pc.overlap_param_gather ? "on" : "off", pc.timeout_s,
+                     comm_backend_name(pc.backend));
   return out;
 }
 

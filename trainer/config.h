@@ -24,6 +24,12 @@ enum class DecayStyle { kCosine, kLinear, kConstant };
 // training.precision and parallel.grad_reduce_dtype: "fp32" or "bf16".
 enum class Precision { kFp32, kBf16 };
 
+// parallel.backend: what carries a parallel job's collectives. MPI takes any tensor (CUDA ones staged
+// through pinned host buffers); NCCL takes CUDA tensors, one GPU per rank. "auto" is MPI for now:
+// NCCL stays opt-in until tools/gpu/check.sh has run its tests on GPUs (README, "NCCL").
+enum class CommBackend { kAuto, kNccl, kMpi };
+const char* comm_backend_name(CommBackend b);
+
 struct TrainingConfig {
   int64_t micro_batch_size = 4;
   int64_t global_batch_size = 8;
@@ -108,6 +114,7 @@ struct ParallelConfig {
   // The dtype of the data-parallel gradient reduction (the fp32 gradients are cast for it and back).
   Precision grad_reduce_dtype = Precision::kFp32;
   double timeout_s = kDefaultCommTimeoutS;
+  CommBackend backend = CommBackend::kAuto;
 };
 
 // A layout resolved against a world size (what validate_layout returns and `lattice validate` prints).

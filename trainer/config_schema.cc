@@ -224,6 +224,8 @@ std::vector<ConfigField> build_schema() {
                   precision_name, "dtype of the data-parallel gradient reduction (half the bytes in bf16)");
   parallel.number("timeout_s", &ParallelConfig::timeout_s, positive(),
                   "seconds before a stuck collective ends the job");
+  parallel.choice("backend", &ParallelConfig::backend, {CommBackend::kAuto, CommBackend::kNccl, CommBackend::kMpi},
+                  comm_backend_name, "what carries the collectives: auto (MPI for now), nccl (CUDA tensors), mpi");
 
   SectionFields<CheckpointConfig> checkpoint(all, "checkpoint", &Config::checkpoint);
   checkpoint.text("dir", &CheckpointConfig::dir, {}, "checkpoint root; empty = no saving");

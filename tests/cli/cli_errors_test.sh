@@ -33,6 +33,8 @@ expect 2 "did you mean 'hidden_size'" -- $LATTICE validate --config configs/test
 expect 2 "model.num_attention_heads" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.num_attention_heads=5
 expect 2 "training.global_batch_size" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.global_batch_size=5
 expect 2 "model.num_kv_heads" -- $LATTICE validate --config configs/test-tiny-llama.json --set model.num_kv_heads=3
+expect 2 "parallel.backend is \"nccl\" but device is \"cpu\"" -- $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.backend=nccl
+expect 2 "parallel.backend must be one of auto | nccl | mpi" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.backend=gloo
 # Parallel layouts: validate checks them against a world size.
 expect 0 "layout: 8 ranks = tensor 2 × pipeline 2 × data 2" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set data.path= --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2
 expect 0 "theoretical pipeline bubble" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set data.path= --world-size 8 --set parallel.tensor=2 --set parallel.pipeline=2

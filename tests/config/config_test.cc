@@ -477,6 +477,20 @@ TEST_CASE("device is cpu or cuda") {
   CHECK_THAT(error_of(d), Contains("device must be one of cpu | cuda"));
 }
 
+TEST_CASE("parallel.backend: auto, nccl or mpi; nccl needs device cuda") {
+  json d = base();
+  CHECK(parse_config(d, "test.json").parallel.backend == CommBackend::kAuto);
+  d["parallel"]["backend"] = "gloo";
+  CHECK_THAT(error_of(d), Contains("parallel.backend must be one of auto | nccl | mpi, got \"gloo\""));
+  d["parallel"]["backend"] = "mpi";
+  CHECK(parse_config(d, "test.json").parallel.backend == CommBackend::kMpi);
+  d["parallel"]["backend"] = "nccl";  // the base config's device is cpu
+  CHECK_THAT(error_of(d), Contains("parallel.backend is \"nccl\" but device is \"cpu\"") &&
+                              Contains("NCCL carries CUDA tensors only"));
+  d["device"] = "cuda";
+  CHECK(parse_config(d, "test.json").parallel.backend == CommBackend::kNccl);
+}
+
 TEST_CASE("top level must be an object") {
   CHECK_THAT(error_of(json::array({1, 2})), Contains("top level must be a JSON object"));
 }
@@ -585,7 +599,8 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
   CHECK(j["logging"].size() == 6);
-  CHECK(j["parallel"].size() == 13);
+  CHECK(j["parallel"].size() == 14);
+  CHECK(j["parallel"]["backend"] == "auto");
   CHECK(j["parallel"]["grad_reduce_dtype"] == "fp32");
   CHECK(j["checkpoint"].size() == 5);
   CHECK(j["parallel"]["schedule"] == "interleaved");
