@@ -24,12 +24,14 @@
 #include "parallel/grid.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/mpi_runtime.h"
+#include "parallel/nccl_world.h"
 #include "parallel/watchdog.h"
 #include "trainer/benchmark.h"
 #include "trainer/comm_bench.h"
 #include "trainer/config.h"
 #include "trainer/data_command.h"
 #include "trainer/dataset_check.h"
+#include "trainer/device_selection.h"
 #include "trainer/generate_command.h"
 #include "trainer/hf_export.h"
 #include "trainer/launcher_env.h"
@@ -160,6 +162,22 @@ int run_comm_bench(int* argc, char*** argv) {
   return 0;
 }
 
+// A parallel job's world communicator by parallel.backend: MPI (CUDA tensors staged through pinned
+// host buffers), or NCCL for CUDA tensors. "auto" is MPI until NCCL's GPU tests have run.
+std::unique_ptr<Communicator> job_world(const Config& c, std::unique_ptr<MpiCommunicator> mpi_world) {
+  if (c.parallel.backend != CommBackend::kNccl) {
+    if (c.device == "cuda")
+      spdlog::info("parallel.backend {}: collectives over MPI, CUDA tensors staged through pinned host buffers{}",
+                   comm_backend_name(c.parallel.backend),
+                   c.parallel.backend == CommBackend::kAuto ? " (NCCL is opt-in: parallel.backend=nccl)" : "");
+    return mpi_world;
+  }
+  select_training_device(c);  // NCCL binds each communicator to this rank's GPU
+  spdlog::info("parallel.backend nccl: CUDA-tensor collectives over NCCL on their own streams; point-to-point, "
+               "all_to_all and CPU tensors over MPI");
+  return nccl_world(std::move(mpi_world), launcher_placement().local_size);
+}
+
 int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_check, int* argc, char*** argv) {
   Config c = args.load();
   // SIGTERM / SIGUSR1 / a first SIGINT only set a flag: the loop stops after the step every rank agrees
@@ -189,7 +207,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   }
   mpi.barrier();
   auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
-  auto world = mpi.world(watchdog);
+  std::unique_ptr<Communicator> world = job_world(c, mpi.world(watchdog));
   const RankGrid grid(mpi.world_size(), mpi.rank(), layout.tensor, layout.pipeline, layout.data);
   setup_logging(grid.rank(), grid.tp_rank(), grid.pp_rank(), grid.dp_rank());
   ProcessGroups groups = make_process_groups(grid, *world);

@@ -19,4 +19,13 @@ for cmd in train bench; do
   grep -q "step *1/" <<<"$out" && fail "$cmd: trained before refusing"
   echo "ok: $cmd: $(grep -F -- "$needle" <<<"$out" | head -1)"
 done
+# parallel.backend nccl in a parallel job: the device is chosen (and refused) before NCCL is set up,
+# on every rank, with the same message.
+rc=0
+out=$(CUDA_VISIBLE_DEVICES= timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$LATTICE" train \
+  --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set device=cuda --set parallel.data=2 \
+  --set parallel.backend=nccl 2>&1 </dev/null) || rc=$?
+[[ $rc -eq 2 ]] || fail "mpirun -np 2, backend nccl: exit $rc (want 2): $(tail -3 <<<"$out")"
+grep -qF -- "$needle" <<<"$out" || fail "backend nccl: message lacks '$needle': $(tail -3 <<<"$out")"
+echo "ok: mpirun -np 2 with parallel.backend nccl: $(grep -F -- "$needle" <<<"$out" | head -1)"
 echo PASS

@@ -14,7 +14,7 @@ OUT=build/gpu-bundle
 # A separate output base: the portable -march would otherwise evict the everyday -march=native build.
 BAZEL=(bazel --output_base="${LATTICE_BUNDLE_OUTPUT_BASE:-$HOME/.cache/lattice-gpu-bundle}")
 FLAGS=(--config=cuda --copt=-march=x86-64-v3)
-GPU_TESTS=(//tests/cuda:cuda_ops_test //tests/cuda:cuda_ops_bench)
+GPU_TESTS=(//tests/cuda:cuda_ops_test //tests/cuda:cuda_ops_bench //tests/cuda:nccl_communicator_test)
 "${BAZEL[@]}" build "${FLAGS[@]}" //trainer:lattice "${GPU_TESTS[@]}"
 bin=$("${BAZEL[@]}" info "${FLAGS[@]}" bazel-bin 2>/dev/null)
 

@@ -1,0 +1,232 @@
+// NcclCommunicator (see nccl_communicator.h) and nccl_world for a CUDA build.
+#include "parallel/nccl_communicator.h"
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/error.h"
+#include "parallel/nccl_world.h"
+
+namespace lattice {
+
+struct NcclCommunicator::State {
+  ncclComm_t comm = nullptr;
+  int world_rank = -1;
+  std::string group;  // the MPI group's describe()
+
+  ~State() {
+    if (comm == nullptr) return;
+    // A non-blocking communicator finalizes asynchronously: poll it (briefly), then free it.
+    ncclResult_t result = ncclCommFinalize(comm);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (result == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+      ncclCommGetAsyncError(comm, &result);
+    }
+    if (result != ncclSuccess) spdlog::warn("rank {}: ncclCommFinalize on {}: {}", world_rank, group, ncclGetErrorString(result));
+    ncclCommDestroy(comm);
+  }
+
+  [[noreturn]] void fail(const char* call, ncclResult_t result, const std::string& operation) const {
+    throw Error(fmt::format("rank {}: NCCL {} ({}) on {} failed: {}{}", world_rank, call, operation, group,
+                            ncclGetErrorString(result),
+                            comm != nullptr ? fmt::format(" ({})", ncclGetLastError(comm)) : std::string()));
+  }
+
+  // A non-blocking communicator answers ncclInProgress while it initializes or enqueues: poll its
+  // state to the end. Past `timeout_s` the communicator is aborted (safe: non-blocking, and no other
+  // thread of this process is inside NCCL) and the job ends with the watchdog's exit code.
+  void settle(ncclResult_t result, const char* call, const std::string& operation, double timeout_s) {
+    const auto start = std::chrono::steady_clock::now();
+    while (result == ncclInProgress) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (timeout_s > 0 && waited > timeout_s) {
+        ncclCommAbort(comm);
+        comm = nullptr;
+        throw Error(fmt::format("rank {}: NCCL {} ({}) on {} did not finish within parallel.timeout_s = {} s; the "
+                                "NCCL communicator was aborted",
+                                world_rank, call, operation, group, timeout_s),
+                    ExitCode::kHungCollective);
+      }
+      std::this_thread::yield();
+      const ncclResult_t queried = ncclCommGetAsyncError(comm, &result);
+      if (queried != ncclSuccess) fail("ncclCommGetAsyncError", queried, operation);
+    }
+    if (result != ncclSuccess) fail(call, result, operation);
+  }
+};
+
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kI32: return ncclInt32;
+    case DType::kF64: return ncclFloat64;
+  }
+  throw Error("no NCCL datatype for this dtype");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+  }
+  throw Error("unknown ReduceOp");
+}
+
+bool on_gpu(const Tensor& t) { return t.defined() && t.device() == Device::kCuda; }
+
+std::string tensor_summary(const Tensor& t) {
+  return fmt::format("{}{} ({})", dtype_name(t.dtype()), shape_string(t.shape()),
+                     format_bytes(static_cast<double>(t.bytes())));
+}
+
+// One NCCL operation: its completion event on the group's NCCL stream and the tensors it touches.
+class NcclOp : public PendingOp {
+ public:
+  NcclOp(std::shared_ptr<NcclCommunicator::State> state, std::string operation, std::vector<Tensor> keep_alive)
+      : state_(std::move(state)), operation_(std::move(operation)), keep_alive_(std::move(keep_alive)) {
+    LATTICE_CUDA_CHECK(cudaEventCreateWithFlags(&done_event_, cudaEventDisableTiming));
+  }
+  ~NcclOp() override { cudaEventDestroy(done_event_); }
+
+  cudaEvent_t done_event() const { return done_event_; }
+
+  bool test() override {
+    if (done_) return true;
+    // An asynchronous NCCL error (a peer died, a network fault) surfaces here, naming the call.
+    if (state_->comm != nullptr) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(state_->comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress) state_->fail("operation", async, operation_);
+    }
+    const cudaError_t query = cudaEventQuery(done_event_);
+    if (query == cudaErrorNotReady) return false;
+    LATTICE_CUDA_CHECK(query);
+    done_ = true;
+    keep_alive_.clear();
+    return true;
+  }
+
+  OpDescription describe() const override { return {state_->world_rank, state_->group, operation_}; }
+
+ private:
+  std::shared_ptr<NcclCommunicator::State> state_;
+  std::string operation_;
+  std::vector<Tensor> keep_alive_;
+  cudaEvent_t done_event_ = nullptr;
+  bool done_ = false;
+};
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> mpi)
+    : Communicator(mpi->watchdog_ptr()), mpi_(std::move(mpi)), state_(std::make_shared<State>()) {
+  stream_ = Stream(Device::kCuda);  // handles record their events on the compute stream
+  state_->world_rank = mpi_->world_ranks()[mpi_->rank()];
+  state_->group = mpi_->describe();
+  ncclUniqueId id{};
+  if (rank() == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) state_->fail("ncclGetUniqueId", r, "creating the communicator");
+  }
+  id = mpi_->host().broadcast(id, 0, "the NCCL unique id");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // so that a hang can be aborted (GPU.md, NCCL)
+  state_->settle(ncclCommInitRankConfig(&state_->comm, size(), id, rank(), &config), "ncclCommInitRankConfig",
+                 "creating the communicator", watchdog().timeout_s());
+  LATTICE_CUDA_CHECK(cudaStreamCreateWithFlags(&nccl_stream_, cudaStreamNonBlocking));
+  LATTICE_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (compute_ready_ != nullptr) cudaEventDestroy(compute_ready_);
+  if (nccl_stream_ != nullptr) cudaStreamDestroy(nccl_stream_);  // released once its work completes
+}
+
+CommHandle NcclCommunicator::enqueue(std::string operation, std::vector<Tensor> keep_alive, const char* call_name,
+                                     const std::function<ncclResult_t(cudaStream_t)>& call) {
+  if (state_->comm == nullptr)
+    throw Error(fmt::format("rank {}: {} on {}: the NCCL communicator was aborted", state_->world_rank, operation,
+                            state_->group));
+  LATTICE_CUDA_CHECK(cudaEventRecord(compute_ready_, cuda::compute_stream()));
+  LATTICE_CUDA_CHECK(cudaStreamWaitEvent(nccl_stream_, compute_ready_, 0));
+  state_->settle(call(nccl_stream_), call_name, operation, watchdog().timeout_s());
+  auto op = std::make_unique<NcclOp>(state_, std::move(operation), std::move(keep_alive));
+  LATTICE_CUDA_CHECK(cudaEventRecord(op->done_event(), nccl_stream_));
+  return CommHandle(std::move(op), watchdog_, stream_);
+}
+
+CommHandle NcclCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
+  if (!on_gpu(inout)) return mpi_->all_reduce_async(inout, op);
+  return enqueue(fmt::format("all_reduce({}) of {}", reduce_op_name(op), tensor_summary(inout)), {inout},
+                 "ncclAllReduce", [&](cudaStream_t s) {
+                   return ncclAllReduce(inout.raw(), inout.raw(), static_cast<size_t>(inout.numel()),
+                                        nccl_type(inout.dtype()), nccl_op(op), state_->comm, s);
+                 });
+}
+
+CommHandle NcclCommunicator::reduce_scatter_async(const Tensor& in, const Tensor& out) {
+  if (!on_gpu(in) || !on_gpu(out)) return mpi_->reduce_scatter_async(in, out);
+  if (in.dtype() != out.dtype() || in.numel() != out.numel() * size())
+    throw Error(fmt::format("reduce_scatter on {}: input {} must have size {} × the output's {} elements and the "
+                            "same dtype",
+                            describe(), in.describe(), size(), out.describe()));
+  return enqueue(fmt::format("reduce_scatter(sum) of {} into {}", tensor_summary(in), tensor_summary(out)), {in, out},
+                 "ncclReduceScatter", [&](cudaStream_t s) {
+                   return ncclReduceScatter(in.raw(), out.raw(), static_cast<size_t>(out.numel()),
+                                            nccl_type(in.dtype()), ncclSum, state_->comm, s);
+                 });
+}
+
+CommHandle NcclCommunicator::all_gather_async(const Tensor& in, const Tensor& out) {
+  if (!on_gpu(in) || !on_gpu(out)) return mpi_->all_gather_async(in, out);
+  if (in.dtype() != out.dtype() || out.numel() != in.numel() * size())
+    throw Error(fmt::format("all_gather on {}: output {} must have size {} × the input's {} elements and the same "
+                            "dtype",
+                            describe(), out.describe(), size(), in.describe()));
+  return enqueue(fmt::format("all_gather of {} into {}", tensor_summary(in), tensor_summary(out)), {in, out},
+                 "ncclAllGather", [&](cudaStream_t s) {
+                   return ncclAllGather(in.raw(), out.raw(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
+                                        state_->comm, s);
+                 });
+}
+
+CommHandle NcclCommunicator::broadcast_async(const Tensor& inout, int root) {
+  if (!on_gpu(inout)) return mpi_->broadcast_async(inout, root);
+  if (root < 0 || root >= size())
+    throw Error(fmt::format("broadcast on {}: root {} is not a rank of this group (size {})", describe(), root,
+                            size()));
+  return enqueue(fmt::format("broadcast from group rank {} of {}", root, tensor_summary(inout)), {inout},
+                 "ncclBroadcast", [&](cudaStream_t s) {
+                   return ncclBroadcast(inout.raw(), inout.raw(), static_cast<size_t>(inout.numel()),
+                                        nccl_type(inout.dtype()), root, state_->comm, s);
+                 });
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, std::string name, std::string detail) {
+  std::unique_ptr<Communicator> child = mpi_->split(color, key, std::move(name), std::move(detail));
+  if (child == nullptr) return nullptr;
+  return std::make_unique<NcclCommunicator>(std::move(child));
+}
+
+std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int ranks_per_node) {
+  const int gpus = cuda::visible_device_count();
+  if (ranks_per_node > gpus)
+    throw InputError(fmt::format("parallel.backend is \"nccl\" but {} ranks share this node's {} visible GPU(s): NCCL "
+                                 "needs a GPU per rank; launch at most {} ranks per node, or set parallel.backend to "
+                                 "\"mpi\" (host-staged, ranks may share a GPU)",
+                                 ranks_per_node, gpus, gpus));
+  return std::make_unique<NcclCommunicator>(std::move(mpi_world));
+}
+
+}  // namespace lattice

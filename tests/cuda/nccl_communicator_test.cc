@@ -1,0 +1,166 @@
+// NcclCommunicator on GPUs, under mpirun with one rank per visible GPU (tools/gpu/check.sh: one
+// rank on the lent H200; more where more GPUs are visible). Each collective on CUDA tensors gives
+// exactly what the MPI path gives on the same values (integers, so any summation order is exact);
+// NCCL reads what the compute stream wrote before the call (a poisoned buffer, overwritten only
+// after a stall on the compute stream, must never reach the output); CPU tensors go to MPI; split
+// groups work; a collective stalled past the watchdog's timeout is reported naming the group and
+// the operation; results are the same bits run after run.
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/runtime.h"
+#include "kernels/device_context.h"
+#include "kernels/ops.h"
+#include "parallel/nccl_communicator.h"
+#include "tests/parallel/mpi_test_main.h"
+
+namespace lattice {
+namespace {
+
+using testing::world;
+
+const DeviceContext& gpu() {
+  static const DeviceContext ctx = [] {
+    cuda::select_device(world().rank(), world().size());
+    return DeviceContext(Device::kCuda);
+  }();
+  return ctx;
+}
+
+// The NCCL communicator over a duplicate of the MPI world (built once: creation is collective).
+NcclCommunicator& nccl() {
+  static std::unique_ptr<NcclCommunicator> comm = [] {
+    gpu();
+    return std::make_unique<NcclCommunicator>(world().split(0, world().rank(), "nccl-test", ""));
+  }();
+  return *comm;
+}
+
+// Integer values that depend on the rank and the index: sums of them are exact in f32 and bf16.
+Tensor rank_values(int64_t n, DType dtype, int rank) {
+  Tensor host = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) host.f32()[i] = static_cast<float>((i * 7 + rank * 3) % 61 - 30);
+  if (dtype == DType::kF32) return host;
+  Tensor cast = Tensor::empty({n}, dtype);
+  ops::cast(host, cast);
+  return cast;
+}
+
+Tensor copy_of(const Tensor& host) {
+  Tensor c = Tensor::empty(host.shape(), host.dtype());
+  std::memcpy(c.raw(), host.raw(), host.bytes());
+  return c;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& host) {
+  const auto* p = static_cast<const uint8_t*>(host.raw());
+  return {p, p + host.bytes()};
+}
+
+TEST_CASE("all_reduce, reduce_scatter, all_gather and broadcast on CUDA tensors equal the MPI path") {
+  const int r = world().rank(), n = world().size();
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{1} << 20}) {
+      const int64_t total = count * n;
+      const Tensor host = rank_values(total, dtype, r);
+      // all_reduce, sum and max
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        Tensor device = gpu().to_device(host);
+        nccl().all_reduce_async(device, op).wait();
+        Tensor want = copy_of(host);
+        world().all_reduce(want, op);
+        CHECK(bytes_of(gpu().to_host(device)) == bytes_of(want));
+      }
+      // reduce_scatter
+      Tensor out = gpu().empty({count}, dtype);
+      nccl().reduce_scatter_async(gpu().to_device(host), out).wait();
+      Tensor want_out = Tensor::empty({count}, dtype);
+      world().reduce_scatter(host, want_out);
+      CHECK(bytes_of(gpu().to_host(out)) == bytes_of(want_out));
+      // all_gather
+      const Tensor part = rank_values(count, dtype, r);
+      Tensor gathered = gpu().empty({total}, dtype);
+      nccl().all_gather_async(gpu().to_device(part), gathered).wait();
+      Tensor want_gathered = Tensor::empty({total}, dtype);
+      world().all_gather(part, want_gathered);
+      CHECK(bytes_of(gpu().to_host(gathered)) == bytes_of(want_gathered));
+      // broadcast from the last rank
+      Tensor b = gpu().to_device(host);
+      nccl().broadcast_async(b, n - 1).wait();
+      Tensor want_b = copy_of(host);
+      world().broadcast(want_b, n - 1);
+      CHECK(bytes_of(gpu().to_host(b)) == bytes_of(want_b));
+    }
+  }
+}
+
+TEST_CASE("NCCL reads what the compute stream wrote before the call, not what was there before") {
+  const int64_t n = 1 << 22;
+  Tensor buffer = gpu().empty({n});
+  ops::fill(buffer, -1.0f);  // the poison
+  cuda::synchronize();
+  // Stall the compute stream (a host function that sleeps), then overwrite the buffer after the
+  // stall: a collective not ordered after the compute stream would gather the poison.
+  LATTICE_CHECK(cudaLaunchHostFunc(cuda::compute_stream(),
+                                   [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); },
+                                   nullptr) == cudaSuccess,
+                "cudaLaunchHostFunc");
+  ops::fill(buffer, 5.0f);
+  Tensor out = gpu().empty({n * world().size()});
+  nccl().all_gather_async(buffer, out).wait();
+  const Tensor host = gpu().to_host(out);
+  int64_t poisoned = 0;
+  for (int64_t i = 0; i < host.numel(); ++i) poisoned += host.f32()[i] != 5.0f;
+  CHECK(poisoned == 0);
+}
+
+TEST_CASE("CPU tensors go to MPI, split groups get their own NCCL communicators") {
+  Tensor cpu = rank_values(100, DType::kF32, world().rank());
+  Tensor want = copy_of(cpu);
+  nccl().all_reduce(cpu);
+  world().all_reduce(want);
+  CHECK(bytes_of(cpu) == bytes_of(want));
+  // Every rank alone: an all_reduce is the identity.
+  std::unique_ptr<Communicator> alone = nccl().split(world().rank(), 0, "alone", "");
+  REQUIRE(alone != nullptr);
+  CHECK(alone->size() == 1);
+  const Tensor host = rank_values(1000, DType::kF32, world().rank());
+  Tensor device = gpu().to_device(host);
+  alone->all_reduce_async(device).wait();
+  CHECK(bytes_of(gpu().to_host(device)) == bytes_of(host));
+}
+
+TEST_CASE("the same inputs give the same bits run after run") {
+  const Tensor host = rank_values(1 << 20, DType::kBF16, world().rank());
+  Tensor a = gpu().to_device(host), b = gpu().to_device(host);
+  nccl().all_reduce_async(a).wait();
+  nccl().all_reduce_async(b).wait();
+  CHECK(bytes_of(gpu().to_host(a)) == bytes_of(gpu().to_host(b)));
+}
+
+TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation") {
+  // A watchdog whose action returns: wait() then throws the report (the default ends the job).
+  std::string report;
+  NcclCommunicator comm(world().split(0, world().rank(), "stalled", "injected stall"));
+  // The group shares the world's watchdog: shortened here, restored below.
+  comm.watchdog().set_timeout_s(0.2);
+  comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
+  LATTICE_CHECK(cudaLaunchHostFunc(cuda::compute_stream(),
+                                   [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); },
+                                   nullptr) == cudaSuccess,
+                "cudaLaunchHostFunc");
+  Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
+  CHECK_THROWS(comm.all_reduce_async(t).wait());
+  CHECK_THAT(report, Catch::Contains("stalled") && Catch::Contains("all_reduce(sum) of f32[1000]"));
+  cuda::synchronize();  // the stall ends; the leaked operation completes
+  comm.watchdog().set_timeout_s(20);
+  comm.watchdog().set_action({});
+}
+
+}  // namespace
+}  // namespace lattice
