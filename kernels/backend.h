@@ -109,6 +109,14 @@ struct Backend {
   void (*attention_backward)(const float* dout, const float* q, const float* k, const float* v,
                              const float* out, const float* lse, float* dq, float* dk, float* dv,
                              const AttentionShape& s);
+  // The same with bf16 q, k, v, out and their gradients (lse f32): a device's own half-precision
+  // attention (cuDNN's SDPA on CUDA). Optional: null, or false returned for a shape it does not
+  // take, and ops widens the operands for the f32 entries above (kernels/f32_staging.h).
+  bool (*attention_forward_bf16)(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                                 const AttentionShape& s);
+  bool (*attention_backward_bf16)(const uint16_t* dout, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  const uint16_t* out, const float* lse, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                                  const AttentionShape& s);
 
   // ---- loss ----
   void (*cross_entropy_forward)(const float* logits, const int32_t* targets, float* losses, float* lse,

@@ -493,6 +493,12 @@ void rope_backward(Tensor& dx, float theta) { rope_dispatch("rope_backward", dx,
 // ---- causal self-attention ----
 
 namespace {
+bool all_bf16(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    if (t->dtype() != DType::kBF16) return false;
+  return true;
+}
+
 AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
   need_data(op, "q", q);
   need_data(op, "k", k);
@@ -516,6 +522,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
   need_f32(op, "lse", lse);
   need_numel(op, "out", out, q.numel(), "same as q");
   need_numel(op, "lse", lse, s.batch * s.q_heads * s.seq, "[B, Hq, T]");
+  if (be.attention_forward_bf16 != nullptr && all_bf16({&q, &k, &v, &out}) &&
+      be.attention_forward_bf16(q.bf16(), k.bf16(), v.bf16(), out.bf16(), lse.f32(), s))
+    return;
   F32Staging f32(be);
   be.attention_forward(f32.in(q), f32.in(k), f32.in(v), f32.out(out), lse.f32(), s);
   f32.finish();
@@ -536,6 +545,10 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   need_numel(op, "dk", dk, k.numel(), "same as k");
   need_numel(op, "dv", dv, v.numel(), "same as v");
   need_numel(op, "lse", lse, s.batch * s.q_heads * s.seq, "[B, Hq, T]");
+  if (be.attention_backward_bf16 != nullptr && all_bf16({&dout, &q, &k, &v, &out, &dq, &dk, &dv}) &&
+      be.attention_backward_bf16(dout.bf16(), q.bf16(), k.bf16(), v.bf16(), out.bf16(), lse.f32(), dq.bf16(),
+                                 dk.bf16(), dv.bf16(), s))
+    return;
   F32Staging f32(be);
   be.attention_backward(f32.in(dout), f32.in(q), f32.in(k), f32.in(v), f32.in(out), lse.f32(), f32.out(dq),
                         f32.out(dk), f32.out(dv), s);

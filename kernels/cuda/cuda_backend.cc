@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention_gemm.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cudnn_sdpa.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/matmul.h"
@@ -47,6 +48,31 @@ void fill_normal_via_host(float* x, const std::vector<int64_t>& box_shape, const
   std::vector<float> host(static_cast<size_t>(n));
   cpu::fill_normal(host.data(), box_shape, global_shape, box_offset, seed, stream, std);
   copy_from_host(host.data(), x, n * static_cast<int64_t>(sizeof(float)));
+}
+
+// bf16 attention: cuDNN's SDPA (flash attention) with the deterministic backward, so that a run
+// gives the same bits every time. The f32 kernels below take what cuDNN does not (a head dim that
+// is not a multiple of 8, or above 256) and LATTICE_CUDA_ATTENTION=flash|gemm (the tests' choice);
+// LATTICE_CUDA_ATTENTION=cudnn or unset lets cuDNN take bf16.
+bool use_cudnn_attention(const AttentionShape& s) {
+  const char* forced = std::getenv("LATTICE_CUDA_ATTENTION");
+  if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "cudnn") != 0) return false;
+  return s.head_dim % 8 == 0 && s.head_dim <= 256;
+}
+
+bool attention_forward_bf16(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
+                            const AttentionShape& s) {
+  if (!use_cudnn_attention(s)) return false;
+  cudnn_sdpa_forward(s, q, k, v, out, lse);
+  return true;
+}
+
+bool attention_backward_bf16(const uint16_t* dout, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const uint16_t* out, const float* lse, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                             const AttentionShape& s) {
+  if (!use_cudnn_attention(s)) return false;
+  cudnn_sdpa_backward(s, SdpaDirection::kBackwardDeterministic, dout, q, k, v, out, lse, dq, dk, dv);
+  return true;
 }
 
 // Attention: the GEMM path (cuBLAS speed, tensor cores with TF32) when its [T, T] score buffers
@@ -153,6 +179,8 @@ constexpr Backend kCudaBackend{
     .rope = &rope,
     .attention_forward = &attention_forward,
     .attention_backward = &attention_backward,
+    .attention_forward_bf16 = &attention_forward_bf16,
+    .attention_backward_bf16 = &attention_backward_bf16,
     .cross_entropy_forward = &cross_entropy_forward,
     .cross_entropy_backward = &cross_entropy_backward,
     .cross_entropy_shard_max = &cross_entropy_shard_max,

@@ -1,6 +1,6 @@
 // bf16 causal self-attention (GQA) through cuDNN's SDPA (flash attention) graphs, built with the
-// cudnn-frontend 1.32 headers (@cudnn_frontend, --config=cuda only). The bf16 path's attention will
-// run through this; it is not wired into kernels/ops.h or the backend table yet.
+// cudnn-frontend 1.32 headers (@cudnn_frontend, --config=cuda only). ops::attention_* on bf16 CUDA
+// tensors run through it (the backend table's attention_*_bf16, kernels/cuda/cuda_backend.cc).
 //
 // Contract, the same as the fp32 kernels (kernels/cuda/attention.h) apart from the element type:
 // q [B, T, Hq, D], k/v [B, T, Hkv, D], out [B, T, Hq, D] in our interleaved layout (cuDNN sees them

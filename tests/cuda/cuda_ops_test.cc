@@ -183,6 +183,43 @@ TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backw
   }
 }
 
+// bf16 attention: cuDNN's SDPA on the GPU against the CPU's staged path (bf16 inputs widened exactly,
+// f32 attention, outputs rounded to bf16). Both see the same bf16 values and compute the scores
+// and softmax in f32, so the lse agrees to f32 summation order (1e-5). cuDNN then multiplies the
+// probabilities in bf16 (a rounding of 2^-9 relative each) and both round the output once, at most an
+// ulp apart where a rounding boundary falls between them: 2^-9 + 2^-8 norm-wise for out, about
+// 6e-3; allowed 1e-2. The gradients chain two more bf16 products (dP = dO·V^T and dS's use) on top
+// of the rounded P and the output's rounding: allowed 3e-2, still ten times below what a wrong mask,
+// scale or head mapping gives (an O(1) norm-wise error).
+TEST_CASE("bf16 attention through cuDNN's SDPA: MHA at GPT-2 sizes and ragged GQA shapes, forward and backward") {
+  struct Att {
+    int64_t b, t, hq, hkv, d;
+  };
+  for (const Att s : {Att{2, 1024, 12, 12, 64}, Att{1, 257, 8, 2, 80}, Att{3, 100, 6, 3, 32}, Att{1, 70, 4, 1, 128},
+                      Att{2, 33, 2, 2, 16}}) {
+    const Tensor q = random_tensor({s.b, s.t, s.hq, s.d}, 11, -2, 2),
+                 k = random_tensor({s.b, s.t, s.hkv, s.d}, 12, -2, 2), v = random_tensor({s.b, s.t, s.hkv, s.d}, 13),
+                 dout = random_tensor({s.b, s.t, s.hq, s.d}, 14);
+    const Tensor out = Tensor::zeros({s.b, s.t, s.hq, s.d}), lse = Tensor::zeros({s.b, s.hq, s.t});
+    const Tensor dq = Tensor::zeros(q.shape()), dk = Tensor::zeros(k.shape()), dv = Tensor::zeros(v.shape());
+    // Everything bf16 but the lse.
+    const Tensors inputs = test::with_bf16({q, k, v, out, lse, dout, dq, dk, dv}, {0, 1, 2, 3, 5, 6, 7, 8});
+    const auto run = [](Tensors& t) {
+      ops::attention_forward(t[0], t[1], t[2], t[3], t[4]);
+      ops::attention_backward(t[5], t[0], t[1], t[2], t[3], t[4], t[6], t[7], t[8]);
+    };
+    auto [cpu, gpu] = run_both(inputs, run);
+    const std::string what = fmt::format("bf16 attention (cuDNN) B{} T{} Hq{} Hkv{} D{}", s.b, s.t, s.hq, s.hkv, s.d);
+    require_close(what + " lse", cpu, gpu, {4}, 1e-5);
+    require_close(what + " out", cpu, gpu, {3}, 1e-2);
+    require_close(what + " dq, dk, dv", cpu, gpu, {6, 7, 8}, 3e-2);
+    // Deterministic: a second GPU run gives the same bits.
+    auto [cpu2, gpu2] = run_both(inputs, run);
+    for (int i : {3, 4, 6, 7, 8})
+      CHECK(std::memcmp(gpu[i].raw(), gpu2[i].raw(), gpu[i].bytes()) == 0);
+  }
+}
+
 TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
   const int64_t rows = 4096, hidden = 768, vocab = 50257;
   {
