@@ -119,6 +119,13 @@ class NcclOp : public PendingOp {
 
   OpDescription describe() const override { return {state_->world_rank, state_->group, operation_}; }
 
+  // A timed-out wait: abort the communicator (every later call on it fails, naming that).
+  void abort() noexcept override {
+    if (state_->comm == nullptr) return;
+    ncclCommAbort(state_->comm);
+    state_->comm = nullptr;
+  }
+
  private:
   std::shared_ptr<NcclCommunicator::State> state_;
   std::string operation_;

@@ -51,6 +51,7 @@ void Watchdog::wait(PendingOp& op) const {
         "parallel.timeout_s.",
         report.op.world_rank, report.op.operation, report.op.group, timeout, waited,
         kHungCollectiveExitCode);
+    op.abort();
     if (on_hang_) {
       on_hang_(report);
     } else {

@@ -29,6 +29,10 @@ class PendingOp {
   // Makes progress; true once the operation has completed (and stays true).
   virtual bool test() = 0;
   virtual OpDescription describe() const = 0;
+  // Called once by the watchdog when a wait on the operation times out, before the hang action: a
+  // transport that can cancel its communicator does so (NCCL's ncclCommAbort), so that no rank stays
+  // blocked inside it while the job ends. MPI has nothing to cancel: MPI_Abort ends the job.
+  virtual void abort() noexcept {}
 };
 
 struct HangReport {

@@ -4,7 +4,7 @@
 // NCCL reads what the compute stream wrote before the call (a poisoned buffer, overwritten only
 // after a stall on the compute stream, must never reach the output); CPU tensors go to MPI; split
 // groups work; a collective stalled past the watchdog's timeout is reported naming the group and
-// the operation; results are the same bits run after run.
+// the operation, and aborts the communicator; results are the same bits run after run.
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -143,7 +143,7 @@ TEST_CASE("the same inputs give the same bits run after run") {
   CHECK(bytes_of(gpu().to_host(a)) == bytes_of(gpu().to_host(b)));
 }
 
-TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation") {
+TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation, and aborts") {
   // A watchdog whose action returns: wait() then throws the report (the default ends the job).
   std::string report;
   NcclCommunicator comm(world().split(0, world().rank(), "stalled", "injected stall"));
@@ -157,7 +157,9 @@ TEST_CASE("a collective stalled past the timeout is reported naming the group an
   Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
   CHECK_THROWS(comm.all_reduce_async(t).wait());
   CHECK_THAT(report, Catch::Contains("stalled") && Catch::Contains("all_reduce(sum) of f32[1000]"));
-  cuda::synchronize();  // the stall ends; the leaked operation completes
+  cuda::synchronize();  // the stall ends
+  // The timed-out wait aborted the communicator: later calls say so.
+  CHECK_THROWS_WITH(comm.all_reduce_async(t), Catch::Contains("the NCCL communicator was aborted"));
   comm.watchdog().set_timeout_s(20);
   comm.watchdog().set_action({});
 }

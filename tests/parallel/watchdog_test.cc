@@ -1,0 +1,53 @@
+// The watchdog on an operation that never completes: the wait ends after the timeout with the
+// report naming the rank, group and operation and exit code 3, and the operation's abort() (how
+// NCCL cancels its communicator) runs once, before the hang action.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kernels/error.h"
+#include "parallel/watchdog.h"
+
+using namespace lattice;
+
+namespace {
+
+struct Events {
+  std::vector<std::string> order;
+};
+
+class NeverCompletes : public PendingOp {
+ public:
+  explicit NeverCompletes(Events& e) : events_(e) {}
+  bool test() override { return false; }
+  OpDescription describe() const override { return {3, "group 'dp' (world ranks [1, 3])", "all_reduce(sum) of f32[8]"}; }
+  void abort() noexcept override { events_.order.push_back("abort"); }
+
+ private:
+  Events& events_;
+};
+
+}  // namespace
+
+TEST_CASE("a timed-out wait aborts the operation, then runs the hang action, then throws exit 3") {
+  Events events;
+  std::string message;
+  const Watchdog watchdog(0.05, [&](const HangReport& r) {
+    events.order.push_back("action");
+    message = r.message;
+  });
+  NeverCompletes op(events);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    watchdog.wait(op);
+    FAIL("the wait returned");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kHungCollective);
+  }
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= 0.05);
+  CHECK(events.order == std::vector<std::string>{"abort", "action"});
+  CHECK_THAT(message, Catch::Contains("rank 3: all_reduce(sum) of f32[8] on group 'dp' (world ranks [1, 3])") &&
+                          Catch::Contains("parallel.timeout_s = 0.05"));
+}
