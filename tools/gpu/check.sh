@@ -151,5 +151,31 @@ bench llama-1b configs/bench-llama-1b.json 6
 torch_ref llama-1b configs/bench-llama-1b.json
 bench llama-1b-bf16 configs/bench-llama-1b.json 6 --set training.precision=bf16
 torch_ref llama-1b-bf16 configs/bench-llama-1b.json --dtype bf16
+echo "-- NCCL against the host-staged MPI path (issue 13): GPT-2 124M, 2 GPUs --"
+if [[ $gpus -ge 2 ]]; then
+  comm_bench() {  # comm_bench NAME BACKEND [--set ...]: mean step time of steps 2..8, the log's overlap lines
+    local name=$1 backend=$2
+    shift 2
+    timeout 240 mpirun -np 2 "$LATTICE" train --config configs/gpt2-124m.json --set device=cuda \
+      --set data.path="$B/data/tiny" --set training.train_iters=8 --set training.eval_interval=0 \
+      --set training.micro_batch_size=4 --set training.global_batch_size=32 --set parallel.backend="$backend" \
+      --set logging.metrics_file="$LOGS/bench-$name.jsonl" "$@" >"$LOGS/bench-$name.log" 2>&1 ||
+      { echo "  [$name] exited $?: $(tail -2 "$LOGS/bench-$name.log")"; return; }
+    python3 -c "import json, sys; s = [json.loads(l)['step_ms'] for l in open(sys.argv[1]) if 'step_ms' in l][1:]
+print(f'  [$name] mean step {sum(s) / len(s):.1f} ms over steps 2..{len(s) + 1}')" "$LOGS/bench-$name.jsonl"
+    grep -hE "hidden behind compute|measured bubble" "$LOGS/bench-$name.log" | head -2 | sed "s/^.*\] /  [$name] /"
+  }
+  for backend in nccl mpi; do
+    comm_bench "dp2-$backend" "$backend" --set parallel.data=2
+    comm_bench "dp2-distopt-$backend" "$backend" --set parallel.data=2 --set parallel.distributed_optimizer=true \
+      --set parallel.overlap_param_gather=true
+    comm_bench "pp2-1f1b-$backend" "$backend" --set parallel.pipeline=2
+    comm_bench "pp2-interleaved-$backend" "$backend" --set parallel.pipeline=2 --set parallel.virtual_stages=2 \
+      --set parallel.schedule=interleaved
+  done
+  save_logs
+else
+  echo "  unmeasured: $gpus GPU visible; NCCL needs a GPU per rank"
+fi
 echo "check.sh: gpu tests $passed passed, $failed failed; $((SECONDS - start)) s in all"
 exit $((failed > 0))
