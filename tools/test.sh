@@ -30,7 +30,10 @@ set -e
 passed=$(grep -cE '^//[^ ]+ .*PASSED' "$log" || true)
 failed=$(grep -cE '^//[^ ]+ .*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$log" || true)
 if [[ $have_gpu -eq 0 ]]; then
+  # shellcheck disable=SC2086
+  gpu_binaries=$(comm -23 <(printf '%s\n' $gpu_targets | sort) <(printf '%s\n' $gpu_tests | sort))
   echo "gpu tests: $(echo "$gpu_tests" | wc -w) built, not run: no GPU is visible here (tools/gpu/bundle.sh + tools/gpu/check.sh run them, and the end-to-end GPU runs, on a GPU machine): $(echo $gpu_tests)"
+  echo "gpu binaries check.sh runs (under mpirun or as benchmarks), built, not run: $(echo $gpu_binaries)"
 fi
 echo "tests: $passed passed, $failed failed"
 exit "$status"

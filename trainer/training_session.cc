@@ -20,7 +20,6 @@
 #include "trainer/export_gather.h"
 #include "trainer/hf_export.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/memory_plan.h"
 #include "trainer/model_builder.h"
 #include "trainer/output_paths.h"
 #include "trainer/run_dir.h"
@@ -62,6 +61,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   const RankGrid& grid = rc_.grid;
   stop_request_ = std::make_unique<StopRequest>(c.training, rc_.world);
   pl_ = validate_layout(c, grid.world_size());
+  memory_plan_ = plan_memory(c, pl_);
   p_ = grid.pp_size();
   v_ = pl_.virtual_stages;
   D_ = grid.dp_size();
@@ -202,7 +202,7 @@ void TrainingSession::log_precision() const {
 
 // The memory plan's table, one log line per row (rank 0 logs; it is the same on every rank).
 void TrainingSession::log_memory_plan() const {
-  const std::string table = format_memory_plan(plan_memory(c_, pl_), c_, pl_);
+  const std::string table = format_memory_plan(memory_plan_, c_, pl_);
   size_t begin = 0;
   while (begin < table.size()) {
     const size_t end = table.find('\n', begin);
@@ -399,7 +399,7 @@ void TrainingSession::report_memory(RunSummary& summary) {
   struct RankPeak {
     int64_t predicted = 0, predicted_storage = 0, allocated = 0, rss = 0, start_rss = 0;
   };
-  const MemoryPlan plan = plan_memory(c_, pl_);
+  const MemoryPlan& plan = memory_plan_;
   const RankMemoryPlan& own = plan.ranks[static_cast<size_t>(rc_.grid.pp_rank())];
   const Backend& backend = device_->backend();
   const bool on_cpu = device_->device() == Device::kCpu;

@@ -19,6 +19,7 @@
 #include "parallel/trace.h"
 #include "trainer/chunk_stage.h"
 #include "trainer/config.h"
+#include "trainer/memory_plan.h"
 #include "trainer/metrics.h"
 #include "trainer/model_stats.h"
 #include "trainer/optimizer.h"
@@ -91,6 +92,7 @@ class TrainingSession {
   RankContext rc_;
   std::unique_ptr<StopRequest> stop_request_;  // training.exit_duration_mins counts from its start
   ParallelLayout pl_;
+  MemoryPlan memory_plan_;  // plan_memory(c_, pl_): logged at the start, set against the measured peak at the end
   int p_ = 1, v_ = 1, D_ = 1, m_ = 1;
   int64_t tokens_per_step_ = 0;
   std::unique_ptr<CheckpointLock> checkpoint_lock_;
