@@ -1,6 +1,7 @@
 // CommHandle: host and stream waits under the watchdog, and its events; reduce op names.
 #include "parallel/communicator.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "kernels/error.h"
@@ -70,6 +71,21 @@ void CommHandle::finish_or_abandon() noexcept {
 
 Communicator::Communicator(std::shared_ptr<Watchdog> watchdog) : watchdog_(std::move(watchdog)) {
   LATTICE_CHECK(watchdog_ != nullptr, "a Communicator needs a watchdog");
+}
+
+void Communicator::check_peer(int peer, const char* op, const char* what) const {
+  if (peer < 0 || peer >= size()) {
+    throw Error(fmt::format("{} on {}: {} {} is not a rank of this group (size {})", op, describe(), what, peer,
+                            size()));
+  }
+}
+
+void Communicator::check_blocks(const char* op, const Tensor& whole, const char* whole_name, const Tensor& block,
+                                const char* block_name) const {
+  if (whole.dtype() != block.dtype() || whole.numel() != block.numel() * size()) {
+    throw Error(fmt::format("{} on {}: {} {} must have size {} × the {}'s {} elements and the same dtype", op,
+                            describe(), whole_name, whole.describe(), size(), block_name, block.describe()));
+  }
 }
 
 }  // namespace lattice

@@ -119,6 +119,12 @@ class Communicator {
   const std::shared_ptr<Watchdog>& watchdog_ptr() const { return watchdog_; }
 
  protected:
+  // Errors naming this group (every transport's): `peer` must be one of its ranks; `whole` must have
+  // size() × `block`'s elements and its dtype (reduce_scatter's input, all_gather's output).
+  void check_peer(int peer, const char* op, const char* what) const;
+  void check_blocks(const char* op, const Tensor& whole, const char* whole_name, const Tensor& block,
+                    const char* block_name) const;
+
   std::shared_ptr<Watchdog> watchdog_;
   Stream stream_{Device::kCpu};
 };

@@ -172,13 +172,6 @@ void MpiCommunicator::check_defined(const Tensor& t, const char* op, const char*
   if (!t.defined()) throw Error(fmt::format("{} on {}: the {} tensor is undefined", op, describe(), what));
 }
 
-void MpiCommunicator::check_peer(int peer, const char* op, const char* what) const {
-  if (peer < 0 || peer >= size_) {
-    throw Error(fmt::format("{} on {}: {} {} is not a rank of this group (size {})", op, describe(),
-                            what, peer, size_));
-  }
-}
-
 void MpiCommunicator::check_block(int64_t count, const char* op) const {
   if (count > max_count_) {
     throw Error(fmt::format("{} on {}: one rank's block has {} elements, more than MPI's count limit "
@@ -210,11 +203,7 @@ CommHandle MpiCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
 CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor& out) {
   check_defined(in, "reduce_scatter", "input");
   check_defined(out, "reduce_scatter", "output");
-  if (in.dtype() != out.dtype() || in.numel() != out.numel() * size_) {
-    throw Error(fmt::format("reduce_scatter on {}: input {} must have size {} × the output's {} "
-                            "elements and the same dtype",
-                            describe(), in.describe(), size_, out.describe()));
-  }
+  check_blocks("reduce_scatter", in, "input", out, "output");
   check_block(out.numel(), "reduce_scatter");
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,
@@ -233,11 +222,7 @@ CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor&
 CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out) {
   check_defined(in, "all_gather", "input");
   check_defined(out, "all_gather", "output");
-  if (in.dtype() != out.dtype() || out.numel() != in.numel() * size_) {
-    throw Error(fmt::format("all_gather on {}: output {} must have size {} × the input's {} "
-                            "elements and the same dtype",
-                            describe(), out.describe(), size_, in.describe()));
-  }
+  check_blocks("all_gather", out, "output", in, "input");
   check_block(in.numel(), "all_gather");
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,

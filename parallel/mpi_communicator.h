@@ -61,7 +61,6 @@ class MpiCommunicator : public Communicator {
  private:
   struct Info;  // what a pending op reports when it hangs
   void check_defined(const Tensor& t, const char* op, const char* what) const;
-  void check_peer(int peer, const char* op, const char* what) const;
   void check_block(int64_t count, const char* op) const;
 
   MPI_Comm comm_;

@@ -184,10 +184,7 @@ CommHandle NcclCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) 
 
 CommHandle NcclCommunicator::reduce_scatter_async(const Tensor& in, const Tensor& out) {
   if (!on_gpu(in) || !on_gpu(out)) return mpi_->reduce_scatter_async(in, out);
-  if (in.dtype() != out.dtype() || in.numel() != out.numel() * size())
-    throw Error(fmt::format("reduce_scatter on {}: input {} must have size {} × the output's {} elements and the "
-                            "same dtype",
-                            describe(), in.describe(), size(), out.describe()));
+  check_blocks("reduce_scatter", in, "input", out, "output");
   return enqueue(fmt::format("reduce_scatter(sum) of {} into {}", tensor_summary(in), tensor_summary(out)), {in, out},
                  "ncclReduceScatter", [&](cudaStream_t s) {
                    return ncclReduceScatter(in.raw(), out.raw(), static_cast<size_t>(out.numel()),
@@ -197,10 +194,7 @@ CommHandle NcclCommunicator::reduce_scatter_async(const Tensor& in, const Tensor
 
 CommHandle NcclCommunicator::all_gather_async(const Tensor& in, const Tensor& out) {
   if (!on_gpu(in) || !on_gpu(out)) return mpi_->all_gather_async(in, out);
-  if (in.dtype() != out.dtype() || out.numel() != in.numel() * size())
-    throw Error(fmt::format("all_gather on {}: output {} must have size {} × the input's {} elements and the same "
-                            "dtype",
-                            describe(), out.describe(), size(), in.describe()));
+  check_blocks("all_gather", out, "output", in, "input");
   return enqueue(fmt::format("all_gather of {} into {}", tensor_summary(in), tensor_summary(out)), {in, out},
                  "ncclAllGather", [&](cudaStream_t s) {
                    return ncclAllGather(in.raw(), out.raw(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
@@ -210,9 +204,7 @@ CommHandle NcclCommunicator::all_gather_async(const Tensor& in, const Tensor& ou
 
 CommHandle NcclCommunicator::broadcast_async(const Tensor& inout, int root) {
   if (!on_gpu(inout)) return mpi_->broadcast_async(inout, root);
-  if (root < 0 || root >= size())
-    throw Error(fmt::format("broadcast on {}: root {} is not a rank of this group (size {})", describe(), root,
-                            size()));
+  check_peer(root, "broadcast", "root");
   return enqueue(fmt::format("broadcast from group rank {} of {}", root, tensor_summary(inout)), {inout},
                  "ncclBroadcast", [&](cudaStream_t s) {
                    return ncclBroadcast(inout.raw(), inout.raw(), static_cast<size_t>(inout.numel()),
