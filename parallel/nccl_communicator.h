@@ -44,13 +44,9 @@ class NcclCommunicator : public Communicator {
 
   HostChannel& host() override { return mpi_->host(); }
 
-  // The stream NCCL runs this group's operations on.
-  cudaStream_t nccl_stream() const { return nccl_stream_; }
-
   struct State;  // the NCCL communicator, shared with the pending operations that poll it
 
  private:
-
   // Orders the NCCL stream after the compute stream, issues `call` (a non-blocking communicator
   // may answer ncclInProgress: polled to the end), records the completion event.
   CommHandle enqueue(std::string operation, std::vector<Tensor> keep_alive, const char* call_name,

@@ -94,9 +94,8 @@ int run_benchmark(Config c, int64_t steps) {
   std::printf("ratio achieved / peak        : %.1f%% (target >= 50%%)\n", 100.0 * r.mean_gflops / peak);
   // What `lattice plan --gpu FILE` needs to predict this device: the peak, the share of it the
   // forward + backward reach, and the optimizer's memory bandwidth.
-  const double tokens_per_step = double(c.training.global_batch_size) * double(c.model.seq_length);
   const double compute_s = r.mean_step_s - r.mean_optimizer_s;
-  const double efficiency = stats.flops_per_token * tokens_per_step / compute_s / (peak * 1e9);
+  const double efficiency = stats.flops_per_iter / compute_s / (peak * 1e9);
   const double bandwidth = kOptimizerBytesPerParam * double(stats.num_params) / r.mean_optimizer_s;
   std::printf("forward + backward           : %.3f s per step, %.1f%% of the peak\n", compute_s, 100 * efficiency);
   std::printf("optimizer step               : %.3f s per step (%.2f GB/s at %.0f B/parameter)\n", r.mean_optimizer_s,

@@ -6,7 +6,6 @@
 // groups work; a collective stalled past the watchdog's timeout is reported naming the group and
 // the operation, and aborts the communicator; results are the same bits run after run.
 #include <chrono>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "kernels/device_context.h"
 #include "kernels/ops.h"
 #include "parallel/nccl_communicator.h"
+#include "tests/kernels/test_util.h"
 #include "tests/parallel/mpi_test_main.h"
 
 namespace lattice {
@@ -51,12 +51,6 @@ Tensor rank_values(int64_t n, DType dtype, int rank) {
   return cast;
 }
 
-Tensor copy_of(const Tensor& host) {
-  Tensor c = Tensor::empty(host.shape(), host.dtype());
-  std::memcpy(c.raw(), host.raw(), host.bytes());
-  return c;
-}
-
 std::vector<uint8_t> bytes_of(const Tensor& host) {
   const auto* p = static_cast<const uint8_t*>(host.raw());
   return {p, p + host.bytes()};
@@ -72,7 +66,7 @@ TEST_CASE("all_reduce, reduce_scatter, all_gather and broadcast on CUDA tensors 
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
         Tensor device = gpu().to_device(host);
         nccl().all_reduce_async(device, op).wait();
-        Tensor want = copy_of(host);
+        Tensor want = test::clone(host);
         world().all_reduce(want, op);
         CHECK(bytes_of(gpu().to_host(device)) == bytes_of(want));
       }
@@ -92,7 +86,7 @@ TEST_CASE("all_reduce, reduce_scatter, all_gather and broadcast on CUDA tensors 
       // broadcast from the last rank
       Tensor b = gpu().to_device(host);
       nccl().broadcast_async(b, n - 1).wait();
-      Tensor want_b = copy_of(host);
+      Tensor want_b = test::clone(host);
       world().broadcast(want_b, n - 1);
       CHECK(bytes_of(gpu().to_host(b)) == bytes_of(want_b));
     }
@@ -121,7 +115,7 @@ TEST_CASE("NCCL reads what the compute stream wrote before the call, not what wa
 
 TEST_CASE("CPU tensors go to MPI, split groups get their own NCCL communicators") {
   Tensor cpu = rank_values(100, DType::kF32, world().rank());
-  Tensor want = copy_of(cpu);
+  Tensor want = test::clone(cpu);
   nccl().all_reduce(cpu);
   world().all_reduce(want);
   CHECK(bytes_of(cpu) == bytes_of(want));
