@@ -12,6 +12,7 @@
 #include "kernels/attention_shape.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"
+#include "kernels/typed_kernels.h"
 
 namespace lattice {
 
@@ -138,6 +139,12 @@ struct Backend {
                       const std::vector<int64_t>& box_offset, uint64_t seed, uint64_t stream, float std);
   void (*adamw_update)(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                        const ops::AdamWParams& p);
+
+  // ---- bf16 without staging (optional) ----
+  // A device's kernels that load and store bf16 operands themselves (kernels/typed_kernels.h). Where
+  // set, ops.cc calls them for the ops they cover whatever the dtypes, and the f32 entries of those
+  // ops may be null; where null (the CPU), bf16 operands are staged through f32 for the entries above.
+  const TypedKernels* typed = nullptr;
 };
 
 // The backend of `device`; a device whose backend is not in this binary is a lattice::Error naming

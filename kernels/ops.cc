@@ -50,6 +50,14 @@ double* f64_slot(const char* op, const Tensor& out, int64_t slot) {
   return out.f64() + slot;
 }
 
+// A tensor as a typed kernel's operand (kernels/typed_kernels.h); undefined: null data.
+DataIn data_in(const Tensor& t) {
+  return t.defined() ? DataIn{t.raw(), t.dtype() == DType::kBF16} : DataIn{nullptr, false};
+}
+DataOut data_out(const Tensor& t) {
+  return t.defined() ? DataOut{t.raw(), t.dtype() == DType::kBF16} : DataOut{nullptr, false};
+}
+
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined() || a.bytes() == 0 || b.bytes() == 0) return false;
   const char* pa = static_cast<const char*>(a.raw());
@@ -64,6 +72,7 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 void fill(Tensor& x, float value) {
   const Backend& be = backend_for("fill", {&x});
   need_data("fill", "x", x);
+  if (be.typed != nullptr) return be.typed->fill(data_out(x), x.numel(), value);
   F32Staging f32(be);
   be.fill(f32.out(x), x.numel(), value);
   f32.finish();
@@ -89,6 +98,7 @@ void copy(const Tensor& src, Tensor& dst) {
 void scale(Tensor& x, float alpha) {
   const Backend& be = backend_for("scale", {&x});
   need_data("scale", "x", x);
+  if (be.typed != nullptr) return be.typed->scale(data_out(x), x.numel(), alpha);
   F32Staging f32(be);
   be.scale(f32.in_out(x), x.numel(), alpha);
   f32.finish();
@@ -99,6 +109,7 @@ void axpy(float alpha, const Tensor& x, Tensor& y) {
   need_data("axpy", "x", x);
   need_data("axpy", "y", y);
   LATTICE_CHECK(x.numel() == y.numel(), "axpy: x {} and y {} differ in element count", x.describe(), y.describe());
+  if (be.typed != nullptr) return be.typed->axpy(alpha, data_in(x), data_out(y), x.numel());
   F32Staging f32(be);
   be.axpy(alpha, f32.in(x), f32.in_out(y), x.numel());
   f32.finish();
@@ -111,6 +122,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   need_data("add", "out", out);
   LATTICE_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: a {}, b {}, out {} differ in element count",
                 a.describe(), b.describe(), out.describe());
+  if (be.typed != nullptr) return be.typed->add(data_in(a), data_in(b), data_out(out), a.numel());
   F32Staging f32(be);
   be.add(f32.in(a), f32.in(b), f32.out(out), a.numel());
   f32.finish();
@@ -177,24 +189,24 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   LATTICE_CHECK(!overlaps(c, a) && !overlaps(c, b), "matmul: output c {} overlaps an input", c.describe());
   if (m == 0 || n == 0) return;
   // bf16 a and b on a backend with a bf16 GEMM (CUDA: the tensor cores): no staging, c bf16 or f32
-  // as it is. k = 0 takes the staged path's fill / scale below.
+  // as it is. k = 0 is a fill or scale of c (below).
   if (a.dtype() == DType::kBF16 && b.dtype() == DType::kBF16 && be.gemm_bf16 != nullptr && k > 0) {
     be.gemm_bf16(trans_a, trans_b, m, n, k, alpha, a.bf16(), a_cols, b.bf16(), b_cols, beta, c.raw(),
                  c.dtype() == DType::kBF16, n);
     return;
   }
+  if (k == 0) {  // empty product: c = beta * c (BLAS rejects lda = 0)
+    if (beta == 0.0f) {
+      fill(c, 0.0f);
+    } else {
+      scale(c, beta);
+    }
+    return;
+  }
   // Otherwise: widen bf16 operands, sgemm, round c (the CPU has no gemm_bf16: cpu_backend.cc).
   F32Staging f32(be);
   float* out = beta == 0.0f ? f32.out(c) : f32.in_out(c);  // beta = 0 never reads c
-  if (k == 0) {  // empty product: c = beta * c (BLAS rejects lda = 0)
-    if (beta == 0.0f) {
-      be.fill(out, c.numel(), 0.0f);
-    } else {
-      be.scale(out, c.numel(), beta);
-    }
-  } else {
-    be.sgemm(trans_a, trans_b, m, n, k, alpha, f32.in(a), a_cols, f32.in(b), b_cols, beta, out, n);
-  }
+  be.sgemm(trans_a, trans_b, m, n, k, alpha, f32.in(a), a_cols, f32.in(b), b_cols, beta, out, n);
   f32.finish();
 }
 
@@ -203,6 +215,7 @@ void add_bias(Tensor& y, const Tensor& bias) {
   need_data("add_bias", "y", y);
   need_data("add_bias", "bias", bias);
   need_numel("add_bias", "bias", bias, last_dim(y), fmt::format("last dim of y {}", y.describe()).c_str());
+  if (be.typed != nullptr) return be.typed->add_bias(data_out(y), data_in(bias), flat_rows(y), last_dim(y));
   F32Staging f32(be);
   be.add_bias(f32.in_out(y), f32.in(bias), flat_rows(y), last_dim(y));
   f32.finish();
@@ -213,6 +226,7 @@ void bias_backward(const Tensor& dy, Tensor& dbias) {
   need_data("bias_backward", "dy", dy);
   need_data("bias_backward", "dbias", dbias);
   need_numel("bias_backward", "dbias", dbias, last_dim(dy), fmt::format("last dim of dy {}", dy.describe()).c_str());
+  if (be.typed != nullptr) return be.typed->bias_backward(data_in(dy), data_out(dbias), flat_rows(dy), last_dim(dy));
   F32Staging f32(be);
   be.bias_backward(f32.in(dy), f32.in_out(dbias), flat_rows(dy), last_dim(dy));
   f32.finish();
@@ -231,6 +245,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
   be.check_indices(op, "token id", ids.i32(), n, v);
+  if (be.typed != nullptr) return be.typed->embedding_forward_shard(ids.i32(), data_in(table), data_out(out), n, h, 0, v);
   F32Staging f32(be);
   be.embedding_forward(ids.i32(), f32.in(table), f32.out(out), n, h);
   f32.finish();
@@ -248,7 +263,11 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
                 op, dout.describe(), n, h, ids.describe(), dtable.describe());
   be.check_indices(op, "token id", ids.i32(), n, v);
   F32Staging f32(be);
-  be.embedding_backward(ids.i32(), f32.in(dout), f32.in_out(dtable), n, h);
+  if (be.typed != nullptr) {
+    be.typed->embedding_backward_shard(ids.i32(), data_in(dout), f32.in_out(dtable), n, h, 0, v);
+  } else {
+    be.embedding_backward(ids.i32(), f32.in(dout), f32.in_out(dtable), n, h);
+  }
   f32.finish();
 }
 
@@ -259,6 +278,10 @@ void add_position_embedding(Tensor& x, const Tensor& table) {
   need_data(op, "table", table);
   LATTICE_CHECK(x.rank() == 3 && table.rank() == 2 && table.dim(1) == x.dim(2) && table.dim(0) >= x.dim(1),
                 "{}: x {} must be [B, T, H] and table {} [P >= T, H]", op, x.describe(), table.describe());
+  if (be.typed != nullptr) {
+    return be.typed->add_position_embedding_tokens(data_out(x), data_in(table), x.dim(0) * x.dim(1), x.dim(2),
+                                                   x.dim(1), 0);
+  }
   F32Staging f32(be);
   be.add_position_embedding(f32.in_out(x), f32.in(table), x.dim(0), x.dim(1), x.dim(2));
   f32.finish();
@@ -271,6 +294,10 @@ void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
   need_data(op, "dtable", dtable);
   LATTICE_CHECK(dx.rank() == 3 && dtable.rank() == 2 && dtable.dim(1) == dx.dim(2) && dtable.dim(0) >= dx.dim(1),
                 "{}: dx {} must be [B, T, H] and dtable {} [P >= T, H]", op, dx.describe(), dtable.describe());
+  if (be.typed != nullptr) {
+    return be.typed->position_embedding_backward_tokens(data_in(dx), data_out(dtable), dx.dim(0) * dx.dim(1),
+                                                        dx.dim(2), dx.dim(1), 0);
+  }
   F32Staging f32(be);
   be.position_embedding_backward(f32.in(dx), f32.in_out(dtable), dx.dim(0), dx.dim(1), dx.dim(2));
   f32.finish();
@@ -289,6 +316,10 @@ void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t fir
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
   be.check_indices(op, "token id", ids.i32(), n, vocab_size);
+  if (be.typed != nullptr) {
+    return be.typed->embedding_forward_shard(ids.i32(), data_in(table), data_out(out), n, h, first_row,
+                                             table.dim(0));
+  }
   F32Staging f32(be);
   be.embedding_forward_shard(ids.i32(), f32.in(table), f32.out(out), n, h, first_row, table.dim(0));
   f32.finish();
@@ -308,7 +339,12 @@ void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t fir
                 op, dout.describe(), n, h, ids.describe(), dtable.describe());
   be.check_indices(op, "token id", ids.i32(), n, vocab_size);
   F32Staging f32(be);
-  be.embedding_backward_shard(ids.i32(), f32.in(dout), f32.in_out(dtable), n, h, first_row, dtable.dim(0));
+  if (be.typed != nullptr) {
+    be.typed->embedding_backward_shard(ids.i32(), data_in(dout), f32.in_out(dtable), n, h, first_row,
+                                       dtable.dim(0));
+  } else {
+    be.embedding_backward_shard(ids.i32(), f32.in(dout), f32.in_out(dtable), n, h, first_row, dtable.dim(0));
+  }
   f32.finish();
 }
 
@@ -321,6 +357,10 @@ void add_position_embedding(Tensor& x, const Tensor& table, int64_t seq_length, 
                     first_token >= 0,
                 "{}: x {} must be [N, H], table {} [P >= T, H] with T = {} >= 1, first token {} >= 0", op,
                 x.describe(), table.describe(), seq_length, first_token);
+  if (be.typed != nullptr) {
+    return be.typed->add_position_embedding_tokens(data_out(x), data_in(table), flat_rows(x), last_dim(x),
+                                                   seq_length, first_token);
+  }
   F32Staging f32(be);
   be.add_position_embedding_tokens(f32.in_out(x), f32.in(table), flat_rows(x), last_dim(x), seq_length,
                                    first_token);
@@ -336,6 +376,10 @@ void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t f
                     dtable.dim(0) >= seq_length && first_token >= 0,
                 "{}: dx {} must be [N, H], dtable {} [P >= T, H] with T = {} >= 1, first token {} >= 0", op,
                 dx.describe(), dtable.describe(), seq_length, first_token);
+  if (be.typed != nullptr) {
+    return be.typed->position_embedding_backward_tokens(data_in(dx), data_out(dtable), flat_rows(dx), last_dim(dx),
+                                                        seq_length, first_token);
+  }
   F32Staging f32(be);
   be.position_embedding_backward_tokens(f32.in(dx), f32.in_out(dtable), flat_rows(dx), last_dim(dx), seq_length,
                                         first_token);
@@ -360,6 +404,10 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   need_numel(op, "y", y, x.numel(), "same as x");
   need_numel(op, "mean", mean, n, "one per row of x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
+  if (be.typed != nullptr) {
+    return be.typed->layernorm_forward(data_in(x), data_in(gamma), data_in(beta), eps, data_out(y), mean.f32(),
+                                       rstd.f32(), n, h);
+  }
   F32Staging f32(be);
   be.layernorm_forward(f32.in(x), f32.in(gamma), f32.in(beta), eps, f32.out(y), mean.f32(), rstd.f32(), n, h);
   f32.finish();
@@ -385,6 +433,10 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   }
   need_numel(op, "mean", mean, n, "one per row of x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
+  if (be.typed != nullptr) {
+    return be.typed->layernorm_backward(data_in(dy), data_in(x), data_in(gamma), mean.f32(), rstd.f32(),
+                                        data_out(dx), data_out(dgamma), data_out(dbeta), n, h);
+  }
   F32Staging f32(be);
   be.layernorm_backward(f32.in(dy), f32.in(x), f32.in(gamma), mean.f32(), rstd.f32(), f32.out(dx),
                         f32.in_out(dgamma), f32.in_out(dbeta), n, h);
@@ -400,6 +452,9 @@ void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y,
   need_numel(op, "gamma", gamma, h, "H");
   need_numel(op, "y", y, x.numel(), "same as x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
+  if (be.typed != nullptr) {
+    return be.typed->rmsnorm_forward(data_in(x), data_in(gamma), eps, data_out(y), rstd.f32(), n, h);
+  }
   F32Staging f32(be);
   be.rmsnorm_forward(f32.in(x), f32.in(gamma), eps, f32.out(y), rstd.f32(), n, h);
   f32.finish();
@@ -419,6 +474,10 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, co
   need_numel(op, "gamma", gamma, h, "H");
   need_numel(op, "dgamma", dgamma, h, "H");
   need_numel(op, "rstd", rstd, n, "one per row of x");
+  if (be.typed != nullptr) {
+    return be.typed->rmsnorm_backward(data_in(dy), data_in(x), data_in(gamma), rstd.f32(), data_out(dx),
+                                      data_out(dgamma), n, h);
+  }
   F32Staging f32(be);
   be.rmsnorm_backward(f32.in(dy), f32.in(x), f32.in(gamma), rstd.f32(), f32.out(dx), f32.in_out(dgamma), n, h);
   f32.finish();
@@ -431,6 +490,7 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   need_data("gelu_forward", "x", x);
   need_data("gelu_forward", "y", y);
   need_numel("gelu_forward", "y", y, x.numel(), "same as x");
+  if (be.typed != nullptr) return be.typed->gelu_forward(data_in(x), data_out(y), x.numel());
   F32Staging f32(be);
   be.gelu_forward(f32.in(x), f32.out(y), x.numel());
   f32.finish();
@@ -442,6 +502,7 @@ void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"dx", &dx}}) need_data(op, name, *t);
   need_numel(op, "dy", dy, x.numel(), "same as x");
   need_numel(op, "dx", dx, x.numel(), "same as x");
+  if (be.typed != nullptr) return be.typed->gelu_backward(data_in(dy), data_in(x), data_out(dx), x.numel());
   F32Staging f32(be);
   be.gelu_backward(f32.in(dy), f32.in(x), f32.out(dx), x.numel());
   f32.finish();
@@ -453,6 +514,7 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y) {
   for (auto [name, t] : {std::pair{"gate", &gate}, {"up", &up}, {"y", &y}}) need_data(op, name, *t);
   need_numel(op, "up", up, gate.numel(), "same as gate");
   need_numel(op, "y", y, gate.numel(), "same as gate");
+  if (be.typed != nullptr) return be.typed->swiglu_forward(data_in(gate), data_in(up), data_out(y), gate.numel());
   F32Staging f32(be);
   be.swiglu_forward(f32.in(gate), f32.in(up), f32.out(y), gate.numel());
   f32.finish();
@@ -466,6 +528,10 @@ void swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& up, Ten
   }
   for (auto [name, t] : {std::pair{"dy", &dy}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}}) {
     need_numel(op, name, *t, gate.numel(), "same as gate");
+  }
+  if (be.typed != nullptr) {
+    return be.typed->swiglu_backward(data_in(dy), data_in(gate), data_in(up), data_out(dgate), data_out(dup),
+                                     gate.numel());
   }
   F32Staging f32(be);
   be.swiglu_backward(f32.in(dy), f32.in(gate), f32.in(up), f32.out(dgate), f32.out(dup), gate.numel());
@@ -481,6 +547,7 @@ void rope_dispatch(const char* op, Tensor& x, float theta, bool inverse) {
   LATTICE_CHECK(x.rank() == 4 && x.dim(3) % 2 == 0, "{}: x {} must be [B, T, heads, D] with D even", op,
                 x.describe());
   LATTICE_CHECK(theta > 0.0f, "{}: theta must be positive, got {}", op, theta);
+  if (be.typed != nullptr) return be.typed->rope(data_out(x), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, inverse);
   F32Staging f32(be);
   be.rope(f32.in_out(x), x.dim(0), x.dim(1), x.dim(2), x.dim(3), theta, inverse);
   f32.finish();
@@ -570,6 +637,9 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
   need_numel(op, "losses", losses, n, "one per row of logits");
   need_numel(op, "lse", lse, n, "one per row of logits");
   be.check_indices(op, "target", targets.i32(), n, v);
+  if (be.typed != nullptr) {
+    return be.typed->cross_entropy_forward(data_in(logits), targets.i32(), losses.f32(), lse.f32(), n, v);
+  }
   F32Staging f32(be);
   be.cross_entropy_forward(f32.in(logits), targets.i32(), losses.f32(), lse.f32(), n, v);
 }
@@ -589,6 +659,10 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
                 dlogits.describe(), logits.describe());
   be.check_indices(op, "target", targets.i32(), n, v);
+  if (be.typed != nullptr) {
+    return be.typed->cross_entropy_shard_backward(data_in(logits), targets.i32(), lse.f32(), grad_scale,
+                                                  data_out(dlogits), n, v, 0, v);
+  }
   F32Staging f32(be);
   be.cross_entropy_backward(f32.in(logits), targets.i32(), lse.f32(), grad_scale, f32.out(dlogits), n, v);
   f32.finish();
@@ -613,6 +687,9 @@ void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& r
   need_f32(op, "row_max", row_max);
   const int64_t n = flat_rows(logits);
   need_numel(op, "row_max", row_max, n, "one per row of logits");
+  if (be.typed != nullptr) {
+    return be.typed->cross_entropy_shard_max(data_in(logits), row_max.f32(), n, last_dim(logits), valid_cols);
+  }
   F32Staging f32(be);
   be.cross_entropy_shard_max(f32.in(logits), row_max.f32(), n, last_dim(logits), valid_cols);
 }
@@ -630,6 +707,10 @@ void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const
   need_numel(op, "row_max", row_max, n, "one per row of logits");
   need_numel(op, "sums", sums, 2 * n, "[2, N]: sum of exponentials and target logit per row");
   be.check_indices(op, "target", targets.i32(), n, vocab_size);
+  if (be.typed != nullptr) {
+    return be.typed->cross_entropy_shard_sums(data_in(logits), targets.i32(), row_max.f32(), sums.f32(),
+                                              sums.f32() + n, n, last_dim(logits), first_col, valid_cols);
+  }
   F32Staging f32(be);
   be.cross_entropy_shard_sums(f32.in(logits), targets.i32(), row_max.f32(), sums.f32(), sums.f32() + n, n,
                               last_dim(logits), first_col, valid_cols);
@@ -663,6 +744,10 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, c
   LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
                 dlogits.describe(), logits.describe());
   be.check_indices(op, "target", targets.i32(), n, vocab_size);
+  if (be.typed != nullptr) {
+    return be.typed->cross_entropy_shard_backward(data_in(logits), targets.i32(), lse.f32(), grad_scale,
+                                                  data_out(dlogits), n, v, first_col, valid_cols);
+  }
   F32Staging f32(be);
   be.cross_entropy_shard_backward(f32.in(logits), targets.i32(), lse.f32(), grad_scale, f32.out(dlogits), n, v,
                                   first_col, valid_cols);
