@@ -245,7 +245,9 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
   be.check_indices(op, "token id", ids.i32(), n, v);
-  if (be.typed != nullptr) return be.typed->embedding_forward_shard(ids.i32(), data_in(table), data_out(out), n, h, 0, v);
+  if (be.typed != nullptr) {
+    return be.typed->embedding_forward_shard(ids.i32(), data_in(table), data_out(out), n, h, 0, v);
+  }
   F32Staging f32(be);
   be.embedding_forward(ids.i32(), f32.in(table), f32.out(out), n, h);
   f32.finish();

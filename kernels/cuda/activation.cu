@@ -1,10 +1,11 @@
 // CUDA activations. Formulas are written exactly as kernels/cpu/activation.cc writes them (GELU as
 // x * sigmoid(2u), the same function as 0.5 x (1 + tanh(u)); exp with the tails of cpu::fast_exp)
 // so both backends round the same expressions; expf is the accurate libdevice expf (~2 ulp from
-// fast_exp), not the __expf intrinsic.
+// fast_exp), not the __expf intrinsic. Operands are f32 or bf16 each (kernels/cuda/typed_access.cuh).
 #include "kernels/cuda/activation.h"
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/typed_access.cuh"
 
 namespace lattice::cuda {
 
@@ -26,68 +27,67 @@ __device__ __forceinline__ float clamped_exp(float x) {
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + clamped_exp(-x)); }
 
-__global__ void gelu_forward_kernel(const float* x, float* y, int64_t n) {
+__global__ void gelu_forward_kernel(DataIn x, DataOut y, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x[i];
+    const float v = load(x, i);
     const float u = kSqrt2OverPi * (v + kCoeff * v * v * v);
-    y[i] = v * sigmoid(2.0f * u);
+    store(y, i, v * sigmoid(2.0f * u));
   }
 }
 
-__global__ void gelu_backward_kernel(const float* dy, const float* x, float* dx, int64_t n) {
+__global__ void gelu_backward_kernel(DataIn dy, DataIn x, DataOut dx, int64_t n) {
   // y = x s, s = sigmoid(2u): dy/dx = s + x * 2 s (1 - s) * du/dx, du/dx = sqrt(2/pi) (1 + 3c x^2).
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x[i];
+    const float v = load(x, i);
     const float u = kSqrt2OverPi * (v + kCoeff * v * v * v);
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kCoeff * v * v);
     const float s = sigmoid(2.0f * u);
-    dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);  // overwritten, as on the CPU
+    store(dx, i, load(dy, i) * (s + 2.0f * v * s * (1.0f - s) * du));  // overwritten, as on the CPU
   }
 }
 
-__global__ void swiglu_forward_kernel(const float* gate, const float* up, float* y, int64_t n) {
+__global__ void swiglu_forward_kernel(DataIn gate, DataIn up, DataOut y, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = gate[i];
-    y[i] = g * sigmoid(g) * up[i];
+    const float g = load(gate, i);
+    store(y, i, g * sigmoid(g) * load(up, i));
   }
 }
 
-__global__ void swiglu_backward_kernel(const float* dy, const float* gate, const float* up, float* dgate,
-                                       float* dup, int64_t n) {
+__global__ void swiglu_backward_kernel(DataIn dy, DataIn gate, DataIn up, DataOut dgate, DataOut dup, int64_t n) {
   // silu(g) = g s, silu'(g) = s (1 + g (1 - s)). All loads before the stores: in-place safe.
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = gate[i], u = up[i], d = dy[i];
+    const float g = load(gate, i), u = load(up, i), d = load(dy, i);
     const float s = sigmoid(g);
-    dgate[i] = d * u * s * (1.0f + g * (1.0f - s));
-    dup[i] = d * g * s;
+    store(dgate, i, d * u * s * (1.0f + g * (1.0f - s)));
+    store(dup, i, d * g * s);
   }
 }
 
 }  // namespace
 
-void gelu_forward(const float* x, float* y, int64_t n) {
+void gelu_forward(DataIn x, DataOut y, int64_t n) {
   if (n <= 0) return;
   gelu_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, y, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void gelu_backward(const float* dy, const float* x, float* dx, int64_t n) {
+void gelu_backward(DataIn dy, DataIn x, DataOut dx, int64_t n) {
   if (n <= 0) return;
   gelu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(dy, x, dx, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void swiglu_forward(const float* gate, const float* up, float* y, int64_t n) {
+void swiglu_forward(DataIn gate, DataIn up, DataOut y, int64_t n) {
   if (n <= 0) return;
   swiglu_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(gate, up, y, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void swiglu_backward(const float* dy, const float* gate, const float* up, float* dgate, float* dup, int64_t n) {
+void swiglu_backward(DataIn dy, DataIn gate, DataIn up, DataOut dgate, DataOut dup, int64_t n) {
   if (n <= 0) return;
   swiglu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(dy, gate, up, dgate, dup, n);
   LATTICE_CUDA_LAUNCHED();

@@ -3,7 +3,8 @@
 // exp(x - m), lse = m + log(sum), grad = exp(x - lse) * grad_scale, then -grad_scale at the
 // target. expf/logf are the accurate (non-intrinsic) versions; the CPU's fast_exp is ~2 ulp too.
 // Reductions are per-thread strided partials then a fixed warp-shuffle tree: deterministic, no
-// atomics.
+// atomics. Logits and their gradient are f32 or bf16 each (kernels/cuda/typed_access.cuh); the
+// statistics and losses are f32.
 #include "kernels/cuda/cross_entropy.h"
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/typed_access.cuh"
 
 namespace lattice::cuda {
 namespace {
@@ -52,76 +54,74 @@ __device__ float block_reduce(float v, float* smem) {
   return v;
 }
 
-// max over x[0, n) (-inf when n == 0), on every thread.
-__device__ float row_max(const float* x, int64_t n, float* smem) {
+// max over x[row, row + n) (-inf when n == 0), on every thread.
+__device__ float row_max(DataIn x, int64_t row, int64_t n, float* smem) {
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = max_step(m, x[j]);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = max_step(m, load(x, row + j));
   return block_reduce<true>(m, smem);
 }
 
-// sum over x[0, n) of exp(x - m) in float (as the CPU), on every thread.
-__device__ float row_sum_exp(const float* x, int64_t n, float m, float* smem) {
+// sum over x[row, row + n) of exp(x - m) in float (as the CPU), on every thread.
+__device__ float row_sum_exp(DataIn x, int64_t row, int64_t n, float m, float* smem) {
   float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(x[j] - m);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(load(x, row + j) - m);
   return block_reduce<false>(s, smem);
 }
 
 // One block per row. Only reads logits, so no aliasing concerns.
-__global__ void forward_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets,
-                               float* __restrict__ losses, float* __restrict__ lse, int64_t vocab) {
+__global__ void forward_kernel(DataIn logits, const int32_t* __restrict__ targets, float* __restrict__ losses,
+                               float* __restrict__ lse, int64_t vocab) {
   __shared__ float smem[32];
   const int64_t r = blockIdx.x;
-  const float* x = logits + r * vocab;
-  const float m = row_max(x, vocab, smem);
-  const float s = row_sum_exp(x, vocab, m, smem);
+  const int64_t row = r * vocab;
+  const float m = row_max(logits, row, vocab, smem);
+  const float s = row_sum_exp(logits, row, vocab, m, smem);
   if (threadIdx.x == 0) {
     const float l = m + logf(s);
     lse[r] = l;
-    losses[r] = l - x[targets[r]];
+    losses[r] = l - load(logits, row + targets[r]);
   }
 }
 
-__global__ void shard_max_kernel(const float* __restrict__ logits, float* __restrict__ out, int64_t cols,
-                                 int64_t valid) {
+__global__ void shard_max_kernel(DataIn logits, float* __restrict__ out, int64_t cols, int64_t valid) {
   __shared__ float smem[32];
   const int64_t r = blockIdx.x;
-  const float m = row_max(logits + r * cols, valid, smem);
+  const float m = row_max(logits, r * cols, valid, smem);
   if (threadIdx.x == 0) out[r] = m;
 }
 
-__global__ void shard_sums_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+__global__ void shard_sums_kernel(DataIn logits, const int32_t* __restrict__ targets,
                                   const float* __restrict__ row_max_in, float* __restrict__ sum_exp,
                                   float* __restrict__ target_logit, int64_t cols, int64_t first_col,
                                   int64_t valid) {
   __shared__ float smem[32];
   const int64_t r = blockIdx.x;
-  const float* x = logits + r * cols;
-  const float s = row_sum_exp(x, valid, row_max_in[r], smem);
+  const int64_t row = r * cols;
+  const float s = row_sum_exp(logits, row, valid, row_max_in[r], smem);
   if (threadIdx.x == 0) {
     sum_exp[r] = s;
     const int64_t t = static_cast<int64_t>(targets[r]) - first_col;
-    target_logit[r] = t >= 0 && t < valid ? x[t] : 0.0f;
+    target_logit[r] = t >= 0 && t < valid ? load(logits, row + t) : 0.0f;
   }
 }
 
 // Elementwise per row; a thread reads x[j] and writes d[j] itself (the target correction included),
-// so d == x needs no barrier. No __restrict__ on logits/dlogits: they may alias.
-__global__ void shard_backward_kernel(const float* logits, const int32_t* __restrict__ targets,
-                                      const float* __restrict__ lse, float grad_scale, float* dlogits,
+// so d == x needs no barrier (logits and dlogits may alias).
+__global__ void shard_backward_kernel(DataIn logits, const int32_t* __restrict__ targets,
+                                      const float* __restrict__ lse, float grad_scale, DataOut dlogits,
                                       int64_t cols, int64_t first_col, int64_t valid) {
   const int64_t r = blockIdx.x;
-  const float* x = logits + r * cols;
-  float* d = dlogits + r * cols;
+  const int64_t row = r * cols;
   const float l = lse[r];
   const int64_t t = static_cast<int64_t>(targets[r]) - first_col;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.x;
   for (int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; j < cols; j += stride) {
     float v = 0.0f;  // padding columns: no gradient
     if (j < valid) {
-      v = expf(x[j] - l) * grad_scale;
+      v = expf(load(logits, row + j) - l) * grad_scale;
       if (j == t) v -= grad_scale;  // same two roundings as the CPU's d[t] -= grad_scale
     }
-    d[j] = v;
+    store(dlogits, row + j, v);
   }
 }
 
@@ -136,8 +136,8 @@ __global__ void shard_loss_kernel(const float* __restrict__ row_max_in, const fl
   }
 }
 
-void launch_shard_backward(const float* logits, const int32_t* targets, const float* lse, float grad_scale,
-                           float* dlogits, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
+void launch_shard_backward(DataIn logits, const int32_t* targets, const float* lse, float grad_scale,
+                           DataOut dlogits, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
   if (rows <= 0) return;
   // Rows on x (up to 2^31-1 blocks); column chunks on y so a few long rows still fill the GPU.
   int64_t chunks = (cols + int64_t{kBwdThreads} * kBwdColsPerThread - 1) / (int64_t{kBwdThreads} * kBwdColsPerThread);
@@ -150,7 +150,7 @@ void launch_shard_backward(const float* logits, const int32_t* targets, const fl
 
 }  // namespace
 
-void cross_entropy_forward(const float* logits, const int32_t* targets, float* losses, float* lse, int64_t rows,
+void cross_entropy_forward(DataIn logits, const int32_t* targets, float* losses, float* lse, int64_t rows,
                            int64_t vocab) {
   if (rows <= 0) return;
   forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, compute_stream()>>>(logits, targets, losses, lse,
@@ -158,19 +158,13 @@ void cross_entropy_forward(const float* logits, const int32_t* targets, float* l
   LATTICE_CUDA_LAUNCHED();
 }
 
-void cross_entropy_backward(const float* logits, const int32_t* targets, const float* lse, float grad_scale,
-                            float* dlogits, int64_t rows, int64_t vocab) {
-  // The whole vocabulary is one shard starting at column 0 with no padding (as the CPU).
-  launch_shard_backward(logits, targets, lse, grad_scale, dlogits, rows, vocab, 0, vocab);
-}
-
-void cross_entropy_shard_max(const float* logits, float* row_max, int64_t rows, int64_t cols, int64_t valid) {
+void cross_entropy_shard_max(DataIn logits, float* row_max, int64_t rows, int64_t cols, int64_t valid) {
   if (rows <= 0) return;
   shard_max_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, compute_stream()>>>(logits, row_max, cols, valid);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void cross_entropy_shard_sums(const float* logits, const int32_t* targets, const float* row_max, float* sum_exp,
+void cross_entropy_shard_sums(DataIn logits, const int32_t* targets, const float* row_max, float* sum_exp,
                               float* target_logit, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
   if (rows <= 0) return;
   shard_sums_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, compute_stream()>>>(
@@ -187,8 +181,8 @@ void cross_entropy_shard_loss(const float* row_max, const float* sum_exp, const 
   LATTICE_CUDA_LAUNCHED();
 }
 
-void cross_entropy_shard_backward(const float* logits, const int32_t* targets, const float* lse, float grad_scale,
-                                  float* dlogits, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
+void cross_entropy_shard_backward(DataIn logits, const int32_t* targets, const float* lse, float grad_scale,
+                                  DataOut dlogits, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
   launch_shard_backward(logits, targets, lse, grad_scale, dlogits, rows, cols, first_col, valid);
 }
 

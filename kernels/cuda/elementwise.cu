@@ -1,6 +1,7 @@
 // CUDA twins of kernels/cpu/elementwise.cc, cast.cc and adamw.cc. Grid-stride loops with int64
 // indices (n may exceed 2^31); reductions accumulate in double with a fixed grid and a fixed tree
-// order, so a given n always gives the same bits (no atomics anywhere).
+// order, so a given n always gives the same bits (no atomics anywhere). The data-operand kernels
+// load and store f32 or bf16 per operand (kernels/cuda/typed_access.cuh).
 #include "kernels/cuda/elementwise.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "kernels/adamw_coefficients.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/typed_access.cuh"
 #include "kernels/ops.h"
 
 namespace lattice::cuda {
@@ -28,21 +30,21 @@ __device__ __forceinline__ int64_t first_index() {
 }
 __device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
-__global__ void fill_kernel(float* x, int64_t n, float value) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = value;
+__global__ void fill_kernel(DataOut x, int64_t n, float value) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) store(x, i, value);
 }
 
-__global__ void scale_kernel(float* x, int64_t n, float alpha) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] *= alpha;
+__global__ void scale_kernel(DataOut x, int64_t n, float alpha) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) store(x, i, load(x, i) * alpha);
 }
 
-__global__ void axpy_kernel(float alpha, const float* x, float* y, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
+__global__ void axpy_kernel(float alpha, DataIn x, DataOut y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) store(y, i, load(y, i) + alpha * load(x, i));
 }
 
-// No __restrict__: out may alias a or b (each element is read before it is written).
-__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+// out may alias a or b (each element is read before it is written).
+__global__ void add_kernel(DataIn a, DataIn b, DataOut out, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) store(out, i, load(a, i) + load(b, i));
 }
 
 // Sums the block's kThreads values of `shared` in a fixed tree; the result is in shared[0].
@@ -94,44 +96,36 @@ void reduce_to(const float* x, int64_t n, double* out) {
   release(partials);  // stream ordered: freed after the kernels ran
 }
 
-__global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
+__global__ void add_bias_kernel(DataOut y, DataIn bias, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += bias[i % cols];
+  for (int64_t i = first_index(); i < n; i += grid_stride()) store(y, i, load(y, i) + load(bias, i % cols));
 }
 
 // Stage 1 of bias_backward: thread (column c, chunk blockIdx.y) sums its rows in order in float,
 // like the CPU's per-column float accumulator. With one chunk it adds straight into dbias, which is
 // then the CPU's loop exactly (same additions in the same order).
-__global__ void bias_chunk_kernel(const float* dy, int64_t rows, int64_t cols, int64_t rows_per_chunk, float* out,
+__global__ void bias_chunk_kernel(DataIn dy, int64_t rows, int64_t cols, int64_t rows_per_chunk, DataOut out,
                                   bool accumulate) {
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
   const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
   for (int64_t c = first_index(); c < cols; c += grid_stride()) {
     float acc = 0.0f;
-    for (int64_t r = r0; r < r1; ++r) acc += dy[r * cols + c];
+    for (int64_t r = r0; r < r1; ++r) acc += load(dy, r * cols + c);
     if (accumulate) {
-      out[c] += acc;
+      store(out, c, load(out, c) + acc);
     } else {
-      out[static_cast<int64_t>(blockIdx.y) * cols + c] = acc;
+      store(out, static_cast<int64_t>(blockIdx.y) * cols + c, acc);
     }
   }
 }
 
 // Stage 2: dbias[c] += the chunk sums of column c, in chunk order.
-__global__ void bias_combine_kernel(const float* partials, int64_t chunks, int64_t cols, float* dbias) {
+__global__ void bias_combine_kernel(const float* partials, int64_t chunks, int64_t cols, DataOut dbias) {
   for (int64_t c = first_index(); c < cols; c += grid_stride()) {
     float acc = 0.0f;
     for (int64_t j = 0; j < chunks; ++j) acc += partials[j * cols + c];
-    dbias[c] += acc;
+    store(dbias, c, load(dbias, c) + acc);
   }
-}
-
-// kernels/bf16.h's float_to_bfloat16, bit for bit (its std::bit_cast version is host-only).
-__device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
-  const uint32_t bits = __float_as_uint(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // quiet NaN
-  const uint32_t lsb = (bits >> 16) & 1u;
-  return static_cast<uint16_t>((bits + 0x7fffu + lsb) >> 16);  // nearest even; overflow carries to Inf
 }
 
 __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
@@ -140,7 +134,7 @@ __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
 
 __global__ void bf16_to_f32_kernel(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    dst[i] = __uint_as_float(static_cast<uint32_t>(src[i]) << 16);
+    dst[i] = bf16_bits_to_f32(src[i]);
   }
 }
 
@@ -183,25 +177,28 @@ void copy(const void* src, void* dst, int64_t bytes) {
   LATTICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream));
 }
 
-void fill(float* x, int64_t n, float value) {
+void fill(DataOut x, int64_t n, float value) {
   if (n <= 0) return;
   fill_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, value);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void scale(float* x, int64_t n, float alpha) {
+void scale(DataOut x, int64_t n, float alpha) {
   if (n <= 0) return;
   scale_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, alpha);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void axpy(float alpha, const float* x, float* y, int64_t n) {
+void fill_f32(float* x, int64_t n, float value) { fill(DataOut{x, false}, n, value); }
+void scale_f32(float* x, int64_t n, float alpha) { scale(DataOut{x, false}, n, alpha); }
+
+void axpy(float alpha, DataIn x, DataOut y, int64_t n) {
   if (n <= 0) return;
   axpy_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(alpha, x, y, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void add(const float* a, const float* b, float* out, int64_t n) {
+void add(DataIn a, DataIn b, DataOut out, int64_t n) {
   if (n <= 0) return;
   add_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(a, b, out, n);
   LATTICE_CUDA_LAUNCHED();
@@ -227,13 +224,13 @@ void sum_to(const float* x, int64_t n, double* out) { reduce_to<false>(x, n, out
 
 void sum_squares_to(const float* x, int64_t n, double* out) { reduce_to<true>(x, n, out); }
 
-void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+void add_bias(DataOut y, DataIn bias, int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
   add_bias_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, compute_stream()>>>(y, bias, rows, cols);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols) {
+void bias_backward(DataIn dy, DataOut dbias, int64_t rows, int64_t cols) {
   if (cols <= 0) return;
   if (rows < 0) rows = 0;
   cudaStream_t stream = compute_stream();
@@ -249,7 +246,7 @@ void bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols) {
     return;
   }
   auto* partials = static_cast<float*>(allocate(sizeof(float) * static_cast<size_t>(chunks * cols)));
-  bias_chunk_kernel<<<grid, kThreads, 0, stream>>>(dy, rows, cols, rows_per_chunk, partials, false);
+  bias_chunk_kernel<<<grid, kThreads, 0, stream>>>(dy, rows, cols, rows_per_chunk, DataOut{partials, false}, false);
   LATTICE_CUDA_LAUNCHED();
   bias_combine_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(partials, chunks, cols, dbias);
   LATTICE_CUDA_LAUNCHED();

@@ -1,10 +1,13 @@
 // CUDA elementwise kernels, byte zero/copy, the sums, the bias pair, f32 <-> bf16 casts and the
-// fused AdamW step: the raw Backend-table forms (kernels/backend.h), twins of kernels/cpu/
+// fused AdamW step: the raw Backend-table forms (kernels/backend.h; DataIn / DataOut operands are
+// the typed ones of kernels/typed_kernels.h, f32 or bf16 each), twins of kernels/cpu/
 // elementwise.h, cast.h and adamw.h. Every call enqueues on lattice::cuda::compute_stream();
 // only sum_squares synchronizes (it returns a host value). Plain C++ so .cc files can include it.
 #pragma once
 
 #include <cstdint>
+
+#include "kernels/typed_kernels.h"
 
 namespace lattice::ops {
 struct AdamWParams;  // kernels/ops.h
@@ -15,19 +18,22 @@ namespace lattice::cuda {
 void zero(void* data, int64_t bytes);
 // Device to device; the ranges may overlap (then staged through a temporary).
 void copy(const void* src, void* dst, int64_t bytes);
-void fill(float* x, int64_t n, float value);
-void scale(float* x, int64_t n, float alpha);
-void axpy(float alpha, const float* x, float* y, int64_t n);
-void add(const float* a, const float* b, float* out, int64_t n);  // out may alias a or b
+void fill(DataOut x, int64_t n, float value);
+void scale(DataOut x, int64_t n, float alpha);
+// The f32 forms (the Backend's f32 entries, and sgemm's k = 0).
+void fill_f32(float* x, int64_t n, float value);
+void scale_f32(float* x, int64_t n, float alpha);
+void axpy(float alpha, DataIn x, DataOut y, int64_t n);
+void add(DataIn a, DataIn b, DataOut out, int64_t n);  // out may alias a or b
 // Sum of x^2 in double, returned to the host (synchronizes); the same kernel as sum_squares_to.
 double sum_squares(const float* x, int64_t n);
 // *out (one device double) = the sum / the sum of squares of x; deterministic, no sync.
 void sum_to(const float* x, int64_t n, double* out);
 void sum_squares_to(const float* x, int64_t n, double* out);
 // y[N, F] += bias[F].
-void add_bias(float* y, const float* bias, int64_t rows, int64_t cols);
+void add_bias(DataOut y, DataIn bias, int64_t rows, int64_t cols);
 // dbias[F] += column sums of dy[N, F]; deterministic (no atomics).
-void bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols);
+void bias_backward(DataIn dy, DataOut dbias, int64_t rows, int64_t cols);
 // Round to nearest even, NaN stays a quiet NaN, overflow gives Inf (kernels/bf16.h bits).
 void f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);

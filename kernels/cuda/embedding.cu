@@ -1,6 +1,8 @@
 // CUDA embedding lookups and their gradients. Contracts as kernels/cpu/embedding.cc, which is the
 // oracle: every accumulation below adds in the same order as the CPU loop, so results are
-// bit-identical (plain float adds, no atomics on floats, no reassociation).
+// bit-identical (plain float adds, no atomics on floats, no reassociation). Tables, activations and
+// their gradients are f32 or bf16 each (kernels/cuda/typed_access.cuh), except the token table's
+// gradient, which is f32 (kernels/typed_kernels.h says why).
 #include "kernels/cuda/embedding.h"
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/typed_access.cuh"
 
 namespace lattice::cuda {
 namespace {
@@ -48,19 +51,18 @@ __global__ void fetch_bad_id_kernel(const int32_t* __restrict__ ids, int64_t n, 
 
 // ---- token embeddings, forward ----
 
-// out[i, :] = table[ids[i] - first_row, :] if that row is in [0, rows), else 0. Non-shard callers
-// pass first_row = 0 and rows = INT64_MAX (ids are validated beforehand).
-__global__ void embedding_forward_kernel(const int32_t* __restrict__ ids, const float* __restrict__ table,
-                                         float* __restrict__ out, int64_t n, int64_t hidden, int64_t first_row,
-                                         int64_t rows) {
+// out[i, :] = table[ids[i] - first_row, :] if that row is in [0, rows), else 0 (ids are validated
+// beforehand). A bf16 row copied into bf16 is the same bits; f32 into bf16 rounds as staging does.
+__global__ void embedding_forward_kernel(const int32_t* __restrict__ ids, DataIn table, DataOut out, int64_t n,
+                                         int64_t hidden, int64_t first_row, int64_t rows) {
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const int64_t row = static_cast<int64_t>(ids[i]) - first_row;
-    float* dst = out + i * hidden;
+    const int64_t dst = i * hidden;
     if (row >= 0 && row < rows) {
-      const float* src = table + row * hidden;
-      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) dst[c] = src[c];
+      const int64_t src = row * hidden;
+      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) store(out, dst + c, load(table, src + c));
     } else {
-      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) dst[c] = 0.0f;
+      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) store(out, dst + c, 0.0f);
     }
   }
 }
@@ -83,8 +85,8 @@ constexpr int kListCap = 1024;                // shared list entries (12 KiB)
 constexpr int kBatch = 8;                     // dout loads issued together before the ordered adds
 
 __global__ void __launch_bounds__(kBwdThreads) embedding_backward_kernel(
-    const int32_t* __restrict__ ids, const float* __restrict__ dout, float* __restrict__ dtable, int64_t n,
-    int64_t hidden, int64_t first_row, int64_t rows) {
+    const int32_t* __restrict__ ids, DataIn dout, float* __restrict__ dtable, int64_t n, int64_t hidden,
+    int64_t first_row, int64_t rows) {
   __shared__ int64_t s_token[kListCap];
   __shared__ int32_t s_row[kListCap];
   __shared__ int32_t s_warp_count[kBwdWarps];
@@ -135,7 +137,7 @@ __global__ void __launch_bounds__(kBwdThreads) embedding_backward_kernel(
           float v[kBatch];
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
-            if (k0 + j < len) v[j] = dout[s_token[k0 + j] * hidden + c];
+            if (k0 + j < len) v[j] = load(dout, s_token[k0 + j] * hidden + c);
           }
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(kBwdThreads) embedding_backward_kernel(
   if (active && cur >= 0) dtable[cur * hidden + c] = acc;
 }
 
-void launch_embedding_backward(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t hidden,
+void launch_embedding_backward(const int32_t* ids, DataIn dout, float* dtable, int64_t n, int64_t hidden,
                                int64_t first_row, int64_t rows) {
   if (n <= 0 || hidden <= 0 || rows <= 0) return;
   // Shards smaller than kBuckets rows: buckets past `rows` are empty, so launch none for them.
@@ -173,30 +175,32 @@ void launch_embedding_backward(const int32_t* ids, const float* dout, float* dta
 
 // x[r, :] += table[(first_token + r) mod seq, :] for rows r < n. The [B, T, H] form is the
 // flattened one with first_token = 0 (row b * seq + t has position t).
-__global__ void add_position_kernel(float* __restrict__ x, const float* __restrict__ table, int64_t n,
-                                    int64_t hidden, int64_t seq, int64_t first_token) {
+__global__ void add_position_kernel(DataOut x, DataIn table, int64_t n, int64_t hidden, int64_t seq,
+                                    int64_t first_token) {
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
-    float* xr = x + i * hidden;
-    const float* pr = table + ((first_token + i) % seq) * hidden;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) xr[c] += pr[c];
+    const int64_t xr = i * hidden;
+    const int64_t pr = ((first_token + i) % seq) * hidden;
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+      store(x, xr + c, load(x, xr + c) + load(table, pr + c));
+    }
   }
 }
 
 // dtable[t, c] += dx[i, c] over rows i = (t - shift + seq) mod seq, + seq, ... < n (shift =
 // first_token mod seq), in increasing i: the CPU's order. A thread owns one (t, c) and
 // accumulates in a register starting from dtable[t, c], which gives the same float as the CPU's
-// repeated +=. For the [B, T, H] form (first_token = 0, n = B * T) the rows are b * T + t, b = 0..B-1,
-// the CPU's b order.
-__global__ void position_backward_kernel(const float* __restrict__ dx, float* __restrict__ dtable, int64_t n,
-                                         int64_t hidden, int64_t seq, int64_t first_token) {
+// repeated += (and one rounding of a bf16 dtable, as staging). For the [B, T, H] form (first_token
+// = 0, n = B * T) the rows are b * T + t, b = 0..B-1, the CPU's b order.
+__global__ void position_backward_kernel(DataIn dx, DataOut dtable, int64_t n, int64_t hidden, int64_t seq,
+                                         int64_t first_token) {
   const int64_t shift = first_token % seq;
   for (int64_t t = blockIdx.x; t < seq; t += gridDim.x) {
     const int64_t first = (t - shift + seq) % seq;
     if (first >= n) continue;  // no rows at this position: leave the row untouched
     for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      float acc = dtable[t * hidden + c];
-      for (int64_t i = first; i < n; i += seq) acc += dx[i * hidden + c];
-      dtable[t * hidden + c] = acc;
+      float acc = load(dtable, t * hidden + c);
+      for (int64_t i = first; i < n; i += seq) acc += load(dx, i * hidden + c);
+      store(dtable, t * hidden + c, acc);
     }
   }
 }
@@ -225,32 +229,7 @@ int64_t first_bad_index(const int32_t* ids, int64_t n, int64_t vocab, int32_t* b
   return static_cast<int64_t>(host.pos);
 }
 
-void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n, int64_t hidden) {
-  if (n <= 0 || hidden <= 0) return;
-  embedding_forward_kernel<<<row_blocks(n), kRowThreads, 0, compute_stream()>>>(ids, table, out, n, hidden, 0,
-                                                                                 INT64_MAX);
-  LATTICE_CUDA_LAUNCHED();
-}
-
-void embedding_backward(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t hidden) {
-  launch_embedding_backward(ids, dout, dtable, n, hidden, 0, INT64_MAX);
-}
-
-void add_position_embedding(float* x, const float* table, int64_t batch, int64_t seq, int64_t hidden) {
-  const int64_t n = batch * seq;
-  if (n <= 0 || hidden <= 0) return;
-  add_position_kernel<<<row_blocks(n), kRowThreads, 0, compute_stream()>>>(x, table, n, hidden, seq, 0);
-  LATTICE_CUDA_LAUNCHED();
-}
-
-void position_embedding_backward(const float* dx, float* dtable, int64_t batch, int64_t seq, int64_t hidden) {
-  const int64_t n = batch * seq;
-  if (n <= 0 || hidden <= 0) return;
-  position_backward_kernel<<<row_blocks(seq), kRowThreads, 0, compute_stream()>>>(dx, dtable, n, hidden, seq, 0);
-  LATTICE_CUDA_LAUNCHED();
-}
-
-void embedding_forward_shard(const int32_t* ids, const float* table, float* out, int64_t n, int64_t hidden,
+void embedding_forward_shard(const int32_t* ids, DataIn table, DataOut out, int64_t n, int64_t hidden,
                              int64_t first_row, int64_t rows) {
   if (n <= 0 || hidden <= 0) return;
   embedding_forward_kernel<<<row_blocks(n), kRowThreads, 0, compute_stream()>>>(ids, table, out, n, hidden,
@@ -258,19 +237,19 @@ void embedding_forward_shard(const int32_t* ids, const float* table, float* out,
   LATTICE_CUDA_LAUNCHED();
 }
 
-void embedding_backward_shard(const int32_t* ids, const float* dout, float* dtable, int64_t n, int64_t hidden,
+void embedding_backward_shard(const int32_t* ids, DataIn dout, float* dtable, int64_t n, int64_t hidden,
                               int64_t first_row, int64_t rows) {
   launch_embedding_backward(ids, dout, dtable, n, hidden, first_row, rows);
 }
 
-void add_position_embedding_tokens(float* x, const float* table, int64_t n, int64_t hidden, int64_t seq,
+void add_position_embedding_tokens(DataOut x, DataIn table, int64_t n, int64_t hidden, int64_t seq,
                                    int64_t first_token) {
   if (n <= 0 || hidden <= 0 || seq <= 0) return;
   add_position_kernel<<<row_blocks(n), kRowThreads, 0, compute_stream()>>>(x, table, n, hidden, seq, first_token);
   LATTICE_CUDA_LAUNCHED();
 }
 
-void position_embedding_backward_tokens(const float* dx, float* dtable, int64_t n, int64_t hidden, int64_t seq,
+void position_embedding_backward_tokens(DataIn dx, DataOut dtable, int64_t n, int64_t hidden, int64_t seq,
                                         int64_t first_token) {
   if (n <= 0 || hidden <= 0 || seq <= 0) return;
   position_backward_kernel<<<row_blocks(seq), kRowThreads, 0, compute_stream()>>>(dx, dtable, n, hidden, seq,

@@ -183,9 +183,9 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     // sets c to zero whatever it held.
     LATTICE_CHECK(ldc == n, "sgemm: k = 0 with a strided c (ldc {} != n {}) is not supported on cuda", ldc, n);
     if (beta == 0.0f) {
-      fill(c, m * n, 0.0f);
+      fill_f32(c, m * n, 0.0f);
     } else {
-      scale(c, m * n, beta);
+      scale_f32(c, m * n, beta);
     }
     return;
   }

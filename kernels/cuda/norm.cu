@@ -8,11 +8,15 @@
 // pool), then a second kernel adds the partials per column in chunk order. Those cross-row sums run
 // in double: they add up to 65536 terms, where float accumulation error would dominate the CPU
 // comparison.
+//
+// x, gamma, beta, y and the gradients are f32 or bf16 each (kernels/cuda/typed_access.cuh); the row
+// statistics are f32.
 #include "kernels/cuda/norm.h"
 
 #include <algorithm>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/typed_access.cuh"
 
 namespace lattice::cuda {
 
@@ -58,89 +62,97 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* sh) {
 
 // In-place safe (y == x): each y[c] is written by the thread that last reads x[c], after the
 // barriers that end the statistics passes.
-__global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta, float eps, float* y,
-                                         float* mean, float* rstd, int64_t rows, int64_t hidden, float inv_h) {
+__global__ void layernorm_forward_kernel(DataIn x, DataIn gamma, DataIn beta, float eps, DataOut y, float* mean,
+                                         float* rstd, int64_t rows, int64_t hidden, float inv_h) {
   __shared__ float sh[64];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * hidden;
-    float* yr = y + r * hidden;
+    const int64_t row = r * hidden;
     float s = 0.0f, unused = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) s += xr[c];
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) s += load(x, row + c);
     block_sum2(s, unused, sh);
     const float m = s * inv_h;
     float v = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) v += (xr[c] - m) * (xr[c] - m);
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+      const float d = load(x, row + c) - m;
+      v += d * d;
+    }
     block_sum2(v, unused, sh);
     const float rs = 1.0f / sqrtf(v * inv_h + eps);
     if (threadIdx.x == 0) {
       mean[r] = m;
       rstd[r] = rs;
     }
-    if (beta != nullptr) {
-      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+    if (beta.data != nullptr) {
+      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+        store(y, row + c, (load(x, row + c) - m) * rs * load(gamma, c) + load(beta, c));
+      }
     } else {
-      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) yr[c] = (xr[c] - m) * rs * gamma[c];
+      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+        store(y, row + c, (load(x, row + c) - m) * rs * load(gamma, c));
+      }
     }
   }
 }
 
-__global__ void rmsnorm_forward_kernel(const float* x, const float* gamma, float eps, float* y, float* rstd,
-                                       int64_t rows, int64_t hidden, float inv_h) {
+__global__ void rmsnorm_forward_kernel(DataIn x, DataIn gamma, float eps, DataOut y, float* rstd, int64_t rows,
+                                       int64_t hidden, float inv_h) {
   __shared__ float sh[64];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * hidden;
-    float* yr = y + r * hidden;
+    const int64_t row = r * hidden;
     float ss = 0.0f, unused = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) ss += xr[c] * xr[c];
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+      const float v = load(x, row + c);
+      ss += v * v;
+    }
     block_sum2(ss, unused, sh);
     const float rs = 1.0f / sqrtf(ss * inv_h + eps);
     if (threadIdx.x == 0) rstd[r] = rs;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) yr[c] = xr[c] * rs * gamma[c];
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+      store(y, row + c, load(x, row + c) * rs * load(gamma, c));
+    }
   }
 }
 
 // xhat = (x - mean) * rstd, g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 // In-place safe (dx == dy) for the same reason as the forward.
-__global__ void layernorm_backward_dx_kernel(const float* dy, const float* x, const float* gamma,
-                                             const float* mean, const float* rstd, float* dx, int64_t rows,
-                                             int64_t hidden, float inv_h) {
+__global__ void layernorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, const float* mean,
+                                             const float* rstd, DataOut dx, int64_t rows, int64_t hidden,
+                                             float inv_h) {
   __shared__ float sh[64];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * hidden;
-    const float* dyr = dy + r * hidden;
-    float* dxr = dx + r * hidden;
+    const int64_t row = r * hidden;
     const float m = mean[r], rs = rstd[r];
     float sum_g = 0.0f, sum_gx = 0.0f;
     for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      const float g = dyr[c] * gamma[c];
+      const float g = load(dy, row + c) * load(gamma, c);
       sum_g += g;
-      sum_gx += g * (xr[c] - m) * rs;
+      sum_gx += g * (load(x, row + c) - m) * rs;
     }
     block_sum2(sum_g, sum_gx, sh);
     const float mg = sum_g * inv_h, mgx = sum_gx * inv_h;
     for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      const float xhat = (xr[c] - m) * rs;
-      dxr[c] = rs * (dyr[c] * gamma[c] - mg - xhat * mgx);
+      const float xhat = (load(x, row + c) - m) * rs;
+      store(dx, row + c, rs * (load(dy, row + c) * load(gamma, c) - mg - xhat * mgx));
     }
   }
 }
 
 // xhat = x * rstd, g = dy * gamma: dx = rstd * (g - xhat * mean(g * xhat)).
-__global__ void rmsnorm_backward_dx_kernel(const float* dy, const float* x, const float* gamma, const float* rstd,
-                                           float* dx, int64_t rows, int64_t hidden, float inv_h) {
+__global__ void rmsnorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataOut dx,
+                                           int64_t rows, int64_t hidden, float inv_h) {
   __shared__ float sh[64];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * hidden;
-    const float* dyr = dy + r * hidden;
-    float* dxr = dx + r * hidden;
+    const int64_t row = r * hidden;
     const float rs = rstd[r];
     float sum_gx = 0.0f, unused = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) sum_gx += dyr[c] * gamma[c] * xr[c] * rs;
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+      sum_gx += load(dy, row + c) * load(gamma, c) * load(x, row + c) * rs;
+    }
     block_sum2(sum_gx, unused, sh);
     const float mgx = sum_gx * inv_h;
     for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      const float xhat = xr[c] * rs;
-      dxr[c] = rs * (dyr[c] * gamma[c] - xhat * mgx);
+      const float xhat = load(x, row + c) * rs;
+      store(dx, row + c, rs * (load(dy, row + c) * load(gamma, c) - xhat * mgx));
     }
   }
 }
@@ -149,9 +161,8 @@ __global__ void rmsnorm_backward_dx_kernel(const float* dy, const float* x, cons
 // chunk's rows of dy * xhat, pb[chunk, c] = sum of dy (pb may be null). mean null: RMSNorm,
 // xhat = x * rstd (x - 0.0f == x exactly). Each term is the CPU's float product; sums in double,
 // each lane over its rows in order, then the 8 lanes in order.
-__global__ void norm_param_partials_kernel(const float* dy, const float* x, const float* mean, const float* rstd,
-                                           int64_t rows, int64_t hidden, int64_t rows_per_chunk, double* pg,
-                                           double* pb) {
+__global__ void norm_param_partials_kernel(DataIn dy, DataIn x, const float* mean, const float* rstd, int64_t rows,
+                                           int64_t hidden, int64_t rows_per_chunk, double* pg, double* pb) {
   __shared__ double sg[kParamRowLanes][kParamTileCols];
   __shared__ double sb[kParamRowLanes][kParamTileCols];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -161,9 +172,9 @@ __global__ void norm_param_partials_kernel(const float* dy, const float* x, cons
   double ag = 0.0, ab = 0.0;
   if (c < hidden) {
     for (int64_t r = r0 + ty; r < r1; r += kParamRowLanes) {
-      const float d = dy[r * hidden + c];
+      const float d = load(dy, r * hidden + c);
       const float m = mean != nullptr ? mean[r] : 0.0f;
-      const float xhat = (x[r * hidden + c] - m) * rstd[r];
+      const float xhat = (load(x, r * hidden + c) - m) * rstd[r];
       const float term = d * xhat;
       ag += static_cast<double>(term);
       ab += static_cast<double>(d);
@@ -184,12 +195,12 @@ __global__ void norm_param_partials_kernel(const float* dy, const float* x, cons
 }
 
 // grad[c] += sum over chunks (in order) of partial[chunk, c].
-__global__ void norm_param_finish_kernel(const double* partial, int64_t chunks, int64_t hidden, float* grad) {
+__global__ void norm_param_finish_kernel(const double* partial, int64_t chunks, int64_t hidden, DataOut grad) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < hidden;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     double s = 0.0;
     for (int64_t k = 0; k < chunks; ++k) s += partial[k * hidden + c];
-    grad[c] += static_cast<float>(s);
+    store(grad, c, load(grad, c) + static_cast<float>(s));
   }
 }
 
@@ -202,9 +213,9 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
-// dgamma += sum_rows dy * xhat; dbeta (if non-null) += sum_rows dy. rows, hidden > 0.
-void norm_param_grads(const float* dy, const float* x, const float* mean, const float* rstd, float* dgamma,
-                      float* dbeta, int64_t rows, int64_t hidden) {
+// dgamma += sum_rows dy * xhat; dbeta (if its data is non-null) += sum_rows dy. rows, hidden > 0.
+void norm_param_grads(DataIn dy, DataIn x, const float* mean, const float* rstd, DataOut dgamma, DataOut dbeta,
+                      int64_t rows, int64_t hidden) {
   const int64_t col_tiles = (hidden + kParamTileCols - 1) / kParamTileCols;
   // Enough row chunks for ~kParamTargetBlocks blocks, each chunk at least one row per lane.
   int64_t chunks = std::max<int64_t>(1, kParamTargetBlocks / col_tiles);
@@ -212,10 +223,11 @@ void norm_param_grads(const float* dy, const float* x, const float* mean, const 
   chunks = std::clamp<int64_t>(chunks, 1, 65535);  // gridDim.y limit
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
-  const int planes = dbeta != nullptr ? 2 : 1;
+  const bool with_beta = dbeta.data != nullptr;
+  const int planes = with_beta ? 2 : 1;
   Scratch scratch(static_cast<size_t>(planes) * static_cast<size_t>(chunks * hidden) * sizeof(double));
   double* pg = static_cast<double*>(scratch.ptr);
-  double* pb = dbeta != nullptr ? pg + chunks * hidden : nullptr;
+  double* pb = with_beta ? pg + chunks * hidden : nullptr;
   const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
   const dim3 block(kParamTileCols, kParamRowLanes);
   norm_param_partials_kernel<<<grid, block, 0, compute_stream()>>>(dy, x, mean, rstd, rows, hidden, rows_per_chunk,
@@ -224,7 +236,7 @@ void norm_param_grads(const float* dy, const float* x, const float* mean, const 
   norm_param_finish_kernel<<<grid_for(hidden, kFinishThreads), kFinishThreads, 0, compute_stream()>>>(
       pg, chunks, hidden, dgamma);
   LATTICE_CUDA_LAUNCHED();
-  if (dbeta != nullptr) {
+  if (with_beta) {
     norm_param_finish_kernel<<<grid_for(hidden, kFinishThreads), kFinishThreads, 0, compute_stream()>>>(
         pb, chunks, hidden, dbeta);
     LATTICE_CUDA_LAUNCHED();
@@ -233,8 +245,8 @@ void norm_param_grads(const float* dy, const float* x, const float* mean, const 
 
 }  // namespace
 
-void layernorm_forward(const float* x, const float* gamma, const float* beta, float eps, float* y, float* mean,
-                       float* rstd, int64_t rows, int64_t hidden) {
+void layernorm_forward(DataIn x, DataIn gamma, DataIn beta, float eps, DataOut y, float* mean, float* rstd,
+                       int64_t rows, int64_t hidden) {
   if (rows <= 0) return;
   // hidden == 0 still writes mean/rstd (NaN, as 0 * inf on the CPU).
   const float inv_h = 1.0f / static_cast<float>(hidden);
@@ -244,8 +256,8 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, fl
   LATTICE_CUDA_LAUNCHED();
 }
 
-void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
-                        float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t hidden) {
+void layernorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* mean, const float* rstd, DataOut dx,
+                        DataOut dgamma, DataOut dbeta, int64_t rows, int64_t hidden) {
   if (rows <= 0 || hidden <= 0) return;
   const float inv_h = 1.0f / static_cast<float>(hidden);
   // Parameter gradients first: they read dy, which dx may alias.
@@ -256,8 +268,7 @@ void layernorm_backward(const float* dy, const float* x, const float* gamma, con
   LATTICE_CUDA_LAUNCHED();
 }
 
-void rmsnorm_forward(const float* x, const float* gamma, float eps, float* y, float* rstd, int64_t rows,
-                     int64_t hidden) {
+void rmsnorm_forward(DataIn x, DataIn gamma, float eps, DataOut y, float* rstd, int64_t rows, int64_t hidden) {
   if (rows <= 0) return;
   const float inv_h = 1.0f / static_cast<float>(hidden);
   const int threads = row_threads(hidden);
@@ -266,11 +277,11 @@ void rmsnorm_forward(const float* x, const float* gamma, float eps, float* y, fl
   LATTICE_CUDA_LAUNCHED();
 }
 
-void rmsnorm_backward(const float* dy, const float* x, const float* gamma, const float* rstd, float* dx,
-                      float* dgamma, int64_t rows, int64_t hidden) {
+void rmsnorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataOut dx, DataOut dgamma,
+                      int64_t rows, int64_t hidden) {
   if (rows <= 0 || hidden <= 0) return;
   const float inv_h = 1.0f / static_cast<float>(hidden);
-  norm_param_grads(dy, x, /*mean=*/nullptr, rstd, dgamma, /*dbeta=*/nullptr, rows, hidden);
+  norm_param_grads(dy, x, /*mean=*/nullptr, rstd, dgamma, /*dbeta=*/DataOut{nullptr, false}, rows, hidden);
   const int threads = row_threads(hidden);
   rmsnorm_backward_dx_kernel<<<row_grid(rows), threads, 0, compute_stream()>>>(dy, x, gamma, rstd, dx, rows,
                                                                                hidden, inv_h);

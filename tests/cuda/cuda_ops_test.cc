@@ -89,6 +89,14 @@ TEST_CASE("every op matches the CPU oracle (backend harness, three seeds)") {
 // f32 with TF32 off: GEMMs of K terms differ from OpenBLAS's only in summation order, ~1e-7·√K.
 constexpr double kF32Tol = 1e-5;
 
+TEST_CASE("bf16 operands through the typed kernels: the widened f32 run's bits, rounded once (the staging contract)") {
+  // The CUDA typed kernels load bf16 and store rounded bf16 in one pass; computing in f32 in between,
+  // they must give exactly what widening, the f32 kernel and one rounding give on this device.
+  const std::vector<test::OpMismatch> found = test::compare_bf16_contract(Device::kCuda, 3);
+  for (const test::OpMismatch& m : found) FAIL_CHECK(m.op << ": " << m.detail);
+  CHECK(found.empty());
+}
+
 TEST_CASE("matmul at GPT-2 124M sizes and ragged ones, every transpose") {
   struct Mnk {
     int64_t m, n, k;
@@ -261,6 +269,96 @@ TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
       ops::gelu_backward(t[2], t[0], t[3]);
     });
     require_close("gelu 4096 x 3072", cpu, gpu, {1, 3}, kF32Tol);
+  }
+}
+
+// The staging contract at GPT-2 sizes (more rows than the harness's ragged shapes, so the chunked
+// parameter-gradient and bias sums run several chunks): `op` on the GPU with the `bf16` arguments in
+// bf16 (the mixed-precision recipe's dtypes) against `op` on the same values widened to f32, the
+// bf16 arguments then rounded once. Bit for bit.
+void require_staging_bits(const std::string& what, const Tensors& inputs, const std::vector<int>& bf16,
+                          const std::function<void(Tensors&)>& op) {
+  const DeviceContext gpu(Device::kCuda);
+  const Tensors rounded = test::with_bf16(inputs, bf16);
+  Tensors typed, widened;
+  for (const Tensor& t : rounded) {
+    typed.push_back(gpu.to_device(t));
+    Tensor w = Tensor::empty(t.shape(), t.dtype() == DType::kBF16 ? DType::kF32 : t.dtype());
+    ops::cast(t, w);
+    widened.push_back(gpu.to_device(w));
+  }
+  op(typed);
+  op(widened);
+  for (size_t i = 0; i < rounded.size(); ++i) {
+    const Tensor got = gpu.to_host(typed[i]);
+    const Tensor f32 = gpu.to_host(widened[i]);
+    const Tensor want = rounded[i].dtype() == DType::kBF16 ? test::with_bf16({f32}, {0})[0] : f32;
+    INFO(what << ": argument " << i << " " << rounded[i].describe());
+    REQUIRE(std::memcmp(got.raw(), want.raw(), got.bytes()) == 0);
+  }
+  std::printf("  %-58s bf16: the staging contract's bits\n", what.c_str());
+}
+
+TEST_CASE("bf16 loss, norms, embeddings and activations at GPT-2 124M sizes: the staging contract's bits") {
+  const int64_t rows = 4096, hidden = 768, vocab = 50257;
+  {
+    const Tensor logits = random_tensor({512, vocab}, 21, -4, 4), targets = ids(512, vocab, 22);
+    const Tensor losses = Tensor::zeros({512}), lse = Tensor::zeros({512}), dlogits = Tensor::zeros({512, vocab});
+    require_staging_bits("cross-entropy 512 x 50257", {logits, targets, losses, lse, dlogits}, {0, 4}, [](Tensors& t) {
+      ops::cross_entropy_forward(t[0], t[1], t[2], t[3]);
+      ops::cross_entropy_backward(t[0], t[1], t[3], 1.0f / 512, t[4]);
+    });
+  }
+  {
+    const Tensor x = random_tensor({rows, hidden}, 31), gamma = random_tensor({hidden}, 32),
+                 beta = random_tensor({hidden}, 33), dy = random_tensor({rows, hidden}, 34);
+    const Tensor y = Tensor::zeros({rows, hidden}), mean = Tensor::zeros({rows}), rstd = Tensor::zeros({rows});
+    const Tensor dx = Tensor::zeros({rows, hidden}), dgamma = random_tensor({hidden}, 35),
+                 dbeta = random_tensor({hidden}, 36);
+    // Activations and parameters bf16, parameter gradients f32 (main_grad).
+    require_staging_bits("layernorm 4096 x 768", {x, gamma, beta, y, mean, rstd, dy, dx, dgamma, dbeta},
+                         {0, 1, 2, 3, 6, 7}, [](Tensors& t) {
+                           ops::layernorm_forward(t[0], t[1], t[2], 1e-5f, t[3], t[4], t[5]);
+                           ops::layernorm_backward(t[6], t[0], t[1], t[4], t[5], t[7], t[8], t[9]);
+                         });
+    require_staging_bits("rmsnorm 4096 x 768", {x, gamma, y, rstd, dy, dx, dgamma}, {0, 1, 2, 4, 5},
+                         [](Tensors& t) {
+                           ops::rmsnorm_forward(t[0], t[1], 1e-5f, t[2], t[3]);
+                           ops::rmsnorm_backward(t[4], t[0], t[1], t[3], t[5], t[6]);
+                         });
+    const Tensor bias = random_tensor({hidden}, 37), dbias = random_tensor({hidden}, 38);
+    require_staging_bits("bias 4096 x 768", {y, bias, dy, dbias}, {0, 1, 2}, [](Tensors& t) {
+      ops::add_bias(t[0], t[1]);
+      ops::bias_backward(t[2], t[3]);
+    });
+  }
+  {
+    const Tensor table = random_tensor({vocab, hidden}, 41), tok = ids(rows, vocab, 42),
+                 dout = random_tensor({rows, hidden}, 43);
+    const Tensor out = Tensor::zeros({rows, hidden}), dtable = random_tensor({vocab, hidden}, 44);
+    require_staging_bits("embedding 4096 tokens x 768", {tok, table, out, dout, dtable}, {1, 2, 3}, [](Tensors& t) {
+      ops::embedding_forward(t[0], t[1], t[2]);
+      ops::embedding_backward(t[0], t[3], t[4]);
+    });
+  }
+  {
+    const Tensor x = random_tensor({rows, 4 * hidden}, 51, -5, 5), dy = random_tensor({rows, 4 * hidden}, 52);
+    const Tensor y = Tensor::zeros(x.shape()), dx = Tensor::zeros(x.shape());
+    require_staging_bits("gelu 4096 x 3072", {x, y, dy, dx}, {0, 1, 2, 3}, [](Tensors& t) {
+      ops::gelu_forward(t[0], t[1]);
+      ops::gelu_backward(t[2], t[0], t[3]);
+    });
+    require_staging_bits("swiglu 4096 x 3072", {x, dy, y, dx, x}, {0, 1, 2, 3, 4}, [](Tensors& t) {
+      ops::swiglu_forward(t[0], t[1], t[2]);
+      ops::swiglu_backward(t[2], t[0], t[1], t[3], t[4]);
+    });
+  }
+  {
+    const Tensor q = random_tensor({4, 1024, 12, 64}, 61);
+    require_staging_bits("rope 4 x 1024 x 12 x 64", {q}, {0}, [](Tensors& t) {
+      ops::rope_forward(t[0], 10000.0f);
+      ops::rope_backward(t[0], 10000.0f);
+    });
   }
 }
 

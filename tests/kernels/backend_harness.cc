@@ -335,6 +335,42 @@ std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t 
   return found;
 }
 
+std::vector<OpMismatch> compare_bf16_contract(Device device, uint64_t seed) {
+  const DeviceContext ctx(device);
+  std::vector<OpMismatch> found;
+  uint64_t case_seed = seed;
+  for (const OpCase& c : op_cases()) {
+    ++case_seed;
+    if (c.op == "matmul" || c.op.rfind("attention_", 0) == 0) continue;
+    for (const std::vector<int>& bf16_args : c.bf16) {
+      Inputs in(case_seed);
+      const Tensors inputs = with_bf16(c.make(in), bf16_args);
+      Tensors widened;
+      for (const Tensor& t : inputs) {
+        widened.push_back(Tensor::empty(t.shape(), t.dtype() == DType::kBF16 ? DType::kF32 : t.dtype()));
+        ops::cast(t, widened.back());
+      }
+      const Outcome got = run_on(ctx, c, inputs);
+      const Outcome want = run_on(ctx, c, widened);
+      const std::string name = case_name(c, bf16_args);
+      auto report = [&](std::string detail) { found.push_back({name, std::move(detail)}); };
+      if (got.error.empty() != want.error.empty()) {
+        report(fmt::format("throws on one side only: {} vs widened {}", got.error.empty() ? "no error" : got.error,
+                           want.error.empty() ? "no error" : want.error));
+        continue;
+      }
+      if (got.scalars != want.scalars) report("scalars differ from the widened run's");
+      for (size_t i = 0; i < got.tensors.size(); ++i) {
+        const Tensor rounded = inputs[i].dtype() == DType::kBF16 ? with_bf16({want.tensors[i]}, {0})[0]
+                                                                 : want.tensors[i];
+        const std::string diff = compare(got.tensors[i], rounded, 0.0);
+        if (!diff.empty()) report(fmt::format("tensor argument {} ({}): {}", i, inputs[i].describe(), diff));
+      }
+    }
+  }
+  return found;
+}
+
 std::vector<std::string> harness_op_names() {
   std::vector<std::string> names;
   for (const OpCase& c : op_cases()) {

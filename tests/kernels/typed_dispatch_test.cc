@@ -404,3 +404,25 @@ TEST_CASE("a typed entry that rounds or reads wrongly shows up as mismatches of 
     CHECK(f32_run);
   }
 }
+
+TEST_CASE("the staging contract (bf16 runs = the widened f32 run rounded once) holds on the CPU and through "
+          "the host typed table, and a truncating typed add breaks it") {
+  for (const test::OpMismatch& m : test::compare_bf16_contract(Device::kCpu)) FAIL_CHECK(m.op << ": " << m.detail);
+  {
+    const Backend typed = typed_stand_in(&kCountedHost);
+    test::ScopedBackend registered(Device::kCuda, &typed);
+    for (const test::OpMismatch& m : test::compare_bf16_contract(Device::kCuda)) {
+      FAIL_CHECK(m.op << ": " << m.detail);
+    }
+  }
+  TypedKernels broken = kCountedHost;
+  broken.add = &host::add_truncating;
+  const Backend typed = typed_stand_in(&broken);
+  test::ScopedBackend registered(Device::kCuda, &typed);
+  const std::vector<test::OpMismatch> found = test::compare_bf16_contract(Device::kCuda);
+  REQUIRE(!found.empty());
+  for (const test::OpMismatch& m : found) {
+    INFO(m.op << ": " << m.detail);
+    CHECK(op_of(m.op) == "add");
+  }
+}
