@@ -30,6 +30,12 @@ struct Backend {
   // Return once the destination holds the data (the GPU stages through pinned memory).
   void (*copy_to_host)(const void* src, void* host_dst, int64_t bytes);
   void (*copy_from_host)(const void* host_src, void* dst, int64_t bytes);
+  // Page-locked host memory (the storage of a host tensor, Device::kCpu) that copy_from_pinned
+  // reads by DMA without staging (CPU: ordinary host memory).
+  std::shared_ptr<Storage> (*allocate_pinned)(size_t bytes);
+  // Enqueues a copy from pinned host memory on the compute stream and returns at once: the source
+  // must stay unchanged until an event recorded after the call has completed (CPU: a plain copy).
+  void (*copy_from_pinned)(const void* pinned_src, void* dst, int64_t bytes);
 
   // ---- the compute stream and its events (null on the CPU, where work runs inline) ----
   void (*synchronize)();                    // the host waits for the compute stream

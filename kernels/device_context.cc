@@ -41,6 +41,15 @@ void DeviceContext::copy_to_host(const Tensor& src, Tensor& host_dst) const {
   backend_->copy_to_host(src.raw(), host_dst.raw(), static_cast<int64_t>(src.bytes()));
 }
 
+Tensor DeviceContext::pinned_empty(const Shape& shape, DType dtype) const {
+  return Tensor::over(backend_->allocate_pinned(tensor_bytes(shape, dtype)), shape, dtype);
+}
+
+void DeviceContext::copy_from_pinned(const Tensor& pinned_src, Tensor& dst) const {
+  check_pair("copy_from_pinned", pinned_src, dst, device());
+  backend_->copy_from_pinned(pinned_src.raw(), dst.raw(), static_cast<int64_t>(dst.bytes()));
+}
+
 Tensor DeviceContext::to_device(const Tensor& host) const {
   Tensor t = empty(host.shape(), host.dtype());
   copy_from_host(host, t);

@@ -32,6 +32,12 @@ class DeviceContext {
   // should be pinned by their owner.
   void copy_from_host(const Tensor& host_src, Tensor& dst) const;
   void copy_to_host(const Tensor& src, Tensor& host_dst) const;
+  // A host tensor in page-locked memory (CPU: ordinary memory), the source copy_from_pinned needs.
+  Tensor pinned_empty(const Shape& shape, DType dtype = DType::kF32) const;
+  // Enqueues pinned_src (from pinned_empty) -> dst on stream() and returns at once, so the host
+  // runs ahead of the device: pinned_src must stay unchanged until an event recorded on stream()
+  // after this call has completed (CPU: copied before it returns).
+  void copy_from_pinned(const Tensor& pinned_src, Tensor& dst) const;
   // A copy of a host tensor on this device, and of a tensor of this device on the host.
   Tensor to_device(const Tensor& host) const;
   Tensor to_host(const Tensor& t) const;

@@ -31,18 +31,21 @@ StepBatches::Batch& StepBatches::read(int microbatch) {
   LATTICE_CHECK(source_ != nullptr && *source_, "micro-batch {} read before the step began", microbatch);
   if (!b.ids.defined()) {
     const Shape shape{micro_batch_size_, seq_length_};
-    b.host_ids = Tensor::empty(shape, DType::kI32);
-    b.host_targets = Tensor::empty(shape, DType::kI32);
+    b.host_ids = ctx_.pinned_empty(shape, DType::kI32);
+    b.host_targets = ctx_.pinned_empty(shape, DType::kI32);
     b.ids = ctx_.empty(shape, DType::kI32);
     b.targets = ctx_.empty(shape, DType::kI32);
   }
   const auto start = std::chrono::steady_clock::now();
   {
     TraceScope s = tracer_.scope("data wait", "data", {{"step", trace_step_}, {"microbatch", microbatch}});
+    // The previous step's copies out of these buffers: done long ago (they ran first in that step).
+    b.copied.synchronize();
     (*source_)(global_batch_, microbatch, b.host_ids, b.host_targets);
   }
-  ctx_.copy_from_host(b.host_ids, b.ids);
-  ctx_.copy_from_host(b.host_targets, b.targets);
+  ctx_.copy_from_pinned(b.host_ids, b.ids);
+  ctx_.copy_from_pinned(b.host_targets, b.targets);
+  b.copied = ctx_.stream().record();
   wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   b.read = true;
   return b;

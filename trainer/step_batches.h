@@ -1,7 +1,9 @@
 // StepBatches: the micro-batches of one step as this rank reads them — each at most once, when the
 // first of its chunks needs it (the embedding needs the ids, the head the targets), kept until the
 // step ends so that the chunk's backward and the rank's other chunks find it. Middle pipeline
-// stages never read data. The source fills host buffers; each is copied to the device explicitly.
+// stages never read data. The source fills pinned host buffers, copied to the device asynchronously
+// on the compute stream: reading a micro-batch never makes the host wait for the device's queue, so
+// the host keeps enqueueing ahead of the GPU (the step's one synchronization is its read-back).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "kernels/device_context.h"
+#include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "parallel/trace.h"
 
@@ -38,8 +41,9 @@ class StepBatches {
 
  private:
   struct Batch {
-    Tensor host_ids, host_targets;  // what the source fills (pinned memory on a GPU, later)
+    Tensor host_ids, host_targets;  // what the source fills: pinned, the copies' sources
     Tensor ids, targets;            // on the device
+    Event copied;                   // after the last copies from host_*: refill once it completed
     bool read = false;
   };
   Batch& read(int microbatch);

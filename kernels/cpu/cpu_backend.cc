@@ -25,6 +25,8 @@ constexpr Backend kCpuBackend{
     .copy = &copy,
     .copy_to_host = &copy,
     .copy_from_host = &copy,
+    .allocate_pinned = &Storage::host,
+    .copy_from_pinned = &copy,
     .fill = &fill,
     .scale = &scale,
     .axpy = &axpy,

@@ -31,6 +31,11 @@ std::shared_ptr<Storage> allocate_storage(size_t bytes) {
   return std::make_shared<Storage>(Device::kCuda, allocate(bytes), bytes, &release);
 }
 
+// Host memory (Device::kCpu), page-locked so that copy_from_pinned is a DMA the host does not wait for.
+std::shared_ptr<Storage> allocate_pinned_storage(size_t bytes) {
+  return std::make_shared<Storage>(Device::kCpu, allocate_pinned(bytes), bytes, &free_pinned);
+}
+
 // The CPU's message, word for word (kernels/cpu/embedding.cc), so errors read the same on both.
 void check_indices(const char* op, const char* what, const int32_t* ids, int64_t n, int64_t vocab) {
   int32_t bad_id = 0;
@@ -167,6 +172,8 @@ constexpr Backend kCudaBackend{
     .copy = &copy,
     .copy_to_host = &copy_to_host,
     .copy_from_host = &copy_from_host,
+    .allocate_pinned = &allocate_pinned_storage,
+    .copy_from_pinned = &copy_from_pinned,
     .synchronize = &synchronize,
     .record_event = &record_event,
     .event_query = &event_query,

@@ -189,6 +189,20 @@ void copy_from_host(const void* host_src, void* device_dst, int64_t bytes) {
   }
 }
 
+void* allocate_pinned(size_t bytes) {
+  void* ptr = nullptr;
+  LATTICE_CUDA_CHECK(cudaMallocHost(&ptr, std::max<size_t>(bytes, 1)));
+  return ptr;
+}
+
+void free_pinned(void* ptr) { cudaFreeHost(ptr); }  // a destructor's path: never throws
+
+void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {
+  if (bytes <= 0) return;
+  LATTICE_CUDA_CHECK(cudaMemcpyAsync(device_dst, pinned_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
+                                     compute_stream()));
+}
+
 void synchronize() { LATTICE_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
 
 }  // namespace lattice::cuda
