@@ -234,7 +234,7 @@ void bias_backward(const Tensor& dy, Tensor& dbias) {
 
 // ---- embeddings ----
 
-void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
+void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, Ids ids_check) {
   const char* op = "embedding_forward";
   const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
@@ -244,7 +244,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
   const int64_t n = ids.numel(), v = table.dim(0), h = table.dim(1);
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
-  be.check_indices(op, "token id", ids.i32(), n, v);
+  if (ids_check == Ids::kCheck) be.check_indices(op, "token id", ids.i32(), n, v);
   if (be.typed != nullptr) {
     return be.typed->embedding_forward_shard(ids.i32(), data_in(table), data_out(out), n, h, 0, v);
   }
@@ -253,7 +253,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
   f32.finish();
 }
 
-void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable, Ids ids_check) {
   const char* op = "embedding_backward";
   const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
@@ -263,7 +263,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
   const int64_t n = ids.numel(), v = dtable.dim(0), h = dtable.dim(1);
   LATTICE_CHECK(last_dim(dout) == h && dout.numel() == n * h, "{}: dout {} must be [{}, {}] for ids {} and dtable {}",
                 op, dout.describe(), n, h, ids.describe(), dtable.describe());
-  be.check_indices(op, "token id", ids.i32(), n, v);
+  if (ids_check == Ids::kCheck) be.check_indices(op, "token id", ids.i32(), n, v);
   F32Staging f32(be);
   if (be.typed != nullptr) {
     be.typed->embedding_backward_shard(ids.i32(), data_in(dout), f32.in_out(dtable), n, h, 0, v);
@@ -306,7 +306,7 @@ void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
 }
 
 void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t first_row, int64_t vocab_size,
-                             Tensor& out) {
+                             Tensor& out, Ids ids_check) {
   const char* op = "embedding_forward_shard";
   const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
@@ -317,7 +317,7 @@ void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t fir
   const int64_t n = ids.numel(), h = table.dim(1);
   LATTICE_CHECK(last_dim(out) == h && out.numel() == n * h, "{}: out {} must be [{}, {}] for ids {} and table {}",
                 op, out.describe(), n, h, ids.describe(), table.describe());
-  be.check_indices(op, "token id", ids.i32(), n, vocab_size);
+  if (ids_check == Ids::kCheck) be.check_indices(op, "token id", ids.i32(), n, vocab_size);
   if (be.typed != nullptr) {
     return be.typed->embedding_forward_shard(ids.i32(), data_in(table), data_out(out), n, h, first_row,
                                              table.dim(0));
@@ -328,7 +328,7 @@ void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t fir
 }
 
 void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t first_row, int64_t vocab_size,
-                              Tensor& dtable) {
+                              Tensor& dtable, Ids ids_check) {
   const char* op = "embedding_backward_shard";
   const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
@@ -339,7 +339,7 @@ void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t fir
   const int64_t n = ids.numel(), h = dtable.dim(1);
   LATTICE_CHECK(last_dim(dout) == h && dout.numel() == n * h, "{}: dout {} must be [{}, {}] for ids {} and dtable {}",
                 op, dout.describe(), n, h, ids.describe(), dtable.describe());
-  be.check_indices(op, "token id", ids.i32(), n, vocab_size);
+  if (ids_check == Ids::kCheck) be.check_indices(op, "token id", ids.i32(), n, vocab_size);
   F32Staging f32(be);
   if (be.typed != nullptr) {
     be.typed->embedding_backward_shard(ids.i32(), data_in(dout), f32.in_out(dtable), n, h, first_row,
@@ -626,7 +626,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 
 // ---- loss ----
 
-void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse) {
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse, Ids ids_check) {
   const char* op = "cross_entropy_forward";
   const Backend& be = backend_for(op, {&logits, &targets, &losses, &lse});
   need_data(op, "logits", logits);
@@ -638,7 +638,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
   need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
   need_numel(op, "losses", losses, n, "one per row of logits");
   need_numel(op, "lse", lse, n, "one per row of logits");
-  be.check_indices(op, "target", targets.i32(), n, v);
+  if (ids_check == Ids::kCheck) be.check_indices(op, "target", targets.i32(), n, v);
   if (be.typed != nullptr) {
     return be.typed->cross_entropy_forward(data_in(logits), targets.i32(), losses.f32(), lse.f32(), n, v);
   }
@@ -647,7 +647,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
-                            Tensor& dlogits) {
+                            Tensor& dlogits, Ids ids_check) {
   const char* op = "cross_entropy_backward";
   const Backend& be = backend_for(op, {&logits, &targets, &lse, &dlogits});
   need_data(op, "logits", logits);
@@ -660,7 +660,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   need_numel(op, "dlogits", dlogits, logits.numel(), "same as logits");
   LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
                 dlogits.describe(), logits.describe());
-  be.check_indices(op, "target", targets.i32(), n, v);
+  if (ids_check == Ids::kCheck) be.check_indices(op, "target", targets.i32(), n, v);
   if (be.typed != nullptr) {
     return be.typed->cross_entropy_shard_backward(data_in(logits), targets.i32(), lse.f32(), grad_scale,
                                                   data_out(dlogits), n, v, 0, v);
@@ -697,7 +697,7 @@ void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& r
 }
 
 void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const Tensor& row_max, int64_t first_col,
-                              int64_t valid_cols, int64_t vocab_size, Tensor& sums) {
+                              int64_t valid_cols, int64_t vocab_size, Tensor& sums, Ids ids_check) {
   const char* op = "cross_entropy_shard_sums";
   const Backend& be = backend_for(op, {&logits, &targets, &row_max, &sums});
   check_shard(op, logits, first_col, valid_cols);
@@ -708,7 +708,7 @@ void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const
   need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
   need_numel(op, "row_max", row_max, n, "one per row of logits");
   need_numel(op, "sums", sums, 2 * n, "[2, N]: sum of exponentials and target logit per row");
-  be.check_indices(op, "target", targets.i32(), n, vocab_size);
+  if (ids_check == Ids::kCheck) be.check_indices(op, "target", targets.i32(), n, vocab_size);
   if (be.typed != nullptr) {
     return be.typed->cross_entropy_shard_sums(data_in(logits), targets.i32(), row_max.f32(), sums.f32(),
                                               sums.f32() + n, n, last_dim(logits), first_col, valid_cols);
@@ -732,7 +732,8 @@ void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor&
 }
 
 void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
-                                  int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits) {
+                                  int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits,
+                                  Ids ids_check) {
   const char* op = "cross_entropy_shard_backward";
   const Backend& be = backend_for(op, {&logits, &targets, &lse, &dlogits});
   check_shard(op, logits, first_col, valid_cols);
@@ -745,7 +746,7 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, c
   need_numel(op, "dlogits", dlogits, logits.numel(), "same as logits");
   LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
                 dlogits.describe(), logits.describe());
-  be.check_indices(op, "target", targets.i32(), n, vocab_size);
+  if (ids_check == Ids::kCheck) be.check_indices(op, "target", targets.i32(), n, vocab_size);
   if (be.typed != nullptr) {
     return be.typed->cross_entropy_shard_backward(data_in(logits), targets.i32(), lse.f32(), grad_scale,
                                                   data_out(dlogits), n, v, first_col, valid_cols);

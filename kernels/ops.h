@@ -48,11 +48,17 @@ void add_bias(Tensor& y, const Tensor& bias);
 // dbias[F] += column sums of dy[N, F].
 void bias_backward(const Tensor& dy, Tensor& dbias);
 
+// ---- token ids ----
+// Whether an op with token ids or targets checks them against the vocabulary. On a GPU the check
+// reads a value back, a host synchronization, so the model's ops take ids its callers checked on
+// the host when they filled them (the trainer's micro-batches, the generator's window): kChecked.
+enum class Ids { kCheck, kChecked };
+
 // ---- embeddings ----
 // out[N, H] = table[ids[n], :] (ids: i32[N]); ids out of [0, V) is an error.
-void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
+void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, Ids ids_check = Ids::kCheck);
 // dtable[ids[n], :] += dout[n, :].
-void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable, Ids ids_check = Ids::kCheck);
 // Learned positions: x[B, T, H] += table[t, :] for t < T.
 void add_position_embedding(Tensor& x, const Tensor& table);
 // dtable[t, :] += sum over b of dx[b, t, :].
@@ -61,10 +67,10 @@ void position_embedding_backward(const Tensor& dx, Tensor& dtable);
 // first_row + rows). out[N, H] = table[ids[n] - first_row, :] for the ids in that range, else 0
 // (summed over the tp ranks this is the full lookup). ids outside [0, vocab_size) are an error.
 void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t first_row, int64_t vocab_size,
-                             Tensor& out);
+                             Tensor& out, Ids ids_check = Ids::kCheck);
 // dtable[ids[n] - first_row, :] += dout[n, :] for the ids in the shard's range; other rows untouched.
 void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t first_row, int64_t vocab_size,
-                              Tensor& dtable);
+                              Tensor& dtable, Ids ids_check = Ids::kCheck);
 // Learned positions of a run of flattened tokens (sequence parallelism: a rank holds tokens
 // [first_token, first_token + N) of the [B·T] token dimension): x[N, H] += table[(first_token + i)
 // mod seq_length, :]. table is [P >= seq_length, H].
@@ -112,11 +118,12 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 // ---- loss ----
 // Softmax cross-entropy over rows of logits[N, V] against targets i32[N]. losses[N] gets each
 // row's -log p(target); lse[N] is saved for backward. Targets outside [0, V) are an error.
-void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse);
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse,
+                           Ids ids_check = Ids::kCheck);
 // dlogits = (softmax(logits) - onehot(target)) * grad_scale, written in place of `logits` is
 // allowed (dlogits may alias logits).
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
-                            Tensor& dlogits);
+                            Tensor& dlogits, Ids ids_check = Ids::kCheck);
 
 // ---- vocab-parallel loss (tensor parallelism: each tp rank holds some vocabulary columns) ----
 // logits[N, Vl] are global vocab columns [first_col, first_col + Vl); only the first `valid_cols`
@@ -129,12 +136,13 @@ void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& r
 // row_max must already be the global max. sums is f32[2, N]. targets outside [0, vocab_size) are
 // an error.
 void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const Tensor& row_max, int64_t first_col,
-                              int64_t valid_cols, int64_t vocab_size, Tensor& sums);
+                              int64_t valid_cols, int64_t vocab_size, Tensor& sums, Ids ids_check = Ids::kCheck);
 void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor& losses, Tensor& lse);
 // dlogits = (softmax(logits) - onehot(target)) * grad_scale on the valid columns (with the global
 // lse), 0 on padding columns; dlogits may alias logits.
 void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
-                                  int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits);
+                                  int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits,
+                                  Ids ids_check = Ids::kCheck);
 
 // ---- optimizer (f32 only: it owns the fp32 main parameters and moments) ----
 struct AdamWParams {

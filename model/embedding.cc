@@ -1,4 +1,5 @@
-// Embedding forward/backward.
+// Embedding forward/backward. Token ids come checked against the vocabulary from the host (StepBatches,
+// TextGenerator), so the ops here take them as ops::Ids::kChecked: no read-back in the step.
 #include "model/embedding.h"
 
 #include "kernels/error.h"
@@ -33,15 +34,15 @@ void Embedding::forward(const Tensor& ids, Tensor& hidden) {
   const int64_t T = config_.seq_length;
   if (tp_.size() == 1) {
     Tensor x = hidden.view({ids.dim(0), ids.dim(1), config_.hidden_size});
-    ops::embedding_forward(ids, word_, x);
+    ops::embedding_forward(ids, word_, x, ops::Ids::kChecked);
     if (position_.defined()) ops::add_position_embedding(x, position_);
     return;
   }
   if (tp_.sequence_parallel) {
-    ops::embedding_forward_shard(ids, word_, first_row_, config_.vocab_size, full_);
+    ops::embedding_forward_shard(ids, word_, first_row_, config_.vocab_size, full_, ops::Ids::kChecked);
     reduce_scatter_tokens_forward(tp_, full_, hidden);
   } else {
-    ops::embedding_forward_shard(ids, word_, first_row_, config_.vocab_size, hidden);
+    ops::embedding_forward_shard(ids, word_, first_row_, config_.vocab_size, hidden, ops::Ids::kChecked);
     reduce_from_tp_region_forward(tp_, hidden);
   }
   if (position_.defined()) ops::add_position_embedding(hidden, position_, T, first_token_);
@@ -51,7 +52,7 @@ void Embedding::backward(const Tensor& ids, const Tensor& d_hidden) {
   const int64_t T = config_.seq_length;
   if (tp_.size() == 1) {
     Tensor dx = d_hidden.view({ids.dim(0), ids.dim(1), config_.hidden_size});
-    ops::embedding_backward(ids, dx, word_grad_);
+    ops::embedding_backward(ids, dx, word_grad_, ops::Ids::kChecked);
     if (position_.defined()) ops::position_embedding_backward(dx, position_grad_);
     return;
   }
@@ -63,7 +64,7 @@ void Embedding::backward(const Tensor& ids, const Tensor& d_hidden) {
     reduce_scatter_tokens_backward(tp_, d_hidden, full_);
     d_all = &full_;
   }
-  ops::embedding_backward_shard(ids, *d_all, first_row_, config_.vocab_size, word_grad_);
+  ops::embedding_backward_shard(ids, *d_all, first_row_, config_.vocab_size, word_grad_, ops::Ids::kChecked);
 }
 
 }  // namespace lattice

@@ -1,4 +1,5 @@
-// LmHead forward/backward.
+// LmHead forward/backward. Targets come checked against the vocabulary from the host (StepBatches), so
+// the loss ops take them as ops::Ids::kChecked: no read-back in the step.
 #include "model/lm_head.h"
 
 #include <algorithm>
@@ -55,14 +56,15 @@ void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses) {
   }
   ops::matmul(s.norm_out, false, head_, true, s.logits);
   if (tp_.size() == 1) {
-    ops::cross_entropy_forward(s.logits, targets, token_losses, s.lse);
+    ops::cross_entropy_forward(s.logits, targets, token_losses, s.lse, ops::Ids::kChecked);
     return;
   }
   // Vocab-parallel softmax: global row max, then the sums of exponentials and the target logit
   // (owned by exactly one rank) in one all-reduce.
   ops::cross_entropy_shard_max(s.logits, valid_cols_, row_max_);
   tp_.group->all_reduce_async(row_max_, ReduceOp::kMax).wait_on(tp_.stream);
-  ops::cross_entropy_shard_sums(s.logits, targets, row_max_, first_col_, valid_cols_, config_.vocab_size, sums_);
+  ops::cross_entropy_shard_sums(s.logits, targets, row_max_, first_col_, valid_cols_, config_.vocab_size, sums_,
+                                ops::Ids::kChecked);
   tp_.group->all_reduce_async(sums_).wait_on(tp_.stream);
   ops::cross_entropy_shard_loss(row_max_, sums_, token_losses, s.lse);
 }
@@ -71,10 +73,10 @@ void LmHead::backward(int slot, const Tensor& targets, float grad_scale, Tensor&
   Saved& s = saved_.at(static_cast<size_t>(slot));
   // The logits buffer becomes its own gradient.
   if (tp_.size() == 1) {
-    ops::cross_entropy_backward(s.logits, targets, s.lse, grad_scale, s.logits);
+    ops::cross_entropy_backward(s.logits, targets, s.lse, grad_scale, s.logits, ops::Ids::kChecked);
   } else {
     ops::cross_entropy_shard_backward(s.logits, targets, s.lse, grad_scale, first_col_, valid_cols_,
-                                      config_.vocab_size, s.logits);
+                                      config_.vocab_size, s.logits, ops::Ids::kChecked);
   }
   ops::matmul(s.logits, false, head_, false, d_norm_out_);  // partial over this rank's vocabulary
   {

@@ -3,14 +3,34 @@
 
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "kernels/error.h"
 
 namespace lattice {
 
-StepBatches::StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length,
+namespace {
+
+// The first value of `t` outside [0, vocab) as an InputError naming the micro-batch: a source that
+// hands out ids the model cannot embed (the data loader checks its own, with the file's name).
+void check_vocab(const Tensor& t, const char* what, int64_t vocab, int64_t global_batch, int64_t micro) {
+  const int32_t* v = t.i32();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (v[i] < 0 || v[i] >= vocab) {
+      throw InputError(fmt::format("micro-batch {} of global batch {}: {} {} at position {} is outside [0, {}) "
+                                   "(model.vocab_size): the data's tokenizer does not match the model",
+                                   micro, global_batch, what, v[i], i, vocab));
+    }
+  }
+}
+
+}  // namespace
+
+StepBatches::StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length, int64_t vocab_size,
                          const DeviceContext& ctx, Tracer& tracer)
     : micro_batch_size_(micro_batch_size),
       seq_length_(seq_length),
+      vocab_size_(vocab_size),
       ctx_(ctx),
       tracer_(tracer),
       batches_(micro_batches) {}
@@ -43,6 +63,8 @@ StepBatches::Batch& StepBatches::read(int microbatch) {
     b.copied.synchronize();
     (*source_)(global_batch_, microbatch, b.host_ids, b.host_targets);
   }
+  check_vocab(b.host_ids, "token id", vocab_size_, global_batch_, microbatch);
+  check_vocab(b.host_targets, "target", vocab_size_, global_batch_, microbatch);
   ctx_.copy_from_pinned(b.host_ids, b.ids);
   ctx_.copy_from_pinned(b.host_targets, b.targets);
   b.copied = ctx_.stream().record();

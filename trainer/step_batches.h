@@ -3,7 +3,9 @@
 // step ends so that the chunk's backward and the rank's other chunks find it. Middle pipeline
 // stages never read data. The source fills pinned host buffers, copied to the device asynchronously
 // on the compute stream: reading a micro-batch never makes the host wait for the device's queue, so
-// the host keeps enqueueing ahead of the GPU (the step's one synchronization is its read-back).
+// the host keeps enqueueing ahead of the GPU (the step's one synchronization is its read-back). The
+// ids and targets are checked against the vocabulary here, on the host, as they are filled, so the
+// model's ops need not check them on the device (a read-back each: kernels/ops.h, ops::Ids).
 #pragma once
 
 #include <cstdint>
@@ -24,11 +26,12 @@ using MicroBatchSource =
 
 class StepBatches {
  public:
-  // Room for `micro_batches` micro-batches of [micro_batch_size, seq_length] ids and targets; each
+  // Room for `micro_batches` micro-batches of [micro_batch_size, seq_length] ids and targets, each
+  // value in [0, vocab_size); each
   // buffer is allocated at its first read (in the first step; never on a rank that reads no data),
   // on the host and on ctx's device. `ctx` must outlive this.
-  StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length, const DeviceContext& ctx,
-              Tracer& tracer);
+  StepBatches(int64_t micro_batches, int64_t micro_batch_size, int64_t seq_length, int64_t vocab_size,
+              const DeviceContext& ctx, Tracer& tracer);
 
   // A new step (or evaluation batch): micro-batch i will be micro-batch i of `global_batch` of
   // `source`. `trace_step` is the step number in the trace's "data wait" events.
@@ -48,7 +51,7 @@ class StepBatches {
   };
   Batch& read(int microbatch);
 
-  int64_t micro_batch_size_, seq_length_;
+  int64_t micro_batch_size_, seq_length_, vocab_size_;
   const DeviceContext& ctx_;
   Tracer& tracer_;
   std::vector<Batch> batches_;

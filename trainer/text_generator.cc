@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "kernels/error.h"
 #include "trainer/step_readback.h"
 
@@ -22,6 +24,15 @@ std::vector<int32_t> TextGenerator::generate(std::vector<int32_t> context, const
   const int64_t T = model_.config().seq_length;
   LATTICE_CHECK(!context.empty() && sample_vocab >= 1 && sample_vocab <= model_.config().vocab_size,
                 "generate: {} context tokens, sample vocabulary {}", context.size(), sample_vocab);
+  // Checked here, on the host: the model's ops take ids as checked (ops::Ids), and sampled tokens
+  // are below sample_vocab.
+  for (size_t i = 0; i < context.size(); ++i) {
+    if (context[i] < 0 || context[i] >= model_.config().vocab_size) {
+      throw InputError(fmt::format("prompt token {} at position {} is outside [0, {}) (model.vocab_size): the "
+                                   "tokenizer does not match the model",
+                                   context[i], i, model_.config().vocab_size));
+    }
+  }
   std::mt19937_64 rng(options.seed);
   std::vector<int32_t> out;
   while (static_cast<int64_t>(out.size()) < options.max_new_tokens) {

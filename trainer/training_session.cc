@@ -166,8 +166,8 @@ void TrainingSession::build_optimizer() {
 void TrainingSession::build_pipeline() {
   grad_sync_ = std::make_unique<GradSync>(*params_, *rc_.tp, c_.parallel.sequence_parallel, rc_.embedding,
                                           c_.model.tie_embeddings, buckets_.get(), *tracer_);
-  batches_ = std::make_unique<StepBatches>(m_, c_.training.micro_batch_size, c_.model.seq_length, *device_,
-                                           *tracer_);
+  batches_ = std::make_unique<StepBatches>(m_, c_.training.micro_batch_size, c_.model.seq_length,
+                                           c_.model.vocab_size, *device_, *tracer_);
   for (auto& ch : chunks_) {
     // overlap_param_gather: the previous step's parameter all-gathers are waited for bucket by
     // bucket, right before the forward reads them (launched in forward order), not all at once.

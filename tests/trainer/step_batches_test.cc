@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/device_context.h"
+#include "kernels/error.h"
 #include "tests/kernels/backend_harness.h"
 #include "trainer/step_batches.h"
 
@@ -53,7 +54,7 @@ TEST_CASE("micro-batches reach the device through pinned buffers and enqueued co
   const DeviceContext ctx(Device::kCuda);
   Tracer tracer("", 0);
   constexpr int kMicro = 3;
-  StepBatches batches(kMicro, 2, 5, ctx, tracer);
+  StepBatches batches(kMicro, 2, 5, 100000, ctx, tracer);
 
   int step = 0;
   std::vector<int> waited_before_fill;  // per fill: the last event waited for (0: none)
@@ -61,7 +62,7 @@ TEST_CASE("micro-batches reach the device through pinned buffers and enqueued co
     waited_before_fill.push_back(events_waited.empty() ? 0 : events_waited.back());
     for (int64_t i = 0; i < ids.numel(); ++i) {
       ids.i32()[i] = static_cast<int32_t>(1000 * global + 100 * micro + i);
-      targets.i32()[i] = -ids.i32()[i];
+      targets.i32()[i] = ids.i32()[i] + 1;
     }
   };
   for (step = 0; step < 2; ++step) {
@@ -72,7 +73,7 @@ TEST_CASE("micro-batches reach the device through pinned buffers and enqueued co
       INFO("step " << step << " micro-batch " << m);
       for (int64_t i = 0; i < ids.numel(); ++i) {
         REQUIRE(ids.i32()[i] == 1000 * step + 100 * m + i);
-        REQUIRE(targets.i32()[i] == -ids.i32()[i]);
+        REQUIRE(targets.i32()[i] == ids.i32()[i] + 1);
       }
       (void)batches.targets(m);  // read once per step: no second fill or copy
     }
@@ -88,5 +89,23 @@ TEST_CASE("micro-batches reach the device through pinned buffers and enqueued co
   for (int m = 0; m < kMicro; ++m) {
     CHECK(waited_before_fill[m] == 0);
     CHECK(waited_before_fill[kMicro + m] == m + 1);
+  }
+}
+
+TEST_CASE("a source's id or target outside the vocabulary is an InputError naming the micro-batch") {
+  const DeviceContext ctx(Device::kCpu);
+  Tracer tracer("", 0);
+  StepBatches batches(2, 1, 4, 50, ctx, tracer);
+  for (const bool bad_target : {false, true}) {
+    const MicroBatchSource source = [&](int64_t, int64_t micro, Tensor& ids, Tensor& targets) {
+      for (int64_t i = 0; i < ids.numel(); ++i) ids.i32()[i] = targets.i32()[i] = 7;
+      if (micro == 1) (bad_target ? targets : ids).i32()[3] = bad_target ? -1 : 50;
+    };
+    batches.begin(source, 9, 9);
+    CHECK_NOTHROW(batches.ids(0));
+    const std::string want = bad_target ? "micro-batch 1 of global batch 9: target -1 at position 3 is outside [0, 50)"
+                                        : "micro-batch 1 of global batch 9: token id 50 at position 3 is outside [0, 50)";
+    CHECK_THROWS_AS(batches.ids(1), InputError);
+    CHECK_THROWS_WITH(batches.ids(1), Catch::Contains(want) && Catch::Contains("model.vocab_size"));
   }
 }

@@ -1,5 +1,7 @@
 // StepReadback: one device -> host copy per training step and per evaluation pass (counted through
-// a backend table whose copy_to_host counts), with the bits of a direct host computation.
+// a backend table whose copy_to_host counts), with the bits of a direct host computation; and no
+// device-side check of token ids in the step (on a GPU each is a read-back: StepBatches checks them
+// on the host).
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -18,16 +20,22 @@ using namespace lattice;
 
 namespace {
 
-int copies_to_host = 0;
+int copies_to_host = 0, index_checks = 0;
 
 void counted_copy_to_host(const void* src, void* host_dst, int64_t bytes) {
   ++copies_to_host;
   cpu::backend().copy_to_host(src, host_dst, bytes);
 }
 
-// `base` with its device -> host copies counted.
+void counted_check_indices(const char* op, const char* what, const int32_t* ids, int64_t n, int64_t vocab) {
+  ++index_checks;
+  cpu::backend().check_indices(op, what, ids, n, vocab);
+}
+
+// `base` with its device -> host copies and its index checks counted.
 Backend counting(Backend base) {
   base.copy_to_host = &counted_copy_to_host;
+  base.check_indices = &counted_check_indices;
   return base;
 }
 
@@ -82,7 +90,23 @@ TEST_CASE("a training run reads back once per step and once per evaluation pass"
     }
   };
   copies_to_host = 0;
+  index_checks = 0;
   const TrainResult r = train_on(c, TrainOptions{}, tokens, tokens);
   CHECK(copies_to_host == 5 + 3);  // 5 steps; evaluations after steps 2, 4 and 5 (the last)
+  CHECK(index_checks == 0);        // the embedding and the loss take the ids as checked
   CHECK(r.last_val_loss > 0);
+}
+
+TEST_CASE("the ops check ids on the device unless told they are checked") {
+  const Backend cpu = counting(cpu::backend());
+  test::ScopedBackend registered(Device::kCpu, &cpu);
+  Tensor ids = Tensor::zeros({4}, DType::kI32), table = Tensor::zeros({8, 3}), out = Tensor::zeros({4, 3});
+  index_checks = 0;
+  ops::embedding_forward(ids, table, out);
+  CHECK(index_checks == 1);
+  ops::embedding_forward(ids, table, out, ops::Ids::kChecked);
+  CHECK(index_checks == 1);
+  ids.i32()[2] = 8;
+  CHECK_THROWS_WITH(ops::embedding_forward(ids, table, out),
+                    Catch::Contains("embedding_forward: token id 8 at position 2 is outside [0, 8)"));
 }
