@@ -123,6 +123,12 @@ void GradBuckets::mark_ready(size_t param_index) {
   progress();
 }
 
+GradReduceStats GradBuckets::last_stats() const {
+  if (!last_launched_) return {};
+  return GradReduceStats{.comm_s = last_end_.seconds_since(last_first_launch_),
+                         .wait_s = last_end_.seconds_since(last_wait_start_)};
+}
+
 void GradBuckets::finish() {
   // Timed by events on the compute stream (on a GPU: when the stream got there, not the host).
   const Stream& stream = buffer_.context().stream();
@@ -143,8 +149,10 @@ void GradBuckets::finish() {
   }
   const Event end = stream.record();
   // Without overlap the first launch happens inside finish(): then all of it is exposed.
-  stats_.wait_s = any_launched_ ? end.seconds_since(launched_before ? wait_start : first_launch_) : 0.0;
-  stats_.comm_s = any_launched_ ? end.seconds_since(first_launch_) : 0.0;
+  last_launched_ = any_launched_;
+  last_first_launch_ = first_launch_;
+  last_wait_start_ = launched_before ? wait_start : first_launch_;
+  last_end_ = end;
   next_launch_ = 0;
   any_launched_ = false;
   std::fill(ready_count_.begin(), ready_count_.end(), 0);

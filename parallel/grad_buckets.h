@@ -54,7 +54,8 @@ struct GradBucketOptions {
 // Times of the last finish(), from events on the compute stream: comm_s from the first launch of
 // the step to the end of finish() (the time some gradient communication was outstanding), wait_s the
 // part the stream spent waiting in finish(). hidden_fraction = 1 - wait_s / comm_s: the share of
-// communication behind compute.
+// communication behind compute. Read from the events by last_stats(), which waits for them: call
+// it after the step's read-back so that finish() adds no host synchronization.
 struct GradReduceStats {
   double comm_s = 0.0;
   double wait_s = 0.0;
@@ -98,7 +99,7 @@ class GradBuckets {
   Tensor& shard_grads() { return shard_grads_; }
   int64_t shard_numel() const { return shard_grads_.numel(); }
 
-  const GradReduceStats& last_stats() const { return stats_; }
+  GradReduceStats last_stats() const;
 
  private:
   void launch(size_t b);
@@ -122,7 +123,10 @@ class GradBuckets {
   int next_launch_ = 0;
   bool any_launched_ = false;
   Event first_launch_;  // on the compute stream, at the step's first launch
-  GradReduceStats stats_;
+  // The last finish()'s intervals (none when it launched nothing): its start of waiting (or the
+  // first launch, when finish() launched everything) and its end.
+  bool last_launched_ = false;
+  Event last_first_launch_, last_wait_start_, last_end_;
 };
 
 }  // namespace lattice

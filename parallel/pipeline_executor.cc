@@ -34,9 +34,8 @@ struct PipelineExecutor::Step {
   int v;        // chunks on this rank
   int last_vs;  // the last virtual stage, p · v - 1
   std::vector<Held> held;
-  PipelineStepStats stats;
+  PipelineStepTiming timing;
   TraceAnchor anchor;  // places the step's event-timed spans on the trace
-  Event start;  // the step's first point on the stream
 
   int find(ActionType kind, int microbatch, int chunk) const {
     for (size_t i = 0; i < held.size(); ++i) {
@@ -84,7 +83,18 @@ void PipelineExecutor::release(int slot) {
 
 Tensor PipelineExecutor::buffer(int slot) const { return slot >= 0 ? pool_[slot].tensor : Tensor(); }
 
-PipelineStepStats PipelineExecutor::run(const std::vector<Action>& actions, const std::vector<PipelineStage*>& chunks) {
+PipelineStepStats PipelineStepTiming::stats() const {
+  PipelineStepStats s = counts;
+  s.forward_s = forward.seconds();
+  s.backward_s = backward.seconds();
+  s.recv_wait_s = recv_wait.seconds();
+  s.send_wait_s = send_wait.seconds();
+  s.step_s = end.seconds_since(start);
+  return s;
+}
+
+PipelineStepTiming PipelineExecutor::run(const std::vector<Action>& actions,
+                                         const std::vector<PipelineStage*>& chunks) {
   Step s = begin_step(actions, chunks);
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
@@ -99,7 +109,7 @@ PipelineStepStats PipelineExecutor::run(const std::vector<Action>& actions, cons
     }
   }
   end_step(s);
-  return s.stats;
+  return s.timing;
 }
 
 PipelineExecutor::Step PipelineExecutor::begin_step(const std::vector<Action>& actions,
@@ -116,7 +126,7 @@ PipelineExecutor::Step PipelineExecutor::begin_step(const std::vector<Action>& a
                   dtype_name(dtype), shape_string(shape));
   }
   reserve(static_cast<int64_t>(pool_.size()), shape, dtype);  // reallocates the pool on a shape change
-  Step s{actions, chunks, pp_.size(), pp_.rank(), v, pp_.size() * v - 1, {}, {}, {}, {}};
+  Step s{actions, chunks, pp_.size(), pp_.rank(), v, pp_.size() * v - 1, {}, {}, {}};
   // The whole list is checked before anything runs, so that a wrong peer fails here instead of
   // hanging in a transfer.
   for (const Action& a : actions) {
@@ -125,7 +135,7 @@ PipelineExecutor::Step PipelineExecutor::begin_step(const std::vector<Action>& a
   }
   s.held.reserve(16);
   s.anchor = tracer_.anchor(ctx_.stream());
-  s.start = ctx_.stream().record();
+  s.timing.start = ctx_.stream().record();
   return s;
 }
 
@@ -165,7 +175,7 @@ void PipelineExecutor::post_recv(Step& s, const Action& a, bool for_action) {
     s.held[idx].posted_for_action = s.held[idx].posted_for_action || for_action;
     return;
   }
-  const int slot = acquire(s.stats.buffers_allocated);
+  const int slot = acquire(s.timing.counts.buffers_allocated);
   const bool grad = a.type == ActionType::kRecvGrad;
   CommHandle h = pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
   s.held.push_back(Held{a.type, a.microbatch, a.chunk, slot, std::move(h), for_action});
@@ -188,12 +198,13 @@ void PipelineExecutor::send(Step& s, const Action& a) {
 }
 
 template <class Work>
-double PipelineExecutor::timed(const Step& s, const char* name, const char* category, TraceArgs args, Work&& work) {
+void PipelineExecutor::timed(const Step& s, DeviceTimeSum& sum, const char* name, const char* category, TraceArgs args,
+                             Work&& work) {
   const Event start = ctx_.stream().record();
   work();
   const Event end = ctx_.stream().record();
   tracer_.span(name, category, s.anchor, start, end, args);
-  return end.seconds_since(start);
+  sum.add(start, end);
 }
 
 void PipelineExecutor::forward(Step& s, size_t i) {
@@ -201,12 +212,12 @@ void PipelineExecutor::forward(Step& s, size_t i) {
   const int vs = virtual_stage(s.p, s.rank, a.chunk);
   post_lookahead(s, i);
   const int in = vs > 0 ? take_input(s, ActionType::kRecvActivation, a) : -1;
-  const int out = vs < s.last_vs ? acquire(s.stats.buffers_allocated) : -1;
+  const int out = vs < s.last_vs ? acquire(s.timing.counts.buffers_allocated) : -1;
   const TraceArgs args = {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}};
   Tensor input = buffer(in), output = buffer(out);
-  s.stats.forward_s += timed(s, "forward", "compute", args,
-                             [&] { s.chunks[a.chunk]->forward(a.microbatch, input, output); });
-  ++s.stats.forwards;
+  timed(s, s.timing.forward, "forward", "compute", args,
+        [&] { s.chunks[a.chunk]->forward(a.microbatch, input, output); });
+  ++s.timing.counts.forwards;
   end_compute(s, a, in, out, ActionType::kSendActivation);
 }
 
@@ -215,12 +226,12 @@ void PipelineExecutor::backward(Step& s, size_t i) {
   const int vs = virtual_stage(s.p, s.rank, a.chunk);
   post_lookahead(s, i);
   const int in = vs < s.last_vs ? take_input(s, ActionType::kRecvGrad, a) : -1;
-  const int out = vs > 0 ? acquire(s.stats.buffers_allocated) : -1;
+  const int out = vs > 0 ? acquire(s.timing.counts.buffers_allocated) : -1;
   const TraceArgs args = {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}};
   Tensor grad_output = buffer(in), grad_input = buffer(out);
-  s.stats.backward_s += timed(s, "backward", "compute", args,
-                              [&] { s.chunks[a.chunk]->backward(a.microbatch, grad_output, grad_input); });
-  ++s.stats.backwards;
+  timed(s, s.timing.backward, "backward", "compute", args,
+        [&] { s.chunks[a.chunk]->backward(a.microbatch, grad_output, grad_input); });
+  ++s.timing.counts.backwards;
   end_compute(s, a, in, out, ActionType::kSendGrad);
 }
 
@@ -241,7 +252,7 @@ int PipelineExecutor::take_input(Step& s, ActionType recv_kind, const Action& a)
   if (s.held[idx].recv.pending()) {
     const char* name = recv_kind == ActionType::kRecvGrad ? "recv_grad" : "recv_activation";
     const TraceArgs args = {{"microbatch", a.microbatch}, {"chunk", a.chunk}};
-    s.stats.recv_wait_s += timed(s, name, "communication", args, [&] { s.held[idx].recv.wait_on(ctx_.stream()); });
+    timed(s, s.timing.recv_wait, name, "communication", args, [&] { s.held[idx].recv.wait_on(ctx_.stream()); });
   }
   const int slot = s.held[idx].slot;
   s.held.erase(s.held.begin() + idx);
@@ -263,7 +274,7 @@ void PipelineExecutor::end_step(Step& s) {
       slot.send.wait();
     }
   }
-  s.stats.send_wait_s += ctx_.stream().record().seconds_since(start);
+  s.timing.send_wait.add(start, ctx_.stream().record());
   if (!s.held.empty()) {
     std::string what;
     for (Held& h : s.held) {
@@ -276,8 +287,8 @@ void PipelineExecutor::end_step(Step& s) {
     throw Error(fmt::format("pp rank {}: the action list left transfers without their other half: {}", s.rank, what));
   }
   for (Slot& slot : pool_) slot.in_use = false;
-  s.stats.step_s = ctx_.stream().record().seconds_since(s.start);
-  s.stats.buffers = pool_size();
+  s.timing.end = ctx_.stream().record();
+  s.timing.counts.buffers = pool_size();
 }
 
 double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group) {

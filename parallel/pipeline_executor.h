@@ -5,8 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/stream.h"
 #include "kernels/device_context.h"
+#include "kernels/device_time_sum.h"
+#include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/pipeline_stage.h"
@@ -31,6 +32,20 @@ struct PipelineStepStats {
   double compute_s() const { return forward_s + backward_s; }
   // This rank's idle share of the step: 1 - compute / step.
   double idle_fraction() const { return step_s > 0 ? 1.0 - compute_s() / step_s : 0.0; }
+};
+
+// A run's statistics as recorded: the counts, and the device intervals, read by stats() once the
+// step's work has completed (after the step's read-back), so that running a step adds no host
+// synchronization (on a GPU each read of an event's time waits for it).
+class PipelineStepTiming {
+ public:
+  PipelineStepStats stats() const;
+
+ private:
+  friend class PipelineExecutor;
+  PipelineStepStats counts;  // forwards, backwards, buffers; the seconds filled by stats()
+  DeviceTimeSum forward, backward, recv_wait, send_wait;
+  Event start, end;
 };
 
 // The measured pipeline bubble over the pp group: 1 - sum(compute) / (p · max(step)), the same
@@ -68,8 +83,8 @@ class PipelineExecutor {
   // chunks[c] as model chunk c (v = chunks.size(), virtual stage c·p + rank). Checks that the list
   // is consistent: peers as the layout implies (before any action runs), every produced
   // activation/gradient sent, every received one consumed. On return every transfer of this rank
-  // has completed.
-  PipelineStepStats run(const std::vector<Action>& actions, const std::vector<PipelineStage*>& chunks);
+  // has completed; its times are read from the returned timing (stats()) when the caller is ready to wait.
+  PipelineStepTiming run(const std::vector<Action>& actions, const std::vector<PipelineStage*>& chunks);
 
   // Grows the pool to at least `buffers` of this shape now (e.g. before the first timed step).
   void reserve(int64_t buffers, const Shape& shape, DType dtype = DType::kF32);
@@ -106,9 +121,9 @@ class PipelineExecutor {
   // The received input of a compute (the stream waits for it); its pool slot.
   int take_input(Step& s, ActionType recv_kind, const Action& a);
   void end_compute(Step& s, const Action& a, int in, int out, ActionType out_kind);
-  // Runs `work`; its seconds between events on the stream, also traced as a span.
+  // Runs `work`; adds its interval between events on the stream to `sum`, and traces it as a span.
   template <class Work>
-  double timed(const Step& s, const char* name, const char* category, TraceArgs args, Work&& work);
+  void timed(const Step& s, DeviceTimeSum& sum, const char* name, const char* category, TraceArgs args, Work&& work);
 
   Communicator& pp_;
   Tracer& tracer_;

@@ -82,8 +82,9 @@ Tracer::Tracer(std::string path, int rank, size_t max_events)
 Tracer::~Tracer() {
   bool dirty;
   {
+    std::lock_guard<std::mutex> pending_lock(pending_mutex_);
     std::lock_guard<std::mutex> lock(mutex_);
-    dirty = dirty_;
+    dirty = dirty_ || !pending_.empty();
   }
   if (!dirty) return;
   try {
@@ -132,8 +133,24 @@ TraceAnchor Tracer::anchor(const Stream& stream) const {
 void Tracer::span(std::string_view name, std::string_view category, const TraceAnchor& anchor,
                   const lattice::Event& start, const lattice::Event& end, TraceArgs args) {
   if (!enabled()) return;
-  record(Event{'X', 0, anchor.host_us + 1e6 * start.seconds_since(anchor.event), 1e6 * end.seconds_since(start),
-               std::string(name), std::string(category), args_to_json(args)});
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.push_back({anchor, start, end, std::string(name), std::string(category), args_to_json(args)});
+  }
+  record_pending(false);
+}
+
+void Tracer::record_pending(bool wait) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  size_t done = 0;
+  for (; done < pending_.size() && (wait || pending_[done].end.query()); ++done) {
+    PendingSpan& p = pending_[done];
+    if (wait) p.end.synchronize();  // then the anchor and start, earlier on the stream, are complete too
+    record(Event{'X', 0, p.anchor.host_us + 1e6 * p.start.seconds_since(p.anchor.event),
+                 1e6 * p.end.seconds_since(p.start), std::move(p.name), std::move(p.category),
+                 std::move(p.args_json)});
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 void Tracer::instant(std::string_view name, std::string_view category, TraceArgs args) {
@@ -181,6 +198,7 @@ size_t Tracer::dropped_events() const {
 
 void Tracer::flush() {
   if (!enabled()) return;
+  record_pending(true);
   std::lock_guard<std::mutex> lock(mutex_);
   // In time order; at equal start the longer (enclosing) event first, so parents precede children.
   std::vector<size_t> order(events_.size());

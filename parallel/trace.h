@@ -100,6 +100,8 @@ class Tracer {
   TraceAnchor anchor(const Stream& stream) const;
   // A complete event from `start` to `end`, recorded on `anchor`'s stream after it: timed by the
   // events, so that on a GPU it shows the device executing the work, not the host launching it.
+  // Kept pending until `end` has completed (checked by later spans, without waiting; flush() waits),
+  // so that tracing a step adds no host synchronization to it.
   void span(std::string_view name, std::string_view category, const TraceAnchor& anchor, const lattice::Event& start,
             const lattice::Event& end, TraceArgs args = {});
   // A zero-duration event ("ph":"i", thread scope).
@@ -130,9 +132,16 @@ class Tracer {
     std::string category;
     std::string args_json;  // "{...}" or empty
   };
+  struct PendingSpan {
+    TraceAnchor anchor;
+    lattice::Event start, end;
+    std::string name, category, args_json;
+  };
   double now_us() const;
   static std::string args_to_json(TraceArgs args);
   void record(Event event);
+  // Records the pending spans whose end has completed (all of them, waiting, when `wait`), in order.
+  void record_pending(bool wait);
   int lane_for_locked(std::string_view category);
 
   std::string path_;
@@ -145,6 +154,9 @@ class Tracer {
   std::map<std::string, int, std::less<>> lanes_;  // category -> lane
   size_t dropped_ = 0;
   bool dirty_ = false;
+
+  std::mutex pending_mutex_;  // taken before mutex_, never inside it
+  std::vector<PendingSpan> pending_;  // spans in the order given, ends not yet complete
 };
 
 }  // namespace lattice

@@ -281,23 +281,26 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   for (int ch = 0; ch < v_; ++ch)
     stages_[ch]->begin_run(slots_.slot[ch], slots_.last_backward[ch], step_losses_, grad_scale_);
   executor_->set_trace_step(step);
-  const PipelineStepStats pipe = executor_->run(actions_, stage_ptrs_);
+  const PipelineStepTiming pipe = executor_->run(actions_, stage_ptrs_);
   grad_sync_->finish();  // tp / embedding sums, then the dp buckets (launched during backward)
 
   StepOutcome out;
-  if (buckets_) {
-    result_.dp_comm_s += buckets_->last_stats().comm_s;
-    result_.dp_wait_s += buckets_->last_stats().wait_s;
-    out.hidden = buckets_->last_stats().hidden_fraction();
-  }
-  if (p_ > 1) out.bubble = measured_bubble(pipe, *rc_.pp);
   // This rank's loss sum and gradient sums of squares reach the host in the step's one copy.
   if (step_losses_.defined()) readback_->enqueue_loss_sum(0, step_losses_);
   const Event norm_start = stream.record();
   readback_->enqueue_grad_sum_squares(optimizer_->norm_grads());
   tracer_->span("grad norm", "optimizer", anchor, norm_start, stream.record(), {{"step", step}});
   readback_->read();
-  account_optimizer_time();  // the previous step's optimizer has finished before this read-back
+  // The step's work has completed: its events are read without waiting (before the read-back, each
+  // read would have been a host synchronization).
+  account_optimizer_time();  // the previous step's optimizer
+  if (buckets_) {
+    const GradReduceStats dp = buckets_->last_stats();
+    result_.dp_comm_s += dp.comm_s;
+    result_.dp_wait_s += dp.wait_s;
+    out.hidden = dp.hidden_fraction();
+  }
+  if (p_ > 1) out.bubble = measured_bubble(pipe.stats(), *rc_.pp);
   out.grad_norm = grad_norm_->compute(readback_->grad_sum_squares());
   out.loss = global_mean_loss(readback_->loss_sum(0), tokens_per_step_, groups_);
   if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {

@@ -174,7 +174,7 @@ PipelineStepStats run_and_check(Communicator& group, const Config& cfg, Tracer& 
   PipelineExecutor executor(group, tracer, host_context());
   PipelineStepStats stats;
   for (int step = 0; step < steps; ++step) {
-    stats = executor.run(actions, chunks);
+    stats = executor.run(actions, chunks).stats();
     CHECK(stats.forwards == m * v);
     CHECK(stats.backwards == m * v);
     if (step > 0) CHECK(stats.buffers_allocated == 0);  // the pool is reused
