@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/crc32.h"
 #include "checkpoint/safetensors.h"
+#include "kernels/backend.h"
 #include "kernels/error.h"
 #include "kernels/ops.h"
 
@@ -67,6 +68,10 @@ struct CheckpointWriter::Job {
   // overlap_snapshot: the copies the background thread makes before writing, and the fence the
   // caller waits on (wait_snapshot) before it changes the sources.
   std::vector<std::pair<Tensor, Tensor>> copies;
+  // Device sources: the end of the snapshot's copies on the device's copy stream (the writer thread
+  // waits for it before writing); `ordered` once the compute stream waits for it (wait_snapshot).
+  Event copies_done;
+  bool ordered = false;
   std::atomic<bool> snapshot_taken{false};
   std::mutex mutex;
   std::condition_variable snapshot_cv;
@@ -113,7 +118,14 @@ void CheckpointWriter::finish() {
 }
 
 void CheckpointWriter::allocate_staging(int64_t numel) {
-  if (staging_.numel() != numel) staging_ = Tensor::zeros({numel}, DType::kF32);
+  if (staging_.numel() == numel) return;
+  staging_ = Tensor();  // release first: the peak is the new buffer, not old + new
+  const Shape shape{numel};
+  // Pinned for a device's DMA; zeroed, so the pages are resident before the first save needs them.
+  staging_ = Tensor::over(backend_for("checkpoint snapshot", options_.device)
+                              .allocate_pinned(tensor_bytes(shape, DType::kF32)),
+                          shape, DType::kF32);
+  std::fill_n(staging_.f32(), numel, 0.0f);
 }
 
 void CheckpointWriter::reserve(const ParamLayout& layout, bool optimizer_state) {
@@ -160,7 +172,18 @@ void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& source
     }
   }
   const bool overlap = options_.async && options_.overlap_snapshot;
-  if (overlap) {
+  if (options_.device != Device::kCpu) {
+    for (const auto& [src, dst] : chunks) {
+      LATTICE_CHECK(src.device() == options_.device, "checkpoint save: {} is not on the writer's device {}",
+                    src.describe(), device_name(options_.device));
+    }
+    // One stream's copies complete in order: the last one's event stands for them all.
+    for (auto& [src, dst] : chunks) job->copies_done = ops::copy_to_host_async(src, dst);
+    if (!overlap) {
+      job->copies_done.synchronize();
+      job->snapshot_taken.store(true);
+    }
+  } else if (overlap) {
     job->copies = std::move(chunks);  // the background thread copies; the views keep the storage alive
   } else {
 #pragma omp parallel for schedule(dynamic, 1)
@@ -189,7 +212,14 @@ void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& source
 }
 
 void CheckpointWriter::wait_snapshot() {
-  if (!job_ || job_->snapshot_taken.load()) return;
+  if (!job_ || job_->snapshot_taken.load() || job_->ordered) return;
+  if (job_->copies_done.recorded()) {
+    // Device copies: whatever changes the sources next is enqueued on the compute stream, which
+    // now waits for the copies on the device; the host goes on.
+    Stream(options_.device).wait(job_->copies_done);
+    job_->ordered = true;
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   {
     std::unique_lock<std::mutex> lock(job_->mutex);
@@ -205,6 +235,7 @@ void CheckpointWriter::write_shard(Job& job) {
       for (auto& [src, dst] : job.copies) ops::copy(src, dst);
       job.copies.clear();
     }
+    job.copies_done.synchronize();  // device copies (none: complete)
   } catch (const std::exception& e) {
     job.error = fmt::format("checkpoint snapshot of step {} failed: {}", job.state.step, e.what());
     job.status.store(kFailed);

@@ -25,6 +25,7 @@
 
 #include "checkpoint/checkpoint_format.h"
 #include "checkpoint/shard_plan.h"
+#include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/param_layout.h"
@@ -41,6 +42,11 @@ struct CheckpointWriterOptions {
   // (before the optimizer step, a parameter all-gather or a load). Off: save() copies before it
   // returns.
   bool overlap_snapshot = false;
+  // Where the saved tensors live. On a device the host snapshot buffer is pinned memory, and the
+  // snapshot is one DMA per piece on the device's copy stream (ops::copy_to_host_async): it runs
+  // beside the next step's kernels, and wait_snapshot() orders the compute stream after it on the
+  // device instead of blocking the host.
+  Device device = Device::kCpu;
 };
 
 // The groups a save needs; nullptr world = one process (no communication at all).

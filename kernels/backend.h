@@ -36,12 +36,20 @@ struct Backend {
   // Enqueues a copy from pinned host memory on the compute stream and returns at once: the source
   // must stay unchanged until an event recorded after the call has completed (CPU: a plain copy).
   void (*copy_from_pinned)(const void* pinned_src, void* dst, int64_t bytes);
+  // Optional (null: copy_to_host). Enqueues a device -> pinned host copy on the device's copy
+  // stream, a second stream beside the compute stream, ordered after the compute stream's current
+  // point; returns an event at the copy's end without the host waiting, so that a checkpoint
+  // snapshot overlaps the next step's compute.
+  std::shared_ptr<void> (*copy_to_pinned_async)(const void* src, void* pinned_dst, int64_t bytes);
 
   // ---- the compute stream and its events (null on the CPU, where work runs inline) ----
   void (*synchronize)();                    // the host waits for the compute stream
   std::shared_ptr<void> (*record_event)();  // an event at the compute stream's current point
   bool (*event_query)(void* event);
   void (*event_synchronize)(void* event);
+  // Optional (null: one stream, nothing to order). The compute stream waits, on the device, for an
+  // event of another of the device's streams (the copy stream's).
+  void (*compute_wait)(void* event);
   double (*event_seconds)(void* start, void* end);  // device time between two events
   // Makes GPU local_rank mod visible the process's device; returns a line for the log. Exit 2
   // (InputError) when no device is visible.

@@ -8,6 +8,7 @@
 #include "kernels/backend.h"
 #include "kernels/error.h"
 #include "kernels/f32_staging.h"
+#include "kernels/stream.h"
 
 namespace lattice::ops {
 
@@ -93,6 +94,20 @@ void copy(const Tensor& src, Tensor& dst) {
   } else {
     backend_for("copy", {&src, &dst}).copy(src.raw(), dst.raw(), bytes);
   }
+}
+
+Event copy_to_host_async(const Tensor& src, Tensor& host_dst) {
+  LATTICE_CHECK(src.defined() && host_dst.defined() && host_dst.device() == Device::kCpu &&
+                    src.dtype() == host_dst.dtype() && src.numel() == host_dst.numel(),
+                "copy_to_host_async: src {} and host_dst {} must be of one dtype and size, host_dst on the host",
+                src.describe(), host_dst.describe());
+  const Backend& be = backend_for("copy_to_host_async", src.device());
+  if (src.device() == Device::kCpu || be.copy_to_pinned_async == nullptr) {
+    copy(src, host_dst);
+    return Event();  // complete
+  }
+  const auto bytes = static_cast<int64_t>(src.bytes());
+  return Event::adopt(src.device(), be.copy_to_pinned_async(src.raw(), host_dst.raw(), bytes));
 }
 
 void scale(Tensor& x, float alpha) {

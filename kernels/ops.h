@@ -15,11 +15,20 @@
 
 #include "kernels/tensor.h"
 
+namespace lattice {
+class Event;  // kernels/stream.h
+}  // namespace lattice
+
 namespace lattice::ops {
 
 // ---- elementwise and reductions ----
 void fill(Tensor& x, float value);
 void copy(const Tensor& src, Tensor& dst);                      // same numel; host <-> device too
+// A device tensor into a host one (same dtype and numel) without the host waiting: on a device with
+// a copy stream (Backend::copy_to_pinned_async) the copy runs there after the compute stream's work
+// so far, and host_dst (pinned: DeviceContext::pinned_empty) holds the data once the returned event
+// has completed. Elsewhere (the CPU, a host source) the copy is made before it returns.
+Event copy_to_host_async(const Tensor& src, Tensor& host_dst);
 void scale(Tensor& x, float alpha);                             // x *= alpha
 void axpy(float alpha, const Tensor& x, Tensor& y);             // y += alpha * x
 void add(const Tensor& a, const Tensor& b, Tensor& out);        // out = a + b (out may alias a or b)

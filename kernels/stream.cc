@@ -21,6 +21,15 @@ void Event::record(const Stream& stream) {
   device_event_ = std::move(device_event);
 }
 
+Event Event::adopt(Device device, std::shared_ptr<void> device_event) {
+  Event event;
+  event.device_ = device;
+  event.recorded_ = true;
+  event.host_time_ = std::chrono::steady_clock::now();
+  event.device_event_ = std::move(device_event);
+  return event;
+}
+
 bool Event::query() const {
   if (device_event_ == nullptr) return true;
   return backend_for("Event::query", device_).event_query(device_event_.get());
@@ -47,6 +56,9 @@ void Stream::wait(const Event& event) const {
   LATTICE_CHECK(!event.recorded() || event.device() == device_ || event.device() == Device::kCpu,
                 "Stream::wait: a {} stream cannot wait for a {} event", device_name(device_),
                 device_name(event.device()));
+  if (event.device_event_ == nullptr || device_ == Device::kCpu) return;
+  const Backend& backend = backend_for("Stream::wait", device_);
+  if (backend.compute_wait != nullptr) backend.compute_wait(event.device_event_.get());
 }
 
 void Stream::synchronize() const {

@@ -20,6 +20,8 @@ class Event {
 
   // Marks the point `stream` has reached: all work enqueued on it so far.
   void record(const Stream& stream);
+  // An event a device's backend recorded on one of its other streams (Backend::copy_to_pinned_async).
+  static Event adopt(Device device, std::shared_ptr<void> device_event);
   bool recorded() const { return recorded_; }
   Device device() const { return device_; }
   // Whether the work before the point has completed (CPU: always).
@@ -31,6 +33,7 @@ class Event {
   double seconds_since(const Event& start) const;
 
  private:
+  friend class Stream;  // Stream::wait hands the device event to the backend
   Device device_ = Device::kCpu;
   bool recorded_ = false;
   std::chrono::steady_clock::time_point host_time_;  // CPU: when recorded = when the work finished
@@ -47,7 +50,8 @@ class Stream {
   Device device() const { return device_; }
   // Work enqueued on this stream from now on starts after `event` completed: a device-side wait,
   // the host does not block (CPU: the event is complete already). A CPU event (host work, e.g. an
-  // MPI operation the host completed) is complete once recorded, so any stream may wait for it.
+  // MPI operation the host completed) is complete once recorded, so any stream may wait for it. An
+  // event of the device's copy stream is waited for by the device (Backend::compute_wait).
   void wait(const Event& event) const;
   // The host blocks until all work enqueued on this stream has completed (CPU: at once).
   void synchronize() const;

@@ -61,7 +61,7 @@ std::string describe_checkpoint_layout(const CheckpointLayout& l) {
 }
 
 TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayout& layout, Optimizer& optimizer,
-                                       Communicator* world, Communicator* dp)
+                                       Device device, Communicator* world, Communicator* dp)
     : config_(config), optimizer_(optimizer) {
   if (config.checkpoint.dir.empty()) return;
   CheckpointWriterOptions o;
@@ -71,6 +71,7 @@ TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayou
   // The copy into the host buffer runs on the writer thread during the next forward/backward;
   // before_optimizer_step() fences it.
   o.overlap_snapshot = config.checkpoint.async;
+  o.device = device;
   CheckpointLayout l;
   l.world_size = layout.world_size;
   l.tensor = layout.tensor;

@@ -30,9 +30,10 @@ class TrainingCheckpoint {
  public:
   // `world` and `dp` are nullptr in one process (no communication at all); they and the optimizer
   // must outlive this object. Saving is on when checkpoint.dir is set (constructing the writer is
-  // then a collective over `world`).
-  TrainingCheckpoint(const Config& config, const ParallelLayout& layout, Optimizer& optimizer, Communicator* world,
-                     Communicator* dp);
+  // then a collective over `world`). `device`: where the optimizer's state lives (a GPU's
+  // snapshots go over its copy stream into pinned memory).
+  TrainingCheckpoint(const Config& config, const ParallelLayout& layout, Optimizer& optimizer, Device device,
+                     Communicator* world, Communicator* dp);
   ~TrainingCheckpoint();
 
   // Loads what checkpoint.load names into the optimizer (main parameters, moments, step count;

@@ -86,8 +86,8 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   // Checkpoints: resume (main parameters, moments, optimizer step; the data source seeks to the
   // step's samples by itself) and, with checkpoint.dir, saves. One process communicates nothing.
   const bool job = grid.world_size() > 1;
-  checkpoint_ = std::make_unique<TrainingCheckpoint>(c, pl_, *optimizer_, job ? rc_.world : nullptr,
-                                                     job && D_ > 1 ? rc_.dp : nullptr);
+  checkpoint_ = std::make_unique<TrainingCheckpoint>(c, pl_, *optimizer_, device_->device(),
+                                                     job ? rc_.world : nullptr, job && D_ > 1 ? rc_.dp : nullptr);
   first_step_ = checkpoint_->resume() + 1;
   metrics_ = std::make_unique<MetricsWriter>(grid.rank() == 0 ? c.logging.metrics_file : std::string());
   metrics_->write_run_start({config_hash(c), first_step_ - 1, grid.world_size(), c.training.train_iters,

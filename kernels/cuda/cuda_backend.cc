@@ -108,11 +108,31 @@ void attention_backward(const float* dout, const float* q, const float* k, const
   }
 }
 
-std::shared_ptr<void> record_event() {
+// An event recorded at `stream`'s current point.
+std::shared_ptr<void> record_on(cudaStream_t stream) {
   cudaEvent_t event = nullptr;
   LATTICE_CUDA_CHECK(cudaEventCreate(&event));
-  LATTICE_CUDA_CHECK(cudaEventRecord(event, compute_stream()));
+  LATTICE_CUDA_CHECK(cudaEventRecord(event, stream));
   return std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+}
+
+std::shared_ptr<void> record_event() { return record_on(compute_stream()); }
+
+void compute_wait(void* event) {
+  LATTICE_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), static_cast<cudaEvent_t>(event), 0));
+}
+
+// On the copy stream after the compute stream's work so far: the snapshot reads the values that
+// work leaves, while the next step's kernels run beside it. The source must stay allocated until
+// the returned event completes.
+std::shared_ptr<void> copy_to_pinned_async(const void* src, void* pinned_dst, int64_t bytes) {
+  const std::shared_ptr<void> after = record_event();
+  LATTICE_CUDA_CHECK(cudaStreamWaitEvent(copy_stream(), static_cast<cudaEvent_t>(after.get()), 0));
+  if (bytes > 0) {
+    LATTICE_CUDA_CHECK(cudaMemcpyAsync(pinned_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
+                                       copy_stream()));
+  }
+  return record_on(copy_stream());
 }
 
 bool event_query(void* event) {
@@ -174,10 +194,12 @@ constexpr Backend kCudaBackend{
     .copy_from_host = &copy_from_host,
     .allocate_pinned = &allocate_pinned_storage,
     .copy_from_pinned = &copy_from_pinned,
+    .copy_to_pinned_async = &copy_to_pinned_async,
     .synchronize = &synchronize,
     .record_event = &record_event,
     .event_query = &event_query,
     .event_synchronize = &event_synchronize,
+    .compute_wait = &compute_wait,
     .event_seconds = &event_seconds,
     .select_device = &select_device,
     .peak_memory_bytes = &pool_peak_bytes,

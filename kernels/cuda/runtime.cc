@@ -189,6 +189,16 @@ void copy_from_host(const void* host_src, void* device_dst, int64_t bytes) {
   }
 }
 
+cudaStream_t copy_stream() {
+  (void)compute_stream();  // starts the runtime and sets this thread's device
+  static const cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    LATTICE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+
 void* allocate_pinned(size_t bytes) {
   void* ptr = nullptr;
   LATTICE_CUDA_CHECK(cudaMallocHost(&ptr, std::max<size_t>(bytes, 1)));

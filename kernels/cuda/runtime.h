@@ -43,6 +43,10 @@ void* allocate_pinned(size_t bytes);
 void free_pinned(void* ptr);
 void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes);
 
+// The second stream: device -> host copies that overlap the compute stream's work (checkpoint
+// snapshots), ordered against it by events. Created at first use on the process's device.
+cudaStream_t copy_stream();
+
 // The host blocks until the compute stream is drained.
 void synchronize();
 

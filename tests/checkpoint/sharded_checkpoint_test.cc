@@ -1,8 +1,13 @@
 // Sharded checkpoints in one process: round trips of values, moments and state (sync and async),
 // resharding between TP2 boxes and one process both ways, consolidation, every corruption class and
 // its message (with the store untouched), keep_last / `latest` semantics, and .partial leftovers.
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -13,10 +18,12 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/crc32.h"
 #include "checkpoint/safetensors.h"
+#include "kernels/device_context.h"
 #include "kernels/error.h"
 #include "model/model_parameters.h"
 #include "tests/checkpoint/python_helper.h"
 #include "tests/checkpoint/sharded_test_util.h"
+#include "tests/kernels/backend_harness.h"
 #include "tests/tiny_models.h"
 
 using namespace lattice;
@@ -167,6 +174,86 @@ TEST_CASE("overlapped snapshot: copied in the background, fenced by wait_snapsho
     CHECK(back.mismatches(static_cast<int>(step)) == 0);
   }
   writer.finish();
+}
+
+namespace {
+
+// A device posing on the host (test::cuda_stand_in) whose snapshot copies are DMAs on a copy stream:
+// each copies at once but its event completes only when waited for. Waits are counted per thread,
+// so that the training thread's can be told from the writer thread's.
+struct FakeCopyStream {
+  static inline int pinned_allocations = 0, copies = 0, compute_waits = 0, next_event = 0;
+  static inline std::atomic<int> training_thread_waits{0}, writer_thread_waits{0};
+  static inline std::thread::id training_thread;
+  static inline std::set<int> completed;
+  static inline std::mutex mutex;
+
+  static std::shared_ptr<Storage> allocate_pinned(size_t bytes) {
+    ++pinned_allocations;
+    return Storage::host(bytes);
+  }
+  static std::shared_ptr<void> copy(const void* src, void* dst, int64_t bytes) {
+    ++copies;
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return std::make_shared<int>(++next_event);
+  }
+  static bool query(void* e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return completed.count(*static_cast<int*>(e)) > 0;
+  }
+  static void synchronize(void* e) {
+    ++(std::this_thread::get_id() == training_thread ? training_thread_waits : writer_thread_waits);
+    std::lock_guard<std::mutex> lock(mutex);
+    for (int i = 1; i <= *static_cast<int*>(e); ++i) completed.insert(i);  // one stream: in order
+  }
+  static void compute_wait(void*) { ++compute_waits; }
+
+  static Backend device() {
+    Backend b = test::cuda_stand_in();
+    b.allocate_pinned = &allocate_pinned;
+    b.copy_to_pinned_async = &copy;
+    b.event_query = &query;
+    b.event_synchronize = &synchronize;
+    b.compute_wait = &compute_wait;
+    return b;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a device's snapshot: pinned buffer, copy-stream DMAs, and the training thread never waits") {
+  const Backend device = FakeCopyStream::device();
+  test::ScopedBackend registered(Device::kCuda, &device);
+  const DeviceContext gpu(Device::kCuda);
+  FakeCopyStream::training_thread = std::this_thread::get_id();
+  for (const bool overlap : {true, false}) {
+    INFO((overlap ? "overlapped snapshot" : "snapshot in save()"));
+    const std::string dir = fresh_dir(overlap ? "device_overlap" : "device_blocking");
+    Run run = make_run(model_parameter_specs(model()), 3);
+    Tensor values = gpu.to_device(run.store->flat_values()), exp_avg = gpu.to_device(run.exp_avg),
+           exp_avg_sq = gpu.to_device(run.exp_avg_sq);
+    CheckpointWriterOptions options{dir, /*async=*/true, 0, 1};
+    options.overlap_snapshot = overlap;
+    options.device = Device::kCuda;
+    FakeCopyStream::pinned_allocations = FakeCopyStream::copies = FakeCopyStream::compute_waits = 0;
+    FakeCopyStream::training_thread_waits = 0;
+    CheckpointWriter writer(options, {}, model_json(model()), CheckpointLayout{});
+    writer.save(*run.store, {&values, &exp_avg, &exp_avg_sq}, state_at(5));
+    writer.wait_snapshot();  // before the optimizer step
+    CHECK(FakeCopyStream::pinned_allocations == 1);
+    CHECK(FakeCopyStream::copies >= 3);  // at least one per saved tensor
+    // Overlapped: the compute stream waits for the copies on the device, the host goes on. Otherwise
+    // save() waited for them itself, once.
+    CHECK(FakeCopyStream::training_thread_waits == (overlap ? 0 : 1));
+    CHECK(FakeCopyStream::compute_waits == (overlap ? 1 : 0));
+    writer.wait_snapshot();  // a second fence adds nothing
+    CHECK(FakeCopyStream::compute_waits == (overlap ? 1 : 0));
+    writer.finish();
+    Run back = make_run(model_parameter_specs(model()), 9);
+    load_checkpoint(resolve_checkpoint(dir), json(), back.targets());
+    CHECK(back.mismatches(3) == 0);
+  }
+  CHECK(FakeCopyStream::writer_thread_waits >= 1);  // the writer waited for the copies before writing
 }
 
 TEST_CASE("TP2 checkpoint loads into one process, and one process into TP2") {
