@@ -15,6 +15,7 @@
 
 #include "kernels/device_context.h"
 #include "kernels/ops.h"
+#include "kernels/stream.h"
 #include "tests/kernels/backend_harness.h"
 #include "tests/kernels/test_util.h"
 
@@ -371,6 +372,23 @@ TEST_CASE("initialization is bit-identical to the CPU's, whole tensor and shard"
   ops::fill_normal(got, global, {500, 0}, 1234, 99, 0.02f);
   const Tensor back = gpu.to_host(got);
   REQUIRE(std::memcmp(back.raw(), want.raw(), want.bytes()) == 0);
+}
+
+TEST_CASE("a copy-stream snapshot sees the compute stream's writes before it and none after the stream waits for it") {
+  const DeviceContext gpu(Device::kCuda);
+  const int64_t n = int64_t{64} << 20;  // 256 MB: the copy takes long enough for a race to show
+  Tensor x = gpu.empty({n});
+  Tensor host = gpu.pinned_empty({n});
+  ops::fill(x, 1.0f);                                  // compute stream
+  const Event copied = ops::copy_to_host_async(x, host);  // copy stream, after the fill
+  gpu.stream().wait(copied);                           // the next write waits for the copy
+  ops::fill(x, 2.0f);
+  copied.synchronize();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += host.f32()[i] != 1.0f;
+  CHECK(wrong == 0);
+  gpu.stream().synchronize();
+  CHECK(gpu.to_host(x).f32()[n - 1] == 2.0f);
 }
 
 TEST_CASE("the same inputs give the same bits, run after run") {
