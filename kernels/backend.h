@@ -80,6 +80,12 @@ struct Backend {
   // into f32 scratch for sgemm (kernels/f32_staging.h).
   void (*gemm_bf16)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                     int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc);
+  // Optional: c = op(a) op(b) + bias (bias[N] added to every row; alpha 1, beta 0) in one pass, the
+  // bias added in the GEMM's epilogue. a and b both f32 or both bf16 (ab_bf16), c and bias of one
+  // dtype (c_bf16); k > 0. Returns false, having done nothing, for what it does not take (ops then
+  // runs matmul and add_bias).
+  bool (*gemm_bias)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                    const void* b, int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc);
 
   // ---- embeddings ----
   // Throws lattice::Error naming `op`, the first id outside [0, vocab) and its position.

@@ -186,22 +186,33 @@ void sum_squares_to(const Tensor& x, Tensor& out, int64_t slot) {
 
 // ---- matrix multiply ----
 
-void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
-  const Backend& be = backend_for("matmul", {&a, &b, &c});
-  need_data("matmul", "a", a);
-  need_data("matmul", "b", b);
-  need_data("matmul", "c", c);
-  LATTICE_CHECK(a.rank() >= 2 && b.rank() >= 2 && c.rank() >= 2, "matmul: a {}, b {}, c {} must have rank >= 2",
+namespace {
+// matmul's operands, checked for `op`, as the GEMM sees them: c[m, n] = op(a)[m, k] op(b)[k, n].
+struct GemmShape {
+  int64_t m, n, k, a_cols, b_cols;
+};
+GemmShape gemm_shape(const char* op, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c) {
+  need_data(op, "a", a);
+  need_data(op, "b", b);
+  need_data(op, "c", c);
+  LATTICE_CHECK(a.rank() >= 2 && b.rank() >= 2 && c.rank() >= 2, "{}: a {}, b {}, c {} must have rank >= 2", op,
                 a.describe(), b.describe(), c.describe());
   const int64_t a_rows = flat_rows(a), a_cols = last_dim(a);
   const int64_t b_rows = flat_rows(b), b_cols = last_dim(b);
   const int64_t m = trans_a ? a_cols : a_rows, k = trans_a ? a_rows : a_cols;
   const int64_t kb = trans_b ? b_cols : b_rows, n = trans_b ? b_rows : b_cols;
-  LATTICE_CHECK(k == kb, "matmul: inner dims differ: op(a) is [{}, {}] (a {}{}), op(b) is [{}, {}] (b {}{})", m, k,
+  LATTICE_CHECK(k == kb, "{}: inner dims differ: op(a) is [{}, {}] (a {}{}), op(b) is [{}, {}] (b {}{})", op, m, k,
                 a.describe(), trans_a ? ", transposed" : "", kb, n, b.describe(), trans_b ? ", transposed" : "");
-  LATTICE_CHECK(last_dim(c) == n && flat_rows(c) == m, "matmul: c is {}, expected [{}, {}] for a {}{} and b {}{}",
+  LATTICE_CHECK(last_dim(c) == n && flat_rows(c) == m, "{}: c is {}, expected [{}, {}] for a {}{} and b {}{}", op,
                 c.describe(), m, n, a.describe(), trans_a ? "^T" : "", b.describe(), trans_b ? "^T" : "");
-  LATTICE_CHECK(!overlaps(c, a) && !overlaps(c, b), "matmul: output c {} overlaps an input", c.describe());
+  LATTICE_CHECK(!overlaps(c, a) && !overlaps(c, b), "{}: output c {} overlaps an input", op, c.describe());
+  return {m, n, k, a_cols, b_cols};
+}
+}  // namespace
+
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
+  const Backend& be = backend_for("matmul", {&a, &b, &c});
+  const auto [m, n, k, a_cols, b_cols] = gemm_shape("matmul", a, trans_a, b, trans_b, c);
   if (m == 0 || n == 0) return;
   // bf16 a and b on a backend with a bf16 GEMM (CUDA: the tensor cores): no staging, c bf16 or f32
   // as it is. k = 0 is a fill or scale of c (below).
@@ -222,6 +233,39 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   F32Staging f32(be);
   float* out = beta == 0.0f ? f32.out(c) : f32.in_out(c);  // beta = 0 never reads c
   be.sgemm(trans_a, trans_b, m, n, k, alpha, f32.in(a), a_cols, f32.in(b), b_cols, beta, out, n);
+  f32.finish();
+}
+
+void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c) {
+  const char* op = "matmul_bias";
+  const Backend& be = backend_for(op, {&a, &b, &bias, &c});
+  const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, c);
+  need_data(op, "bias", bias);
+  need_numel(op, "bias", bias, n, fmt::format("last dim of c {}", c.describe()).c_str());
+  LATTICE_CHECK(!overlaps(c, bias), "{}: output c {} overlaps bias {}", op, c.describe(), bias.describe());
+  if (m == 0 || n == 0) return;
+  if (be.gemm_bias != nullptr || k == 0) {
+    // The device's fused GEMM where it takes the operands; else its GEMM, then its bias add.
+    if (k > 0 && a.dtype() == b.dtype() && bias.dtype() == c.dtype() &&
+        be.gemm_bias(trans_a, trans_b, m, n, k, a.raw(), a_cols, b.raw(), b_cols, a.dtype() == DType::kBF16,
+                     bias.raw(), c.raw(), c.dtype() == DType::kBF16, n)) {
+      return;
+    }
+    matmul(a, trans_a, b, trans_b, c);
+    add_bias(c, bias);
+    return;
+  }
+  // No fused GEMM (the CPU): the bias is added to the f32 product before a bf16 c is rounded, once,
+  // as the epilogue rounds it.
+  F32Staging f32(be);
+  float* out = f32.out(c);
+  be.sgemm(trans_a, trans_b, m, n, k, 1.0f, f32.in(a), a_cols, f32.in(b), b_cols, 0.0f, out, n);
+  const float* bias32 = f32.in(bias);
+  if (be.typed != nullptr) {
+    be.typed->add_bias(DataOut{out, false}, DataIn{bias32, false}, m, n);
+  } else {
+    be.add_bias(out, bias32, m, n);
+  }
   f32.finish();
 }
 

@@ -51,6 +51,10 @@ void cast(const Tensor& src, Tensor& dst);
 // bf16 a and b run as one bf16 GEMM where the backend has one (CUDA), else through an f32 GEMM.
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
             float beta = 0.0f);
+// c = op(a) op(b) + bias, bias[N] added to every row of c[M, N]: a linear layer's forward. matmul
+// then add_bias, which a device may fuse (CUDA: cuBLASLt's bias epilogue, one pass over c instead
+// of three, and a bf16 c rounded once instead of twice).
+void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c);
 
 // y[N, F] += bias[F] (broadcast over rows).
 void add_bias(Tensor& y, const Tensor& bias);

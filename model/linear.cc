@@ -20,6 +20,9 @@ void Linear::forward(const Tensor& x, Tensor& y, const Tensor& workspace) const 
     Tensor partial = workspace;
     ops::matmul(x, false, weight_, true, partial);
     reduce_scatter_tokens_forward(tp_, partial, y);
+  } else if (bias_.defined() && (kind_ != LinearKind::kRow || tp_.size() == 1)) {
+    ops::matmul_bias(x, false, weight_, true, bias_, y);  // nothing to reduce: the GEMM adds the bias
+    return;
   } else {
     ops::matmul(x, false, weight_, true, y);
     if (kind_ == LinearKind::kRow) reduce_from_tp_region_forward(tp_, y);

@@ -211,6 +211,7 @@ constexpr Backend kCudaBackend{
     .bf16_to_f32 = &bf16_to_f32,
     .sgemm = &sgemm,
     .gemm_bf16 = &gemm_bf16,
+    .gemm_bias = &gemm_bias,
     .check_indices = &check_indices,
     .attention_forward = &attention_forward,
     .attention_backward = &attention_backward,

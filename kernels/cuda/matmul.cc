@@ -1,5 +1,6 @@
-// cuBLASLt matmul (f32, and bf16 into bf16 or f32) with descriptors and the heuristic's algorithm
-// cached per problem, and one 32 MiB workspace (Hopper's recommended size; ../shared/GPU.md §2).
+// cuBLASLt matmul (f32, and bf16 into bf16 or f32; optionally with the bias epilogue) with
+// descriptors and the heuristic's algorithm cached per problem, and one 32 MiB workspace (Hopper's
+// recommended size; ../shared/GPU.md §2).
 #include "kernels/cuda/matmul.h"
 
 #include <cublasLt.h>
@@ -46,18 +47,19 @@ int alignment(const void* p, int element) {
 
 // One row-major problem as the callers state it: C[M, N] = alpha op(A) op(B) + beta C, `batch` times
 // with element strides between consecutive matrices; A and B are of one type, C (and D, the same
-// memory) of another.
+// memory) of another. bias: the epilogue adds a vector of C's type, bias[N], to every row.
 struct Problem {
   bool ta, tb;
   int64_t m, n, k, lda, ldb, ldc;
   int64_t batch, stride_a, stride_b, stride_c;
   cudaDataType_t ab_type, c_type;
+  bool bias = false;
 };
 
 // What the descriptors and the chosen algorithm depend on: the column-major problem cuBLASLt runs,
-// the types, beta != 0, the operands' alignments and TF32.
+// the types, beta != 0, the operands' alignments, TF32 and the bias epilogue.
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, cudaDataType_t, cudaDataType_t, bool, int, int, int, bool>;
+                       int64_t, cudaDataType_t, cudaDataType_t, bool, int, int, int, bool, bool>;
 
 std::atomic<bool> tf32_enabled{false};
 
@@ -65,6 +67,7 @@ struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool found = false;  // false only for a bias plan the heuristic has no algorithm for (declined)
 };
 
 struct Lt {
@@ -99,7 +102,7 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
 
 Plan make_plan(const Key& key) {
   const auto [ta, tb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, ab_type, c_type, has_beta, align_a,
-              align_b, align_c, tf32] = key;
+              align_b, align_c, tf32, bias] = key;
   Plan p;
   // f32 accumulation and f32 alpha / beta for every type (bf16 inputs too: CUBLAS_COMPUTE_32F).
   LATTICE_CUBLAS_CHECK(
@@ -107,6 +110,15 @@ Plan make_plan(const Key& key) {
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  if (bias) {
+    // Column-major D is [m, n] here (our n rows): the epilogue's bias has one entry per row of D.
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bias_type = c_type;
+    LATTICE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    LATTICE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
   // Column-major shapes as stored (before the op): A is m×k (k×m when transposed), B is k×n (n×k).
   p.a = ta ? layout(ab_type, k, m, lda, batch, stride_a) : layout(ab_type, m, k, lda, batch, stride_a);
   p.b = tb ? layout(ab_type, n, k, ldb, batch, stride_b) : layout(ab_type, k, n, ldb, batch, stride_b);
@@ -130,19 +142,23 @@ Plan make_plan(const Key& key) {
   int found = 0;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
   cublasLtMatmulPreferenceDestroy(pref);
+  if (found == 0 && bias) return p;  // gemm_bias declines: the caller adds the bias itself
   if (found == 0) {
     throw Error(fmt::format("cuBLASLt has no {} x {} -> {} algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, "
-                            "batch {}, alignment {} {} {}; beta {})",
+                            "batch {}, alignment {} {} {}; beta {}{})",
                             type_name(ab_type), type_name(ab_type), type_name(c_type), m, n, k, ta, tb, lda, ldb, ldc,
-                            batch, align_a, align_b, align_c, has_beta ? "!= 0" : "0"));
+                            batch, align_a, align_b, align_c, has_beta ? "!= 0" : "0", bias ? "; bias epilogue" : ""));
   }
   p.algo = result.algo;
+  p.found = true;
   return p;
 }
 
-// Runs a row-major problem with its cached plan; `op` names the caller in errors.
-void run(const char* op, const Problem& p, float alpha, const void* a, const void* b, float beta, void* c) {
-  if (p.m == 0 || p.n == 0 || p.batch == 0) return;
+// Runs a row-major problem with its cached plan; `op` names the caller in errors. `bias`: the
+// epilogue's vector when p.bias. false: a bias problem cuBLASLt has no algorithm for (nothing ran).
+bool run(const char* op, const Problem& p, float alpha, const void* a, const void* b, float beta, void* c,
+         const void* bias = nullptr) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return true;
   LATTICE_CHECK(p.k > 0, "{}: k = 0", op);
   // Every matrix of a batch must meet the alignment the plan promises: the stride counts too.
   auto align = [&](const void* ptr, int64_t stride, cudaDataType_t type) {
@@ -158,17 +174,22 @@ void run(const char* op, const Problem& p, float alpha, const void* a, const voi
   const Key key{p.tb, p.ta, p.n, p.m, p.k, p.ldb, p.lda, p.ldc, p.batch, p.stride_b, p.stride_a, p.stride_c,
                 p.ab_type, p.c_type, beta != 0.0f,
                 align(b, p.stride_b, p.ab_type), align(a, p.stride_a, p.ab_type), align(c, p.stride_c, p.c_type),
-                tf32};
+                tf32, p.bias};
   Lt& state = lt();
-  const Plan* plan;
-  {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    auto it = state.plans.find(key);
-    if (it == state.plans.end()) it = state.plans.emplace(key, make_plan(key)).first;
-    plan = &it->second;
+  // Held through the call: a bias plan's descriptor takes this call's bias pointer, which the
+  // call reads when it is made (the descriptor is shared by every call of the shape).
+  std::lock_guard<std::mutex> lock(state.mutex);
+  auto it = state.plans.find(key);
+  if (it == state.plans.end()) it = state.plans.emplace(key, make_plan(key)).first;
+  const Plan* plan = &it->second;
+  if (!plan->found) return false;
+  if (p.bias) {
+    LATTICE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
                                       plan->c, &plan->algo, state.workspace, kWorkspaceBytes, compute_stream()));
+  return true;
 }
 
 }  // namespace
@@ -205,6 +226,17 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   run("gemm_bf16",
       Problem{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, CUDA_R_16BF, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F},
       alpha, a, b, beta, c);
+}
+
+bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+               int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc) {
+  // The epilogue reads the bias with vector loads: a bias slice of the flat parameter buffer that is
+  // not 16-byte aligned takes the separate add instead.
+  if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
+  const cudaDataType_t c_type = c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, ab_bf16 ? CUDA_R_16BF : CUDA_R_32F, c_type};
+  p.bias = true;
+  return run("gemm_bias", p, 1.0f, a, b, 0.0f, c, bias);
 }
 
 }  // namespace lattice::cuda

@@ -15,6 +15,12 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc);
 
+// c = op(a) op(b) + bias[N] on every row (alpha 1, beta 0) through cuBLASLt's bias epilogue: a and
+// b f32 or both bf16 (ab_bf16), c and bias of c's type. false (nothing run) for an empty product or
+// a bias pointer that is not 16-byte aligned.
+bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+               int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc);
+
 // `batch` independent products of the same shape: the i-th reads a + i·stride_a and b + i·stride_b
 // and writes c + i·stride_c (strides in elements). k > 0.
 void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

@@ -167,6 +167,33 @@ TEST_CASE("bf16 matmul at GPT-2 124M sizes and ragged ones: bf16 and f32 outputs
   }
 }
 
+// The linear layers' forward with the bias in cuBLASLt's epilogue: against the CPU, which adds the bias
+// to its f32 product before rounding, as the epilogue does; tolerances as the plain GEMMs' (the bias
+// add is one exact-input f32 addition on both sides). A bias at an odd offset is declined and takes
+// the GEMM, then the bias kernel.
+TEST_CASE("matmul_bias at GPT-2 124M sizes, f32 and bf16, aligned and odd bias offsets") {
+  struct Linear {
+    int64_t m, n, k;
+  };
+  for (const Linear g : {Linear{8192, 2304, 768}, Linear{8192, 3072, 768}, Linear{333, 97, 129}}) {
+    const Tensors draws{random_tensor({g.m, g.k}, 1), random_tensor({g.n, g.k}, 2), random_tensor({g.n + 1}, 3),
+                        random_tensor({g.m, g.n}, 4)};
+    for (const bool bf16 : {false, true}) {
+      for (const int64_t offset : {int64_t{0}, int64_t{1}}) {
+        const Tensors inputs = bf16 ? test::with_bf16(draws, {0, 1, 2, 3}) : draws;
+        auto [cpu, gpu] = run_both(inputs, [&](Tensors& t) {
+          const Tensor bias = t[2].slice_flat(offset, {g.n});
+          ops::matmul_bias(t[0], false, t[1], true, bias, t[3]);
+        });
+        const double tol = bf16 ? bf16_matmul_tolerance(g.k, true) : kF32Tol;
+        require_close(fmt::format("matmul_bias {}x{}x{} {} bias offset {}", g.m, g.n, g.k, bf16 ? "bf16" : "f32",
+                                  offset),
+                      cpu, gpu, {3}, offset == 0 || !bf16 ? tol : tol + 1.0 / 256);  // declined bf16: 2 roundings
+      }
+    }
+  }
+}
+
 TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backward, both CUDA paths") {
   struct Att {
     int64_t b, t, hq, hkv, d;

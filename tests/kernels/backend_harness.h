@@ -72,7 +72,7 @@ std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t 
 // same case gives on `device` with its bf16 arguments widened to f32, each argument that is bf16 in
 // the run then rounded to nearest even (scalars equal). F32Staging computes exactly that, and a
 // device's typed kernels (kernels/typed_kernels.h), which load bf16 and round once, must too.
-// matmul and attention are left out: their bf16 kernels (tensor cores, cuDNN) accumulate in their
+// matmul, matmul_bias and attention are left out: their bf16 kernels (tensor cores, cuDNN) accumulate in their
 // own order, and compare_backend_ops holds them to the oracle's tolerance instead.
 std::vector<OpMismatch> compare_bf16_contract(Device device, uint64_t seed = 1);
 

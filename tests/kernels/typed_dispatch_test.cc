@@ -277,7 +277,8 @@ Backend typed_stand_in(const TypedKernels* table) {
 }
 
 // The typed entry each harness case's op reaches (-1: none): the plain and [B, T, H] forms go to
-// the shard and token entries, matmul only for k = 0, a c = beta c (scale).
+// the shard and token entries, matmul only for k = 0, a c = beta c (scale), and matmul_bias (no
+// fused GEMM on the stand-in) for its bias add.
 int entry_of(const test::OpCase& c) {
   static const std::map<std::string, int> kEntryOf = {
       {"fill", k_fill},
@@ -285,6 +286,7 @@ int entry_of(const test::OpCase& c) {
       {"axpy", k_axpy},
       {"add", k_add},
       {"add_bias", k_add_bias},
+      {"matmul_bias", k_add_bias},
       {"bias_backward", k_bias_backward},
       {"embedding_forward", k_embedding_forward_shard},
       {"embedding_backward", k_embedding_backward_shard},
@@ -368,11 +370,13 @@ TEST_CASE("each op reaches its typed entry once, with all-f32 operands as with b
         threw = true;  // the op's checks come before any kernel
       }
       const int want = threw ? -1 : entry_of(c);
+      // matmul_bias without a fused GEMM adds the bias to its staged f32 product: f32 operands always.
+      const bool f32_operands = bf16_args.empty() || c.op == "matmul_bias";
       INFO(test::case_name(c, bf16_args) << (threw ? " (throws)" : ""));
       for (int i = 0; i < kEntries; ++i) {
         INFO("entry " << kEntryNames[i]);
-        CHECK(g_f32_calls[i] == (i == want && bf16_args.empty() ? 1 : 0));
-        CHECK(g_bf16_calls[i] == (i == want && !bf16_args.empty() ? 1 : 0));
+        CHECK(g_f32_calls[i] == (i == want && f32_operands ? 1 : 0));
+        CHECK(g_bf16_calls[i] == (i == want && !f32_operands ? 1 : 0));
       }
     }
   }
