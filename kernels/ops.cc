@@ -244,29 +244,15 @@ void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   need_numel(op, "bias", bias, n, fmt::format("last dim of c {}", c.describe()).c_str());
   LATTICE_CHECK(!overlaps(c, bias), "{}: output c {} overlaps bias {}", op, c.describe(), bias.describe());
   if (m == 0 || n == 0) return;
-  if (be.gemm_bias != nullptr || k == 0) {
-    // The device's fused GEMM where it takes the operands; else its GEMM, then its bias add.
-    if (k > 0 && a.dtype() == b.dtype() && bias.dtype() == c.dtype() &&
-        be.gemm_bias(trans_a, trans_b, m, n, k, a.raw(), a_cols, b.raw(), b_cols, a.dtype() == DType::kBF16,
-                     bias.raw(), c.raw(), c.dtype() == DType::kBF16, n)) {
-      return;
-    }
-    matmul(a, trans_a, b, trans_b, c);
-    add_bias(c, bias);
+  if (be.gemm_bias != nullptr && k > 0 && a.dtype() == b.dtype() && bias.dtype() == c.dtype() &&
+      be.gemm_bias(trans_a, trans_b, m, n, k, a.raw(), a_cols, b.raw(), b_cols, a.dtype() == DType::kBF16,
+                   bias.raw(), c.raw(), c.dtype() == DType::kBF16, n)) {
     return;
   }
-  // No fused GEMM (the CPU): the bias is added to the f32 product before a bf16 c is rounded, once,
-  // as the epilogue rounds it.
-  F32Staging f32(be);
-  float* out = f32.out(c);
-  be.sgemm(trans_a, trans_b, m, n, k, 1.0f, f32.in(a), a_cols, f32.in(b), b_cols, 0.0f, out, n);
-  const float* bias32 = f32.in(bias);
-  if (be.typed != nullptr) {
-    be.typed->add_bias(DataOut{out, false}, DataIn{bias32, false}, m, n);
-  } else {
-    be.add_bias(out, bias32, m, n);
-  }
-  f32.finish();
+  // No fused GEMM (the CPU), or one that declined: the two ops, so the CPU's results are those of the
+  // code before matmul_bias existed (a bf16 c rounded after the product and again after the bias).
+  matmul(a, trans_a, b, trans_b, c);
+  add_bias(c, bias);
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {

@@ -53,7 +53,7 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
             float beta = 0.0f);
 // c = op(a) op(b) + bias, bias[N] added to every row of c[M, N]: a linear layer's forward. matmul
 // then add_bias, which a device may fuse (CUDA: cuBLASLt's bias epilogue, one pass over c instead
-// of three, and a bf16 c rounded once instead of twice).
+// of three; a bf16 c is then rounded once, not after the product and again after the bias).
 void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c);
 
 // y[N, F] += bias[F] (broadcast over rows).

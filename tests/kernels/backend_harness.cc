@@ -237,8 +237,8 @@ std::vector<OpCase> op_cases() {
   c.push_back({"matmul", "beta 0", 1e-5,
                [](In& in) { return T{in.uniform({7, 9}), in.uniform({5, 9}), in.uniform({7, 5})}; },
                [](T& t) { ops::matmul(t[0], false, t[1], true, t[2]); return none(); }, {{0, 1, 2}}});
-  // The bias added before a bf16 c is rounded; a bias that is a view at an odd offset (a slice of
-  // the flat parameter buffer), which a fused epilogue may decline.
+  // A bias that is a whole tensor, and one that is a view at an odd offset (a slice of the flat
+  // parameter buffer), which a fused epilogue may decline.
   c.push_back({"matmul_bias", "", 1e-5,
                [](In& in) { return T{in.uniform({7, 9}), in.uniform({5, 9}), in.uniform({5}), in.uniform({7, 5})}; },
                [](T& t) { ops::matmul_bias(t[0], false, t[1], true, t[2], t[3]); return none(); },

@@ -106,8 +106,11 @@ TEST_CASE("bf16 results one rounding apart are within tolerance; the cast itself
   ScopedBackend registered(Device::kCuda, &truncating);
   const auto mismatches = compare_backend_ops(Device::kCuda, /*exact=*/false);
   INFO(listing(mismatches));
-  REQUIRE(mismatches.size() == 1);
+  REQUIRE(!mismatches.empty());
   REQUIRE(mismatches[0].op == "cast (f32 -> bf16)");
+  // Besides the cast, only matmul_bias: on the CPU it rounds c twice (after the product and after
+  // the bias), so truncating is two roundings off there.
+  for (size_t i = 1; i < mismatches.size(); ++i) REQUIRE(mismatches[i].op.rfind("matmul_bias (", 0) == 0);
   REQUIRE(compare_backend_ops(Device::kCuda, /*exact=*/true).size() > 10);  // every op that writes bf16
 }
 

@@ -16,31 +16,16 @@
 #include "parallel/schedule.h"
 #include "parallel/trace.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/kernels/fake_events.h"
 
 using namespace lattice;
 
 namespace {
 
-// Event i is the i-th recorded; complete once g_completed reaches it; i to j lasts (j - i) ms.
-int g_recorded = 0, g_completed = 0, g_early_reads = 0;
-std::shared_ptr<void> fake_record() { return std::make_shared<int>(++g_recorded); }
-bool fake_query(void* e) { return *static_cast<int*>(e) <= g_completed; }
-void fake_synchronize(void* e) {
-  if (!fake_query(e)) ++g_early_reads;  // a host wait inside the step
-}
-double fake_seconds(void* start, void* end) {
-  if (!fake_query(start) || !fake_query(end)) ++g_early_reads;
-  return (*static_cast<int*>(end) - *static_cast<int*>(start)) * 1e-3;
-}
+using test::FakeEvents;
 
-Backend fake_event_device() {
-  Backend b = test::cuda_stand_in();
-  b.record_event = &fake_record;
-  b.event_query = &fake_query;
-  b.event_synchronize = &fake_synchronize;
-  b.event_seconds = &fake_seconds;
-  return b;
-}
+// No host wait and no read of an event in flight so far.
+bool nothing_waited() { return FakeEvents::waited.empty() && FakeEvents::early_reads == 0; }
 
 // A stage whose work is a fixed number of recorded events (standing for kernels) on the stream.
 class EventStage : public PipelineStage {
@@ -61,10 +46,9 @@ class EventStage : public PipelineStage {
 }  // namespace
 
 TEST_CASE("DeviceTimeSum reads its events only when asked") {
-  const Backend device = fake_event_device();
+  const Backend device = FakeEvents::device();
   test::ScopedBackend registered(Device::kCuda, &device);
   const Stream stream(Device::kCuda);
-  g_recorded = g_completed = g_early_reads = 0;
   DeviceTimeSum sum;
   CHECK(sum.seconds() == 0);
   for (int i = 0; i < 3; ++i) {
@@ -72,14 +56,14 @@ TEST_CASE("DeviceTimeSum reads its events only when asked") {
     (void)stream.record();
     sum.add(start, stream.record());  // 2 ms each
   }
-  CHECK(g_early_reads == 0);
-  g_completed = g_recorded;
+  CHECK(nothing_waited());
+  FakeEvents::completed = FakeEvents::recorded;
   CHECK(sum.seconds() == Approx(6e-3));
-  CHECK(g_early_reads == 0);
+  CHECK(nothing_waited());
 }
 
 TEST_CASE("a pipeline step reads no event: its times come from stats() after the step") {
-  const Backend device = fake_event_device();
+  const Backend device = FakeEvents::device();
   test::ScopedBackend registered(Device::kCuda, &device);
   const DeviceContext ctx(Device::kCuda);
   LocalCommunicator pp("pp");
@@ -88,12 +72,11 @@ TEST_CASE("a pipeline step reads no event: its times come from stats() after the
   EventStage a(ctx), b(ctx);
   const int m = 4;
   const std::vector<Action> actions = make_schedule(ScheduleKind::kInterleaved, 1, 2, m, 0);
-  g_recorded = g_completed = g_early_reads = 0;
   const PipelineStepTiming timing = executor.run(actions, {&a, &b});
-  CHECK(g_early_reads == 0);  // run() waited for no event
-  g_completed = g_recorded;   // the step's read-back: everything has run
+  CHECK(nothing_waited());                           // run() waited for no event
+  FakeEvents::completed = FakeEvents::recorded;      // the step's read-back: everything has run
   const PipelineStepStats stats = timing.stats();
-  CHECK(g_early_reads == 0);
+  CHECK(nothing_waited());
   CHECK(stats.forwards == 2 * m);
   CHECK(stats.backwards == 2 * m);
   // Between the events around each compute: a forward records one event (2 ms), a backward two (3 ms).

@@ -11,14 +11,16 @@
 #include "kernels/device_context.h"
 #include "kernels/error.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/kernels/fake_events.h"
 #include "trainer/step_batches.h"
 
 using namespace lattice;
 
 namespace {
 
-int pinned_allocations = 0, pinned_copies = 0, staged_copies = 0, events_recorded = 0;
-std::vector<int> events_waited;  // the ids of the events the host waited for, in order
+using test::FakeEvents;
+
+int pinned_allocations = 0, pinned_copies = 0, staged_copies = 0;
 
 std::shared_ptr<Storage> counted_allocate_pinned(size_t bytes) {
   ++pinned_allocations;
@@ -32,17 +34,11 @@ void counted_copy_from_host(const void* src, void* dst, int64_t bytes) {
   ++staged_copies;
   test::cuda_stand_in().copy_from_host(src, dst, bytes);
 }
-// Event i is the i-th recorded (from 1).
-std::shared_ptr<void> fake_record_event() { return std::make_shared<int>(++events_recorded); }
-void fake_event_synchronize(void* event) { events_waited.push_back(*static_cast<int*>(event)); }
-
 Backend counting_device() {
-  Backend b = test::cuda_stand_in();
+  Backend b = FakeEvents::device();
   b.allocate_pinned = &counted_allocate_pinned;
   b.copy_from_pinned = &counted_copy_from_pinned;
   b.copy_from_host = &counted_copy_from_host;
-  b.record_event = &fake_record_event;
-  b.event_synchronize = &fake_event_synchronize;
   return b;
 }
 
@@ -59,7 +55,7 @@ TEST_CASE("micro-batches reach the device through pinned buffers and enqueued co
   int step = 0;
   std::vector<int> waited_before_fill;  // per fill: the last event waited for (0: none)
   const MicroBatchSource source = [&](int64_t global, int64_t micro, Tensor& ids, Tensor& targets) {
-    waited_before_fill.push_back(events_waited.empty() ? 0 : events_waited.back());
+    waited_before_fill.push_back(FakeEvents::waited.empty() ? 0 : FakeEvents::waited.back());
     for (int64_t i = 0; i < ids.numel(); ++i) {
       ids.i32()[i] = static_cast<int32_t>(1000 * global + 100 * micro + i);
       targets.i32()[i] = ids.i32()[i] + 1;
@@ -82,7 +78,7 @@ TEST_CASE("micro-batches reach the device through pinned buffers and enqueued co
   CHECK(pinned_allocations == 2 * kMicro);  // ids and targets per micro-batch, in the first step only
   CHECK(staged_copies == 0);
   // One event per micro-batch per step, recorded behind its two copies: 1-3 in step 0, 4-6 in step 1.
-  CHECK(events_recorded == 2 * kMicro);
+  CHECK(FakeEvents::recorded == 2 * kMicro);
   // Step 0 fills fresh buffers (their default events are complete: nothing to wait for); step 1
   // refills micro-batch m only after waiting for event m + 1, the one behind step 0's copies of it.
   REQUIRE(waited_before_fill.size() == 2 * kMicro);

@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "parallel/trace.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/kernels/fake_events.h"
 
 using namespace lattice;
 using nlohmann::json;
@@ -185,31 +186,9 @@ TEST_CASE("an event-timed span lies where its events were recorded, inside the h
   CHECK(fwd["ts"].get<double>() + fwd["dur"].get<double>() <= step["ts"].get<double>() + step["dur"].get<double>());
 }
 
-namespace {
-
-// Fake device events: event i is the i-th recorded; complete once `g_completed` reaches it, which a
-// host wait for it does; i to j lasts (j - i) ms.
-int g_recorded = 0, g_completed = 0, g_host_waits = 0;
-std::shared_ptr<void> fake_record() { return std::make_shared<int>(++g_recorded); }
-bool fake_query(void* e) { return *static_cast<int*>(e) <= g_completed; }
-void fake_synchronize(void* e) {
-  ++g_host_waits;
-  g_completed = std::max(g_completed, *static_cast<int*>(e));
-}
-double fake_seconds(void* start, void* end) {
-  REQUIRE(fake_query(start));  // reading a time never waits: the event must be complete
-  REQUIRE(fake_query(end));
-  return (*static_cast<int*>(end) - *static_cast<int*>(start)) * 1e-3;
-}
-
-}  // namespace
-
 TEST_CASE("a span waits for nothing: it is kept until its end event completes, and flush waits for the rest") {
-  Backend device = test::cuda_stand_in();
-  device.record_event = &fake_record;
-  device.event_query = &fake_query;
-  device.event_synchronize = &fake_synchronize;
-  device.event_seconds = &fake_seconds;
+  using test::FakeEvents;
+  const Backend device = FakeEvents::device();
   test::ScopedBackend registered(Device::kCuda, &device);
   const fs::path dir = temp_dir("trace_pending");
   Tracer t((dir / "t.json").string(), 0);
@@ -218,13 +197,14 @@ TEST_CASE("a span waits for nothing: it is kept until its end event completes, a
   const Event a_start = stream.record(), a_end = stream.record();  // 2, 3
   t.span("a", "compute", anchor, a_start, a_end);
   CHECK(t.num_events() == 0);  // event 3 is still in flight
-  g_completed = 3;
+  FakeEvents::completed = 3;
   const Event b_start = stream.record(), b_end = stream.record();  // 4, 5
   t.span("b", "compute", anchor, b_start, b_end);
   CHECK(t.num_events() == 1);  // a, not b
-  CHECK(g_host_waits == 0);
+  CHECK(FakeEvents::waited.empty());
   t.flush();
-  CHECK(g_host_waits > 0);
+  CHECK(FakeEvents::waited == std::vector<int>{5});  // b's end
+  CHECK(FakeEvents::early_reads == 0);
   const json trace = read_json(dir / "t.rank0.json");
   const json a = events_named(trace, "a").at(0), b = events_named(trace, "b").at(0);
   CHECK(b["ts"].get<double>() - a["ts"].get<double>() == Approx(2000));  // events 2 and 4: 2 ms apart
