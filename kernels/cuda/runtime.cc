@@ -200,8 +200,10 @@ cudaStream_t copy_stream() {
 }
 
 void* allocate_pinned(size_t bytes) {
+  (void)compute_stream();  // starts the runtime on the process's device first
   void* ptr = nullptr;
-  LATTICE_CUDA_CHECK(cudaMallocHost(&ptr, std::max<size_t>(bytes, 1)));
+  // Portable: pinned for every context, whichever thread or device allocates it.
+  LATTICE_CUDA_CHECK(cudaHostAlloc(&ptr, std::max<size_t>(bytes, 1), cudaHostAllocPortable));
   return ptr;
 }
 

@@ -36,7 +36,7 @@ size_t pool_peak_bytes();
 void copy_to_host(const void* device_src, void* host_dst, int64_t bytes);
 void copy_from_host(const void* host_src, void* device_dst, int64_t bytes);
 
-// Page-locked host memory (cudaMallocHost), freed with free_pinned; and an H2D copy from it enqueued
+// Page-locked host memory (cudaHostAlloc, portable), freed with free_pinned; and an H2D copy from it enqueued
 // on compute_stream() that returns at once (the host keeps the source unchanged until an event
 // recorded after it has completed).
 void* allocate_pinned(size_t bytes);
