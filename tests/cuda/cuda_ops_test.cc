@@ -93,7 +93,7 @@ constexpr double kF32Tol = 1e-5;
 TEST_CASE("bf16 operands through the typed kernels: the widened f32 run's bits, rounded once (the staging contract)") {
   // The CUDA typed kernels load bf16 and store rounded bf16 in one pass; computing in f32 in between,
   // they must give exactly what widening, the f32 kernel and one rounding give on this device.
-  const std::vector<test::OpMismatch> found = test::compare_bf16_contract(Device::kCuda, 3);
+  const std::vector<test::OpMismatch> found = test::compare_bf16_contract(Device::kCuda, test::kOwnBf16Kernels, 3);
   for (const test::OpMismatch& m : found) FAIL_CHECK(m.op << ": " << m.detail);
   CHECK(found.empty());
 }
@@ -310,12 +310,8 @@ void require_staging_bits(const std::string& what, const Tensors& inputs, const 
   const DeviceContext gpu(Device::kCuda);
   const Tensors rounded = test::with_bf16(inputs, bf16);
   Tensors typed, widened;
-  for (const Tensor& t : rounded) {
-    typed.push_back(gpu.to_device(t));
-    Tensor w = Tensor::empty(t.shape(), t.dtype() == DType::kBF16 ? DType::kF32 : t.dtype());
-    ops::cast(t, w);
-    widened.push_back(gpu.to_device(w));
-  }
+  for (const Tensor& t : rounded) typed.push_back(gpu.to_device(t));
+  for (const Tensor& t : test::widened(rounded)) widened.push_back(gpu.to_device(t));
   op(typed);
   op(widened);
   for (size_t i = 0; i < rounded.size(); ++i) {

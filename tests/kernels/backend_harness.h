@@ -50,6 +50,8 @@ std::string case_name(const OpCase& c, const std::vector<int>& bf16_args = {});
 
 // Host copies of `t` with the arguments listed rounded to bf16 (ops::cast), the others cloned.
 Tensors with_bf16(const Tensors& t, const std::vector<int>& bf16_args);
+// Host copies of `t` with every bf16 tensor widened to f32 (exact), the others cloned.
+Tensors widened(const Tensors& t);
 
 // Element i of a host f32, bf16 (widened) or f64 tensor.
 double element(const Tensor& t, int64_t i);
@@ -72,9 +74,13 @@ std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t 
 // same case gives on `device` with its bf16 arguments widened to f32, each argument that is bf16 in
 // the run then rounded to nearest even (scalars equal). F32Staging computes exactly that, and a
 // device's typed kernels (kernels/typed_kernels.h), which load bf16 and round once, must too.
-// matmul, matmul_bias and attention are left out: their bf16 kernels (tensor cores, cuDNN) accumulate in their
-// own order, and compare_backend_ops holds them to the oracle's tolerance instead.
-std::vector<OpMismatch> compare_bf16_contract(Device device, uint64_t seed = 1);
+// The ops named in `left_out` are not checked.
+std::vector<OpMismatch> compare_bf16_contract(Device device, const std::vector<std::string>& left_out,
+                                              uint64_t seed = 1);
+// What a GPU leaves out of the contract: its bf16 GEMMs and attention (tensor cores, cuDNN)
+// accumulate in their own order, and compare_backend_ops holds them to the oracle's tolerance.
+inline const std::vector<std::string> kOwnBf16Kernels = {"matmul", "matmul_bias", "attention_forward",
+                                                         "attention_backward"};
 
 // The names of the ops the harness covers (each ops.h function name once).
 std::vector<std::string> harness_op_names();
