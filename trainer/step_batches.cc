@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/embedding.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -14,13 +15,11 @@ namespace {
 // The first value of `t` outside [0, vocab) as an InputError naming the micro-batch: a source that
 // hands out ids the model cannot embed (the data loader checks its own, with the file's name).
 void check_vocab(const Tensor& t, const char* what, int64_t vocab, int64_t global_batch, int64_t micro) {
-  const int32_t* v = t.i32();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (v[i] < 0 || v[i] >= vocab) {
-      throw InputError(fmt::format("micro-batch {} of global batch {}: {} {} at position {} is outside [0, {}) "
-                                   "(model.vocab_size): the data's tokenizer does not match the model",
-                                   micro, global_batch, what, v[i], i, vocab));
-    }
+  const int64_t bad = cpu::first_bad_index(t.i32(), t.numel(), vocab);
+  if (bad >= 0) {
+    throw InputError(fmt::format("micro-batch {} of global batch {}: {} {} at position {} is outside [0, {}) "
+                                 "(model.vocab_size): the data's tokenizer does not match the model",
+                                 micro, global_batch, what, t.i32()[bad], bad, vocab));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/embedding.h"
 #include "kernels/error.h"
 #include "trainer/step_readback.h"
 
@@ -26,12 +27,12 @@ std::vector<int32_t> TextGenerator::generate(std::vector<int32_t> context, const
                 "generate: {} context tokens, sample vocabulary {}", context.size(), sample_vocab);
   // Checked here, on the host: the model's ops take ids as checked (ops::Ids), and sampled tokens
   // are below sample_vocab.
-  for (size_t i = 0; i < context.size(); ++i) {
-    if (context[i] < 0 || context[i] >= model_.config().vocab_size) {
-      throw InputError(fmt::format("prompt token {} at position {} is outside [0, {}) (model.vocab_size): the "
-                                   "tokenizer does not match the model",
-                                   context[i], i, model_.config().vocab_size));
-    }
+  const int64_t bad =
+      cpu::first_bad_index(context.data(), static_cast<int64_t>(context.size()), model_.config().vocab_size);
+  if (bad >= 0) {
+    throw InputError(fmt::format("prompt token {} at position {} is outside [0, {}) (model.vocab_size): the "
+                                 "tokenizer does not match the model",
+                                 context[bad], bad, model_.config().vocab_size));
   }
   std::mt19937_64 rng(options.seed);
   std::vector<int32_t> out;

@@ -10,14 +10,15 @@
 
 namespace lattice::cpu {
 
-void check_indices(const char* op, const char* what, const int32_t* ids, int64_t n, int64_t vocab) {
-  int64_t bad = -1;
+int64_t first_bad_index(const int32_t* ids, int64_t n, int64_t vocab) {
   for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab) {
-      bad = i;
-      break;
-    }
+    if (ids[i] < 0 || ids[i] >= vocab) return i;
   }
+  return -1;
+}
+
+void check_indices(const char* op, const char* what, const int32_t* ids, int64_t n, int64_t vocab) {
+  const int64_t bad = first_bad_index(ids, n, vocab);
   if (bad >= 0) {
     throw Error(fmt::format("{}: {} {} at position {} is outside [0, {})", op, what, ids[bad], bad, vocab));
   }

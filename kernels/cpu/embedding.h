@@ -5,6 +5,9 @@
 
 namespace lattice::cpu {
 
+// The position of the first id outside [0, vocab), or -1: for host code that checks ids it fills
+// itself, with its own message (the trainer's micro-batches, the generator's prompt).
+int64_t first_bad_index(const int32_t* ids, int64_t n, int64_t vocab);
 // Throws lattice::Error naming `op`, the first bad id and its position if any id is outside [0, V).
 void check_indices(const char* op, const char* what, const int32_t* ids, int64_t n, int64_t vocab);
 
