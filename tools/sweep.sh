@@ -123,7 +123,14 @@ K=${#points[@]}
 [[ -z $only || $only -lt $K ]] || die "--only $only: the sweep has $K point(s) (0 to $((K - 1)))"
 
 mkdir -p "$out/.sweep/logs"
-printf '%s\n' "${points[@]}" >"$out/.sweep/points.txt"
+# The array's tasks start together and each reads points.txt (--points): rewriting it in place would
+# let one task truncate the file while another reads it and finds fewer points. So the file is
+# replaced atomically (a complete file renamed over the old one), and only when its points change.
+points_txt=$out/.sweep/points.txt
+if [[ ! -f $points_txt ]] || [[ $(printf '%s\n' "${points[@]}") != "$(<"$points_txt")" ]]; then
+  printf '%s\n' "${points[@]}" >"$points_txt.tmp.$$"
+  mv -f "$points_txt.tmp.$$" "$points_txt"
+fi
 
 # point_status DIR: finished / stopped / failed (lattice report's word), or 'none' (no run folder yet:
 # never started, or refused before it wrote its resolved config).

@@ -108,6 +108,8 @@ cat "$WORK/s4.txt" "$sl/.sweep/array.sbatch"
 [[ $(cat "$WORK/sbatch.args") == "--array=1,2 --ntasks=1 --time=10 $sl/.sweep/array.sbatch" ]] ||
   fail "sbatch got '$(cat "$WORK/sbatch.args")'"
 grep -q '^#SBATCH --signal=B:USR1@120$' "$sl/.sweep/array.sbatch" || fail "array script without the stop signal"
+# Array tasks start together and read points.txt: a task must not rewrite it under the others.
+points_stamp=$(stat -c '%i %y' "$sl/.sweep/points.txt")
 (cd / && SLURM_ARRAY_TASK_ID=1 SLURM_JOB_ID=41 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=1 PATH=$stand_ins:$PATH \
   timeout 120 "$sl/.sweep/array.sbatch") >"$WORK/task1.txt" 2>&1 || { cat "$WORK/task1.txt"; fail "array task 1"; }
 grep -q "lattice: job 41 restart 0" "$WORK/task1.txt" || fail "task 1 did not go through tools/slurm/lattice.sbatch"
@@ -116,6 +118,8 @@ $LATTICE report --csv "$point" 2>/dev/null | grep -q ",finished,6," || fail "arr
 python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert c['training']['seed']==2 and c['checkpoint']['save_interval']==3, c" \
   "$point/config.json" || fail "task 1 ran the wrong point"
 [[ ! -e $sl/optimizer.lr=1e-3,training.seed=3 ]] || fail "task 1 ran another point too"
+[[ $(stat -c '%i %y' "$sl/.sweep/points.txt") == "$points_stamp" ]] ||
+  fail "array task 1 rewrote .sweep/points.txt, which the array's other tasks read as they start"
 # Task 0 (finished) starts nothing.
 (cd / && SLURM_ARRAY_TASK_ID=0 PATH=$stand_ins:$PATH "$sl/.sweep/array.sbatch") | grep -q "skip optimizer.lr=1e-3,training.seed=1 (finished)" ||
   fail "array task 0 did not skip its finished point"
