@@ -47,7 +47,19 @@ void CommHandle::wait() {
 }
 
 void CommHandle::wait_on(const Stream& stream) {
-  // MpiCommunicator's operations are host-driven: complete it now (see the header).
+  if (op_) {
+    const Event done = op_->device_completion();
+    if (done.recorded() && done.device() == stream.device()) {
+      // A device transport: `stream` waits on the device and the host goes on. The watchdog keeps
+      // the operation (and its tensors) until it completes, and the host waits for it under the
+      // timeout before the step's read-back.
+      stream.wait(done);
+      completed_ = done;
+      watchdog_->keep_in_flight(std::move(op_));
+      return;
+    }
+  }
+  // A host-driven operation (MPI): complete it now (see the header).
   wait();
   stream.wait(completed_);
 }

@@ -21,7 +21,9 @@ const char* reduce_op_name(ReduceOp op);
 // completion. Destroying a pending handle waits for it (host). A default-constructed handle is
 // complete. Two kinds of wait:
 //   wait_on(stream): work enqueued on `stream` afterwards runs after the operation — what a consumer
-//     of the result on the device needs (ordering). On a device backend the host does not block.
+//     of the result on the device needs (ordering). On a device transport (NCCL) the host does not
+//     block: `stream` waits for the operation's device completion event, the handle is no longer
+//     pending, and the watchdog keeps the operation until it completes (Watchdog::keep_in_flight).
 //     MPI (host-driven; device tensors staged through host buffers, copied back at completion):
 //     ordering work after the operation means completing it now: it blocks the host like wait().
 //   wait(): the host blocks (under the watchdog) until the operation has completed — before the
@@ -47,7 +49,8 @@ class CommHandle {
   // Recorded on the communicator's stream when the operation was enqueued.
   const Event& enqueued() const { return enqueued_; }
   // Where the operation completed: recorded once a wait or test() saw it complete (MPI: the host's
-  // observation); not recorded while pending or for a default-constructed handle.
+  // observation), or by a device-side wait_on (the transport's device completion event); not
+  // recorded while pending or for a default-constructed handle.
   const Event& completed() const { return completed_; }
 
  private:

@@ -93,13 +93,14 @@ std::string tensor_summary(const Tensor& t) {
 // One NCCL operation: its completion event on the group's NCCL stream and the tensors it touches.
 class NcclOp : public PendingOp {
  public:
-  NcclOp(std::shared_ptr<NcclCommunicator::State> state, std::string operation, std::vector<Tensor> keep_alive)
-      : state_(std::move(state)), operation_(std::move(operation)), keep_alive_(std::move(keep_alive)) {
-    LATTICE_CUDA_CHECK(cudaEventCreateWithFlags(&done_event_, cudaEventDisableTiming));
-  }
-  ~NcclOp() override { cudaEventDestroy(done_event_); }
+  NcclOp(std::shared_ptr<NcclCommunicator::State> state, std::string operation, std::vector<Tensor> keep_alive,
+         std::shared_ptr<void> done_event)
+      : state_(std::move(state)),
+        operation_(std::move(operation)),
+        keep_alive_(std::move(keep_alive)),
+        done_event_(std::move(done_event)) {}
 
-  cudaEvent_t done_event() const { return done_event_; }
+  Event device_completion() const override { return Event::adopt(Device::kCuda, done_event_); }
 
   bool test() override {
     if (done_) return true;
@@ -109,8 +110,11 @@ class NcclOp : public PendingOp {
       ncclCommGetAsyncError(state_->comm, &async);
       if (async != ncclSuccess && async != ncclInProgress) state_->fail("operation", async, operation_);
     }
-    const cudaError_t query = cudaEventQuery(done_event_);
-    if (query == cudaErrorNotReady) return false;
+    const cudaError_t query = cudaEventQuery(static_cast<cudaEvent_t>(done_event_.get()));
+    if (query == cudaErrorNotReady) {
+      cudaGetLastError();  // not an error: clear it so the next launch check does not see it
+      return false;
+    }
     LATTICE_CUDA_CHECK(query);
     done_ = true;
     keep_alive_.clear();
@@ -130,7 +134,7 @@ class NcclOp : public PendingOp {
   std::shared_ptr<NcclCommunicator::State> state_;
   std::string operation_;
   std::vector<Tensor> keep_alive_;
-  cudaEvent_t done_event_ = nullptr;
+  std::shared_ptr<void> done_event_;
   bool done_ = false;
 };
 
@@ -168,8 +172,8 @@ CommHandle NcclCommunicator::enqueue(std::string operation, std::vector<Tensor> 
   LATTICE_CUDA_CHECK(cudaEventRecord(compute_ready_, cuda::compute_stream()));
   LATTICE_CUDA_CHECK(cudaStreamWaitEvent(nccl_stream_, compute_ready_, 0));
   state_->settle(call(nccl_stream_), call_name, operation, watchdog().timeout_s());
-  auto op = std::make_unique<NcclOp>(state_, std::move(operation), std::move(keep_alive));
-  LATTICE_CUDA_CHECK(cudaEventRecord(op->done_event(), nccl_stream_));
+  std::shared_ptr<void> done = cuda::record_on(nccl_stream_);
+  auto op = std::make_unique<NcclOp>(state_, std::move(operation), std::move(keep_alive), std::move(done));
   return CommHandle(std::move(op), watchdog_, stream_);
 }
 

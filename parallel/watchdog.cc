@@ -18,7 +18,49 @@ namespace lattice {
 Watchdog::Watchdog(double timeout_s, Action on_hang)
     : timeout_s_(timeout_s), on_hang_(std::move(on_hang)) {}
 
+Watchdog::~Watchdog() {
+  try {
+    wait_in_flight();
+  } catch (const std::exception& e) {
+    spdlog::error("device-ordered communication abandoned at the end: {}", e.what());
+  }
+}
+
 void Watchdog::set_action(Action on_hang) { on_hang_ = std::move(on_hang); }
+
+void Watchdog::keep_in_flight(std::unique_ptr<PendingOp> op) const {
+  std::lock_guard<std::mutex> lock(in_flight_mutex_);
+  for (size_t i = 0; i < in_flight_.size();) {  // an index loop: a test() that throws leaves the list whole
+    if (in_flight_[i]->test()) {
+      in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  if (op != nullptr && !op->test()) in_flight_.push_back(std::move(op));
+}
+
+void Watchdog::wait_in_flight() const {
+  std::vector<std::unique_ptr<PendingOp>> ops;
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    ops.swap(in_flight_);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    try {
+      wait(*ops[i]);
+    } catch (...) {
+      // As CommHandle::wait: what is still in flight is leaked, so that nothing writes into freed memory.
+      for (size_t j = i; j < ops.size(); ++j) (void)ops[j].release();
+      throw;
+    }
+  }
+}
+
+size_t Watchdog::in_flight() const {
+  std::lock_guard<std::mutex> lock(in_flight_mutex_);
+  return in_flight_.size();
+}
 
 void Watchdog::wait(PendingOp& op) const {
   if (op.test()) return;

@@ -5,9 +5,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "kernels/error.h"
+#include "kernels/stream.h"
 
 namespace lattice {
 
@@ -29,6 +32,10 @@ class PendingOp {
   // Makes progress; true once the operation has completed (and stays true).
   virtual bool test() = 0;
   virtual OpDescription describe() const = 0;
+  // Where the operation completes on a device stream (a device transport: NCCL's stream), so that
+  // another stream of that device can be ordered after it without the host waiting. Not recorded
+  // (the default) for a host-driven operation (MPI), which the host must complete itself.
+  virtual Event device_completion() const { return Event(); }
   // Called once by the watchdog when a wait on the operation times out, before the hang action: a
   // transport that can cancel its communicator does so (NCCL's ncclCommAbort), so that no rank stays
   // blocked inside it while the job ends. MPI has nothing to cancel: MPI_Abort ends the job.
@@ -51,6 +58,9 @@ class Watchdog {
 
   // timeout_s <= 0 disables the timeout (waits forever).
   explicit Watchdog(double timeout_s = kDefaultCommTimeoutS, Action on_hang = {});
+  ~Watchdog();  // waits for the operations still in flight (keep_in_flight)
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
 
   double timeout_s() const { return timeout_s_.load(std::memory_order_relaxed); }
   void set_timeout_s(double timeout_s) { timeout_s_.store(timeout_s, std::memory_order_relaxed); }
@@ -60,11 +70,24 @@ class Watchdog {
   // the timeout passes. Safe to call from several threads at once.
   void wait(PendingOp& op) const;
 
+  // Device-ordered operations (CommHandle::wait_on on a device transport): a stream waits for them
+  // on the device and no host has waited. They are kept here, with the tensors they use, until they
+  // complete: keep_in_flight drops those that have completed (test(), no waiting) and adds `op`;
+  // wait_in_flight is the host wait for all of them under the timeout, so that a hang in
+  // communication the host never waited for still ends the job with the watchdog's message — call
+  // it before a host wait on the device (the step's read-back), which would otherwise block
+  // without a timeout. Thread-safe. The destructor waits for what is left.
+  void keep_in_flight(std::unique_ptr<PendingOp> op) const;
+  void wait_in_flight() const;
+  size_t in_flight() const;
+
   static void default_action(const HangReport& report);
 
  private:
   std::atomic<double> timeout_s_;
   Action on_hang_;
+  mutable std::mutex in_flight_mutex_;
+  mutable std::vector<std::unique_ptr<PendingOp>> in_flight_;
 };
 
 // "4 KiB", "1.5 MiB": sizes in hang messages.

@@ -290,7 +290,7 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   const Event norm_start = stream.record();
   readback_->enqueue_grad_sum_squares(optimizer_->norm_grads());
   tracer_->span("grad norm", "optimizer", anchor, norm_start, stream.record(), {{"step", step}});
-  readback_->read();
+  read_back();
   // The step's work has completed: its events are read without waiting (before the read-back, each
   // read would have been a host synchronization).
   account_optimizer_time();  // the previous step's optimizer
@@ -324,6 +324,15 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   return out;
 }
 
+// The host's one wait on the device per step (or evaluation). Communication the device was ordered
+// after but no host has waited for (NCCL) is waited for first, under the watchdog: a hang there
+// ends the job with the watchdog's message instead of blocking this copy without a timeout. It has
+// completed, or is about to, by the time the read-back's data is ready anyway.
+void TrainingSession::read_back() {
+  rc_.world->watchdog().wait_in_flight();
+  readback_->read();
+}
+
 // Mean token loss over `eval_iters` global batches of the validation split: forward-only passes
 // through the pipeline (each dp rank reads its share of each batch). Each batch's loss sum goes to
 // its own slot: the pass reads back once.
@@ -335,7 +344,7 @@ double TrainingSession::evaluate(int64_t step) {
     executor_->run(eval_actions_, stage_ptrs_);
     if (step_losses_.defined()) readback_->enqueue_loss_sum(it, step_losses_);
   }
-  readback_->read();
+  read_back();
   double sum = 0;
   for (int64_t it = 0; it < c_.training.eval_iters; ++it)
     sum += global_mean_loss(readback_->loss_sum(it), tokens_per_step_, groups_);

@@ -72,6 +72,7 @@ class TrainingSession {
   void log_memory_plan() const;
   StepOutcome train_step(int64_t step);
   double evaluate(int64_t step);
+  void read_back();
   void record(int64_t step, const StepOutcome& outcome, double seconds);
   // Whether a step counts in the throughput means (not the first, which pays for warm-up).
   bool timed_step(int64_t step) const;

@@ -108,14 +108,6 @@ void attention_backward(const float* dout, const float* q, const float* k, const
   }
 }
 
-// An event recorded at `stream`'s current point.
-std::shared_ptr<void> record_on(cudaStream_t stream) {
-  cudaEvent_t event = nullptr;
-  LATTICE_CUDA_CHECK(cudaEventCreate(&event));
-  LATTICE_CUDA_CHECK(cudaEventRecord(event, stream));
-  return std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
-}
-
 std::shared_ptr<void> record_event() { return record_on(compute_stream()); }
 
 void compute_wait(void* event) {

@@ -217,4 +217,11 @@ void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {
 
 void synchronize() { LATTICE_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
 
+std::shared_ptr<void> record_on(cudaStream_t stream) {
+  cudaEvent_t event = nullptr;
+  LATTICE_CUDA_CHECK(cudaEventCreate(&event));
+  LATTICE_CUDA_CHECK(cudaEventRecord(event, stream));
+  return std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+}
+
 }  // namespace lattice::cuda

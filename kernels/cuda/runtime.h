@@ -50,4 +50,8 @@ cudaStream_t copy_stream();
 // The host blocks until the compute stream is drained.
 void synchronize();
 
+// A timing event recorded at `stream`'s current point, owned by the pointer: the device event of a
+// lattice::Event on the CUDA backend (any stream of the process's device: compute, copy, NCCL).
+std::shared_ptr<void> record_on(cudaStream_t stream);
+
 }  // namespace lattice::cuda

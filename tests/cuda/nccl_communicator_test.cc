@@ -3,7 +3,9 @@
 // exactly what the MPI path gives on the same values (integers, so any summation order is exact);
 // NCCL reads what the compute stream wrote before the call (a poisoned buffer, overwritten only
 // after a stall on the compute stream, must never reach the output); CPU tensors go to MPI; split
-// groups work; a collective stalled past the watchdog's timeout is reported naming the group and
+// groups work; a stream wait on a collective orders the compute stream without a host wait (the
+// watchdog keeps it in flight), and a stalled one is caught by the watchdog's wait for in-flight
+// operations; a collective stalled past the watchdog's timeout is reported naming the group and
 // the operation, and aborts the communicator; results are the same bits run after run.
 #include <chrono>
 #include <thread>
@@ -56,6 +58,16 @@ std::vector<uint8_t> bytes_of(const Tensor& host) {
   return {p, p + host.bytes()};
 }
 
+// Sleeps on the compute stream (a host function): the stream's later work waits behind it.
+void stall_compute_stream(int ms) {
+  static int stall_ms = 0;
+  stall_ms = ms;
+  LATTICE_CHECK(cudaLaunchHostFunc(cuda::compute_stream(),
+                                   [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms)); },
+                                   nullptr) == cudaSuccess,
+                "cudaLaunchHostFunc");
+}
+
 TEST_CASE("all_reduce, reduce_scatter, all_gather and broadcast on CUDA tensors equal the MPI path") {
   const int r = world().rank(), n = world().size();
   for (DType dtype : {DType::kF32, DType::kBF16}) {
@@ -100,10 +112,7 @@ TEST_CASE("NCCL reads what the compute stream wrote before the call, not what wa
   cuda::synchronize();
   // Stall the compute stream (a host function that sleeps), then overwrite the buffer after the
   // stall: a collective not ordered after the compute stream would gather the poison.
-  LATTICE_CHECK(cudaLaunchHostFunc(cuda::compute_stream(),
-                                   [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); },
-                                   nullptr) == cudaSuccess,
-                "cudaLaunchHostFunc");
+  stall_compute_stream(300);
   ops::fill(buffer, 5.0f);
   Tensor out = gpu().empty({n * world().size()});
   nccl().all_gather_async(buffer, out).wait();
@@ -137,6 +146,45 @@ TEST_CASE("the same inputs give the same bits run after run") {
   CHECK(bytes_of(gpu().to_host(a)) == bytes_of(gpu().to_host(b)));
 }
 
+TEST_CASE("a stream wait on an NCCL collective orders the compute stream without a host wait") {
+  const Tensor host = rank_values(1 << 16, DType::kF32, world().rank());
+  Tensor t = gpu().to_device(host);
+  cuda::synchronize();
+  Watchdog& watchdog = nccl().watchdog();
+  const size_t before = watchdog.in_flight();
+  stall_compute_stream(400);  // the collective, ordered after the compute stream, cannot finish before
+  const auto start = std::chrono::steady_clock::now();
+  nccl().all_reduce_async(t).wait_on(gpu().stream());
+  const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(host_s < 0.2);  // the host went on
+  CHECK(watchdog.in_flight() == before + 1);
+  ops::scale(t, 2.0f);  // on the compute stream: must read the reduced values
+  const Tensor got = gpu().to_host(t);
+  Tensor want = test::clone(host);
+  world().all_reduce(want);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) wrong += got.f32()[i] != 2.0f * want.f32()[i];
+  CHECK(wrong == 0);
+  watchdog.wait_in_flight();
+  CHECK(watchdog.in_flight() == 0);
+}
+
+TEST_CASE("a stream-waited collective that stalls is caught by the watchdog's wait for in-flight operations") {
+  std::string report;
+  NcclCommunicator comm(world().split(0, world().rank(), "stalled-ordered", "injected stall"));
+  comm.watchdog().set_timeout_s(0.2);
+  comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
+  stall_compute_stream(1500);
+  Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
+  comm.all_reduce_async(t).wait_on(gpu().stream());  // no host wait here
+  CHECK_THROWS(comm.watchdog().wait_in_flight());    // the step's read-back would wait here
+  CHECK_THAT(report, Catch::Contains("stalled-ordered") && Catch::Contains("all_reduce(sum) of f32[1000]"));
+  cuda::synchronize();  // the stall ends
+  CHECK_THROWS_WITH(comm.all_reduce_async(t), Catch::Contains("the NCCL communicator was aborted"));
+  comm.watchdog().set_timeout_s(20);
+  comm.watchdog().set_action({});
+}
+
 TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation, and aborts") {
   // A watchdog whose action returns: wait() then throws the report (the default ends the job).
   std::string report;
@@ -144,10 +192,7 @@ TEST_CASE("a collective stalled past the timeout is reported naming the group an
   // The group shares the world's watchdog: shortened here, restored below.
   comm.watchdog().set_timeout_s(0.2);
   comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
-  LATTICE_CHECK(cudaLaunchHostFunc(cuda::compute_stream(),
-                                   [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); },
-                                   nullptr) == cudaSuccess,
-                "cudaLaunchHostFunc");
+  stall_compute_stream(1500);
   Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
   CHECK_THROWS(comm.all_reduce_async(t).wait());
   CHECK_THAT(report, Catch::Contains("stalled") && Catch::Contains("all_reduce(sum) of f32[1000]"));
