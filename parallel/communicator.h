@@ -89,8 +89,13 @@ class Communicator {
   virtual CommHandle all_gather_async(const Tensor& in, const Tensor& out) = 0;
   // root's `inout` is copied to every rank's `inout`.
   virtual CommHandle broadcast_async(const Tensor& inout, int root) = 0;
+  // Point-to-point. MPI matches a receive by (source, tag). An ordered transport (ordered_p2p():
+  // NCCL on CUDA tensors) has no tags: the sends and receives between two ranks match in the order
+  // each side issues them, and a send may wait for its receiver — the pipeline then issues its
+  // transfers as parallel/p2p_order.h says.
   virtual CommHandle send_async(const Tensor& in, int dst, int tag = 0) = 0;
   virtual CommHandle recv_async(const Tensor& out, int src, int tag = 0) = 0;
+  virtual bool ordered_p2p() const { return false; }
   // in and out have size() blocks; block j of rank i's in lands in block i of rank j's out.
   virtual CommHandle all_to_all_async(const Tensor& in, const Tensor& out) = 0;
   virtual CommHandle barrier_async() = 0;

@@ -216,6 +216,26 @@ CommHandle NcclCommunicator::broadcast_async(const Tensor& inout, int root) {
                  });
 }
 
+CommHandle NcclCommunicator::send_async(const Tensor& in, int dst, int tag) {
+  if (!on_gpu(in)) return mpi_->send_async(in, dst, tag);
+  check_peer(dst, "send", "destination");
+  return enqueue(fmt::format("send of {} to group rank {}", tensor_summary(in), dst), {in}, "ncclSend",
+                 [&](cudaStream_t s) {
+                   return ncclSend(in.raw(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()), dst, state_->comm,
+                                   s);
+                 });
+}
+
+CommHandle NcclCommunicator::recv_async(const Tensor& out, int src, int tag) {
+  if (!on_gpu(out)) return mpi_->recv_async(out, src, tag);
+  check_peer(src, "recv", "source");
+  return enqueue(fmt::format("recv of {} from group rank {}", tensor_summary(out), src), {out}, "ncclRecv",
+                 [&](cudaStream_t s) {
+                   return ncclRecv(out.raw(), static_cast<size_t>(out.numel()), nccl_type(out.dtype()), src,
+                                   state_->comm, s);
+                 });
+}
+
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, std::string name, std::string detail) {
   std::unique_ptr<Communicator> child = mpi_->split(color, key, std::move(name), std::move(detail));
   if (child == nullptr) return nullptr;

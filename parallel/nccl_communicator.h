@@ -3,8 +3,9 @@
 // stream (so NCCL reads what the kernels before the call wrote), each operation's completion an
 // event on that stream. The group's MpiCommunicator stays its bootstrap (the NCCL unique id is
 // broadcast over it), its host channel, and the transport of everything NCCL does not take here:
-// CPU tensors, and point-to-point and all_to_all (unbatched NCCL send/recv pairs can deadlock; the
-// pipeline's p2p waits for grouped NCCL calls, issue 13). Built with --config=cuda only.
+// CPU tensors and all_to_all. Point-to-point on CUDA tensors is NCCL's: ordered (no tags), so the
+// pipeline puts its transfers on lanes of their own (parallel/p2p_order.h, pipeline_lanes.h), where
+// a send waiting for its receiver cannot hold up a receive. Built with --config=cuda only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,8 +36,10 @@ class NcclCommunicator : public Communicator {
   CommHandle reduce_scatter_async(const Tensor& in, const Tensor& out) override;
   CommHandle all_gather_async(const Tensor& in, const Tensor& out) override;
   CommHandle broadcast_async(const Tensor& inout, int root) override;
-  CommHandle send_async(const Tensor& in, int dst, int tag = 0) override { return mpi_->send_async(in, dst, tag); }
-  CommHandle recv_async(const Tensor& out, int src, int tag = 0) override { return mpi_->recv_async(out, src, tag); }
+  // CUDA tensors: ncclSend / ncclRecv, tags ignored (ordered_p2p); CPU tensors: MPI.
+  CommHandle send_async(const Tensor& in, int dst, int tag = 0) override;
+  CommHandle recv_async(const Tensor& out, int src, int tag = 0) override;
+  bool ordered_p2p() const override { return true; }
   CommHandle all_to_all_async(const Tensor& in, const Tensor& out) override { return mpi_->all_to_all_async(in, out); }
   CommHandle barrier_async() override { return mpi_->barrier_async(); }
 

@@ -36,6 +36,10 @@ struct PipelineExecutor::Step {
   std::vector<Held> held;
   PipelineStepTiming timing;
   TraceAnchor anchor;  // places the step's event-timed spans on the trace
+  // Ordered point-to-point: the transfers in issue order, the next to issue, computes run so far.
+  std::vector<P2pIssue> issues;
+  size_t next_issue = 0;
+  int computes = 0;
 
   int find(ActionType kind, int microbatch, int chunk) const {
     for (size_t i = 0; i < held.size(); ++i) {
@@ -45,8 +49,12 @@ struct PipelineExecutor::Step {
   }
 };
 
-PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx)
-    : pp_(pp_group), tracer_(tracer), ctx_(ctx) {}
+PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx, bool ordered_p2p)
+    : pp_(pp_group), tracer_(tracer), ctx_(ctx) {
+  if ((ordered_p2p || pp_group.ordered_p2p()) && pp_group.size() > 1) lanes_ = std::make_unique<PipelineLanes>(pp_group);
+}
+
+PipelineExecutor::~PipelineExecutor() = default;
 
 void PipelineExecutor::reserve(int64_t buffers, const Shape& shape, DType dtype) {
   if (shape != shape_ || dtype != dtype_) {
@@ -99,6 +107,10 @@ PipelineStepTiming PipelineExecutor::run(const std::vector<Action>& actions,
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
     check_action(s, a);
+    if (lanes_ != nullptr) {
+      if (!is_compute(a.type) && a.peer != s.rank) continue;  // a transfer: issued in lane order
+      if (is_compute(a.type)) issue_ordered(s, s.computes++);
+    }
     switch (a.type) {
       case ActionType::kRecvActivation:
       case ActionType::kRecvGrad: post_recv(s, a, true); break;
@@ -108,6 +120,7 @@ PipelineStepTiming PipelineExecutor::run(const std::vector<Action>& actions,
       case ActionType::kBackward: backward(s, i); break;
     }
   }
+  if (lanes_ != nullptr) issue_ordered(s, -1);  // the last compute's sends
   end_step(s);
   return s.timing;
 }
@@ -134,6 +147,7 @@ PipelineExecutor::Step PipelineExecutor::begin_step(const std::vector<Action>& a
     if (!is_compute(a.type)) expected_peer(s, a);
   }
   s.held.reserve(16);
+  if (lanes_ != nullptr) s.issues = p2p_issue_order(actions, s.rank);
   s.anchor = tracer_.anchor(ctx_.stream());
   s.timing.start = ctx_.stream().record();
   return s;
@@ -177,8 +191,21 @@ void PipelineExecutor::post_recv(Step& s, const Action& a, bool for_action) {
   }
   const int slot = acquire(s.timing.counts.buffers_allocated);
   const bool grad = a.type == ActionType::kRecvGrad;
-  CommHandle h = pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
+  CommHandle h = lanes_ != nullptr
+                     ? lanes_->group(p2p_lane(a.type)).recv_async(pool_[slot].tensor, lanes_->peer(p2p_lane(a.type)))
+                     : pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
   s.held.push_back(Held{a.type, a.microbatch, a.chunk, slot, std::move(h), for_action});
+}
+
+void PipelineExecutor::issue_ordered(Step& s, int compute) {
+  while (s.next_issue < s.issues.size() && (compute < 0 || s.issues[s.next_issue].after_compute < compute)) {
+    const Action& a = s.actions[s.issues[s.next_issue++].action];
+    if (is_send(a.type)) {
+      send(s, a);
+    } else {
+      post_recv(s, a, true);
+    }
+  }
 }
 
 void PipelineExecutor::send(Step& s, const Action& a) {
@@ -194,7 +221,10 @@ void PipelineExecutor::send(Step& s, const Action& a) {
                           slot, CommHandle(), false});
     return;
   }
-  pool_[slot].send = pp_.send_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, receiving_chunk));
+  pool_[slot].send =
+      lanes_ != nullptr
+          ? lanes_->group(p2p_lane(a.type)).send_async(pool_[slot].tensor, lanes_->peer(p2p_lane(a.type)))
+          : pp_.send_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, receiving_chunk));
 }
 
 template <class Work>
@@ -236,6 +266,7 @@ void PipelineExecutor::backward(Step& s, size_t i) {
 }
 
 void PipelineExecutor::post_lookahead(Step& s, size_t i) {
+  if (lanes_ != nullptr) return;  // ordered: receives are issued in lane order
   for (size_t j = i + 1; j < s.actions.size() && !is_compute(s.actions[j].type); ++j) {
     const Action& next = s.actions[j];
     if (is_recv(next.type) && next.peer != s.rank) {

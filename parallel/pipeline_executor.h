@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/device_context.h"
@@ -10,6 +11,7 @@
 #include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
+#include "parallel/pipeline_lanes.h"
 #include "parallel/pipeline_stage.h"
 #include "parallel/schedule.h"
 #include "parallel/trace.h"
@@ -66,6 +68,10 @@ double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group);
 // Tags: ((microbatch · v + receiving chunk) · 2 + {0 activation, 1 gradient}): unique per
 // (type, micro-batch, receiving virtual stage) between a pair of ranks; must be < 32768 (MPI's
 // guaranteed tag bound), i.e. m · v < 16384.
+// Ordered point-to-point (the pp group's ordered_p2p(): NCCL, or `ordered_p2p` given): no tags
+// (0), and each transfer goes on its lane's own group (PipelineLanes) in parallel/p2p_order.h's
+// issue order — a send right after its compute, a receive one compute before the one consuming it
+// — which check_ordered_p2p proves matches and cannot deadlock for every schedule.
 // p == 1 with v > 1: the peer is this rank; the buffer is handed to the receiving chunk without
 // MPI or a copy.
 // A compute waits for its receive on the stream (handle.wait_on: ordering only); the sends at the end
@@ -77,7 +83,11 @@ class PipelineExecutor {
  public:
   // `ctx`: the device the chunks compute on; its stream is where their work is enqueued (the one
   // the receives order and the events time) and the pool's buffers come from it. It must outlive this.
-  PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx);
+  // `ordered_p2p`: issue transfers as on an ordered transport even when the group is not one (tests
+  // prove the order on MPI, where a wrong order mismatches tensors instead of hanging). Collective
+  // over the pp group when ordered and p >= 2 (it splits the lanes' groups).
+  PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx, bool ordered_p2p = false);
+  ~PipelineExecutor();
 
   // Runs `actions` (this pp rank's list; make_schedule(kind, p, v, m, pp_group.rank())) with
   // chunks[c] as model chunk c (v = chunks.size(), virtual stage c·p + rank). Checks that the list
@@ -118,6 +128,8 @@ class PipelineExecutor {
   int tag_for(const Step& s, bool grad, int microbatch, int receiving_chunk) const;
   // Posts the receives that the compute after actions[i] needs, so that they overlap this compute.
   void post_lookahead(Step& s, size_t i);
+  // Ordered: issues the transfers due before compute number `compute` (all that remain for -1).
+  void issue_ordered(Step& s, int compute);
   // The received input of a compute (the stream waits for it); its pool slot.
   int take_input(Step& s, ActionType recv_kind, const Action& a);
   void end_compute(Step& s, const Action& a, int in, int out, ActionType out_kind);
@@ -126,6 +138,7 @@ class PipelineExecutor {
   void timed(const Step& s, DeviceTimeSum& sum, const char* name, const char* category, TraceArgs args, Work&& work);
 
   Communicator& pp_;
+  std::unique_ptr<PipelineLanes> lanes_;  // ordered point-to-point with p >= 2
   Tracer& tracer_;
   const DeviceContext& ctx_;
   Shape shape_;

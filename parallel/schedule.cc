@@ -43,6 +43,7 @@ const char* action_type_name(ActionType type) {
 bool is_compute(ActionType t) { return t == ActionType::kForward || t == ActionType::kBackward; }
 bool is_send(ActionType t) { return t == ActionType::kSendActivation || t == ActionType::kSendGrad; }
 bool is_recv(ActionType t) { return t == ActionType::kRecvActivation || t == ActionType::kRecvGrad; }
+bool is_grad_transfer(ActionType t) { return t == ActionType::kSendGrad || t == ActionType::kRecvGrad; }
 
 std::string to_string(const Action& a) {
   if (is_compute(a.type)) {

@@ -28,6 +28,7 @@ const char* action_type_name(ActionType type);  // "Forward", "RecvGrad", ...
 bool is_compute(ActionType type);
 bool is_send(ActionType type);
 bool is_recv(ActionType type);
+bool is_grad_transfer(ActionType type);  // SendGrad, RecvGrad
 
 // One step of a rank's schedule. `chunk` is always the model chunk on THIS rank (0..v-1), also
 // for sends and receives (the chunk whose activation/gradient is sent or received). `peer` is the

@@ -102,8 +102,13 @@ if [[ $gpus -ge 2 ]]; then
       same_steps "nccl-$name" "mpi-$name"
     result "2 GPUs, parallel.$layout: parallel.backend nccl = mpi (every loss and grad norm)" $?
   done
+  # The interleaved schedule: the pipeline's transfer lanes carry both directions between the 2 ranks.
+  v2=(--set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved
+      --set model.num_layers=4 --set training.micro_batch_size=1)
+  nccl_train nccl-pp2v2 2 nccl "${v2[@]}" && nccl_train mpi-pp2v2 2 mpi "${v2[@]}" && same_steps nccl-pp2v2 mpi-pp2v2
+  result "2 GPUs, pipeline=2 interleaved v=2: parallel.backend nccl = mpi (every loss and grad norm)" $?
 else
-  echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2 against the MPI path): $gpus GPU visible, and NCCL needs a GPU per rank"
+  echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved against the MPI path): $gpus GPU visible, and NCCL needs a GPU per rank"
 fi
 save_logs
 

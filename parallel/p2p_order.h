@@ -1,0 +1,50 @@
+// Pipeline point-to-point on an ordered transport (NCCL): no tags, so the sends and receives between
+// two ranks on one communicator match in the order each side issues them, and a communicator runs
+// its operations one after another on its stream; a send may wait for its receiver (nothing is
+// buffered). With a rank's transfers on one communicator, a send waiting for its receiver holds up
+// the receives queued behind it: grouping the transfers between two computes into one call there
+// deadlocks the interleaved schedule when m > p (check_ordered_p2p found the cycles while this was
+// built). So the transfers go on four lanes, each its own communicator and stream
+// (PipelineLanes): a rank's sends of activations, receives of activations, sends of gradients and
+// receives of gradients. Each transfer is one call on its lane, in list order: a send right after
+// the compute that produced it, a receive one compute before the one that consumes it (so that it
+// overlaps that compute). No two transfers share a call (a group): a compute waits for its own
+// receive only, not for one that another rank can send only after this compute.
+// check_ordered_p2p proves, for all ranks' lists together, that this matches every transfer to its
+// counterpart and cannot deadlock; tests/parallel/p2p_order_test runs it on every schedule.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "parallel/schedule.h"
+
+namespace lattice {
+
+enum class P2pLane { kSendActivation, kRecvActivation, kSendGrad, kRecvGrad };
+inline constexpr int kP2pLanes = 4;
+const char* p2p_lane_name(P2pLane lane);  // "send-activation", ...
+P2pLane p2p_lane(ActionType type);         // a send or receive's lane
+
+struct P2pIssue {
+  int after_compute = -1;  // issued after the list's compute number (from 0); -1: before the first
+  P2pLane lane = P2pLane::kSendActivation;
+  size_t action = 0;  // index into the list
+};
+
+// One rank's transfers in issue order (by after_compute, then list order). Sends and receives with
+// this rank as the peer (p == 1, v > 1: handed over locally) are left out: they are no transfer.
+std::vector<P2pIssue> p2p_issue_order(const std::vector<Action>& actions, int pp_rank);
+
+// Runs all ranks' lists (schedules[r] is pp rank r's) issued in p2p_issue_order, in a model of
+// NCCL's semantics: per rank one compute stream and one stream per lane; a lane's transfer starts
+// once the compute before it has run and the lane's previous transfer has completed; a transfer
+// completes once both its sides have started; a compute runs once its receives have completed.
+// Returns every problem, in words (empty: all transfers matched and everything completed): the k-th
+// send on an edge (sender, receiver, activations or gradients) that is not what the k-th receive on
+// it expects, transfers without a counterpart, and, when the ranks stop progressing, where each
+// stuck rank waits.
+std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>>& schedules);
+
+}  // namespace lattice
