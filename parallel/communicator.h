@@ -14,6 +14,8 @@
 
 namespace lattice {
 
+class Tracer;
+
 enum class ReduceOp { kSum, kMax, kMin };
 const char* reduce_op_name(ReduceOp op);
 
@@ -122,6 +124,11 @@ class Communicator {
   virtual HostChannel& host() = 0;
   // The stream this group's operations are enqueued on (MPI: a CPU stream, run inline).
   const Stream& stream() const { return stream_; }
+  // Where a transport that runs its operations on a device stream of its own (NCCL) traces them: a
+  // lane per group ("nccl dp"), each operation a span from its start to its end on that stream, timed
+  // by its events. NCCL groups split from this one afterwards inherit it. nullptr (the default): none.
+  // MPI's operations are host-driven: the waits for them are traced where they happen.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
   Watchdog& watchdog() const { return *watchdog_; }
   const std::shared_ptr<Watchdog>& watchdog_ptr() const { return watchdog_; }
@@ -135,6 +142,7 @@ class Communicator {
 
   std::shared_ptr<Watchdog> watchdog_;
   Stream stream_{Device::kCpu};
+  Tracer* tracer_ = nullptr;
 };
 
 }  // namespace lattice

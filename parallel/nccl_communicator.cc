@@ -12,6 +12,7 @@
 #include "kernels/cuda/runtime.h"
 #include "kernels/error.h"
 #include "parallel/nccl_world.h"
+#include "parallel/trace.h"
 
 namespace lattice {
 
@@ -169,10 +170,19 @@ CommHandle NcclCommunicator::enqueue(std::string operation, std::vector<Tensor> 
   if (state_->comm == nullptr)
     throw Error(fmt::format("rank {}: {} on {}: the NCCL communicator was aborted", state_->world_rank, operation,
                             state_->group));
+  // Traced: the anchor on the compute stream comes first, so the span's start (on the NCCL stream,
+  // after it waited for the compute stream) is never before it.
+  const bool traced = tracer_ != nullptr && tracer_->enabled();
+  const TraceAnchor anchor = traced ? tracer_->anchor(stream_) : TraceAnchor{};
   LATTICE_CUDA_CHECK(cudaEventRecord(compute_ready_, cuda::compute_stream()));
   LATTICE_CUDA_CHECK(cudaStreamWaitEvent(nccl_stream_, compute_ready_, 0));
+  const std::shared_ptr<void> start = traced ? cuda::record_on(nccl_stream_) : nullptr;
   state_->settle(call(nccl_stream_), call_name, operation, watchdog().timeout_s());
   std::shared_ptr<void> done = cuda::record_on(nccl_stream_);
+  if (traced) {
+    tracer_->span(operation, "nccl " + name(), anchor, Event::adopt(Device::kCuda, start),
+                  Event::adopt(Device::kCuda, done));
+  }
   auto op = std::make_unique<NcclOp>(state_, std::move(operation), std::move(keep_alive), std::move(done));
   return CommHandle(std::move(op), watchdog_, stream_);
 }
@@ -239,7 +249,9 @@ CommHandle NcclCommunicator::recv_async(const Tensor& out, int src, int tag) {
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, std::string name, std::string detail) {
   std::unique_ptr<Communicator> child = mpi_->split(color, key, std::move(name), std::move(detail));
   if (child == nullptr) return nullptr;
-  return std::make_unique<NcclCommunicator>(std::move(child));
+  auto nccl = std::make_unique<NcclCommunicator>(std::move(child));
+  nccl->set_tracer(tracer_);
+  return nccl;
 }
 
 std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int ranks_per_node) {

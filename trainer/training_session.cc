@@ -97,6 +97,9 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   // training.sample_interval: one process only (validate_layout), so `params` is the whole model.
   if (c.training.sample_interval > 0) sampler_ = std::make_unique<TrainingSampler>(c, *params_);
   tracer_ = std::make_unique<Tracer>(c.logging.trace_file, grid.rank());
+  // NCCL's operations get lanes of their own (the groups split later, such as the pipeline's lanes, inherit it).
+  for (Communicator* g : {rc_.world, rc_.tp, rc_.dp, rc_.pp, rc_.embedding})
+    if (g != nullptr) g->set_tracer(tracer_.get());
 
   build_pipeline();
   log_precision();

@@ -8,16 +8,21 @@
 // operations; a collective stalled past the watchdog's timeout is reported naming the group and
 // the operation, and aborts the communicator; results are the same bits run after run.
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
+#include <nlohmann/json.hpp>
 
 #include "kernels/cuda/runtime.h"
 #include "kernels/device_context.h"
 #include "kernels/ops.h"
 #include "parallel/nccl_communicator.h"
+#include "parallel/trace.h"
 #include "tests/kernels/test_util.h"
 #include "tests/parallel/mpi_test_main.h"
 
@@ -167,6 +172,36 @@ TEST_CASE("a stream wait on an NCCL collective orders the compute stream without
   CHECK(wrong == 0);
   watchdog.wait_in_flight();
   CHECK(watchdog.in_flight() == 0);
+}
+
+TEST_CASE("a traced group puts its collectives on a lane of their own, timed on the NCCL stream") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/nccl_trace.json";
+  NcclCommunicator comm(world().split(0, world().rank(), "traced", ""));
+  {
+    Tracer tracer(path, world().rank());
+    comm.set_tracer(&tracer);
+    Tensor t = gpu().to_device(rank_values(1 << 20, DType::kF32, world().rank()));
+    stall_compute_stream(50);
+    comm.all_reduce_async(t).wait_on(gpu().stream());
+    tracer.flush();
+    comm.set_tracer(nullptr);
+  }
+  std::ifstream in(Tracer::trace_path_for_rank(path, world().rank()));
+  REQUIRE(in);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int spans = 0, lanes = 0;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "thread_name" && e["args"].value("name", "") == "nccl traced") ++lanes;
+    if (e.value("ph", "") == "X" && e.value("cat", "") == "nccl traced") {
+      ++spans;
+      CHECK_THAT(e.value("name", ""), Catch::Contains("all_reduce(sum) of f32[1048576]"));
+      CHECK(e.value("dur", 0.0) > 0.0);
+    }
+  }
+  CHECK(lanes == 1);
+  CHECK(spans == 1);
+  comm.watchdog().wait_in_flight();
 }
 
 TEST_CASE("a stream-waited collective that stalls is caught by the watchdog's wait for in-flight operations") {
