@@ -191,9 +191,8 @@ void PipelineExecutor::post_recv(Step& s, const Action& a, bool for_action) {
   }
   const int slot = acquire(s.timing.counts.buffers_allocated);
   const bool grad = a.type == ActionType::kRecvGrad;
-  CommHandle h = lanes_ != nullptr
-                     ? lanes_->group(p2p_lane(a.type)).recv_async(pool_[slot].tensor, lanes_->peer(p2p_lane(a.type)))
-                     : pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
+  CommHandle h = lanes_ != nullptr ? lanes_->transfer_async(a.type, pool_[slot].tensor)
+                                   : pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
   s.held.push_back(Held{a.type, a.microbatch, a.chunk, slot, std::move(h), for_action});
 }
 
@@ -221,10 +220,9 @@ void PipelineExecutor::send(Step& s, const Action& a) {
                           slot, CommHandle(), false});
     return;
   }
-  pool_[slot].send =
-      lanes_ != nullptr
-          ? lanes_->group(p2p_lane(a.type)).send_async(pool_[slot].tensor, lanes_->peer(p2p_lane(a.type)))
-          : pp_.send_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, receiving_chunk));
+  pool_[slot].send = lanes_ != nullptr
+                         ? lanes_->transfer_async(a.type, pool_[slot].tensor)
+                         : pp_.send_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, receiving_chunk));
 }
 
 template <class Work>

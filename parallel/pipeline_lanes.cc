@@ -30,4 +30,10 @@ PipelineLanes::PipelineLanes(Communicator& pp) {
     LATTICE_CHECK(groups_[l] != nullptr, "pp rank {}: no group for the {} lane", r, p2p_lane_name(static_cast<P2pLane>(l)));
 }
 
+CommHandle PipelineLanes::transfer_async(ActionType type, const Tensor& tensor) const {
+  const auto lane = static_cast<size_t>(p2p_lane(type));
+  Communicator& group = *groups_[lane];
+  return is_send(type) ? group.send_async(tensor, peers_[lane]) : group.recv_async(tensor, peers_[lane]);
+}
+
 }  // namespace lattice

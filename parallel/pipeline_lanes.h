@@ -19,9 +19,9 @@ class PipelineLanes {
   // Collective over `pp` (size >= 2): 2·p splits, every rank a member of four of them.
   explicit PipelineLanes(Communicator& pp);
 
-  // The lane's group, and the other rank's index in it (the pp neighbour the lane leads to or from).
-  Communicator& group(P2pLane lane) const { return *groups_[static_cast<size_t>(lane)]; }
-  int peer(P2pLane lane) const { return peers_[static_cast<size_t>(lane)]; }
+  // A send or receive (by the action's type) of `tensor` with the pp neighbour, on its lane's group;
+  // tag 0 (the lanes are ordered: transfers match in issue order).
+  CommHandle transfer_async(ActionType type, const Tensor& tensor) const;
 
  private:
   std::array<std::unique_ptr<Communicator>, kP2pLanes> groups_;
