@@ -204,38 +204,31 @@ TEST_CASE("a traced group puts its collectives on a lane of their own, timed on 
   comm.watchdog().wait_in_flight();
 }
 
-TEST_CASE("a stream-waited collective that stalls is caught by the watchdog's wait for in-flight operations") {
-  std::string report;
-  NcclCommunicator comm(world().split(0, world().rank(), "stalled-ordered", "injected stall"));
-  comm.watchdog().set_timeout_s(0.2);
-  comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
-  stall_compute_stream(1500);
-  Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
-  comm.all_reduce_async(t).wait_on(gpu().stream());  // no host wait here
-  CHECK_THROWS(comm.watchdog().wait_in_flight());    // the step's read-back would wait here
-  CHECK_THAT(report, Catch::Contains("stalled-ordered") && Catch::Contains("all_reduce(sum) of f32[1000]"));
-  cuda::synchronize();  // the stall ends
-  CHECK_THROWS_WITH(comm.all_reduce_async(t), Catch::Contains("the NCCL communicator was aborted"));
-  comm.watchdog().set_timeout_s(20);
-  comm.watchdog().set_action({});
-}
-
+// A watchdog whose action returns: the wait then throws the report (the default ends the job). The
+// groups share the world's watchdog: shortened here, restored below.
 TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation, and aborts") {
-  // A watchdog whose action returns: wait() then throws the report (the default ends the job).
-  std::string report;
-  NcclCommunicator comm(world().split(0, world().rank(), "stalled", "injected stall"));
-  // The group shares the world's watchdog: shortened here, restored below.
-  comm.watchdog().set_timeout_s(0.2);
-  comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
-  stall_compute_stream(1500);
-  Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
-  CHECK_THROWS(comm.all_reduce_async(t).wait());
-  CHECK_THAT(report, Catch::Contains("stalled") && Catch::Contains("all_reduce(sum) of f32[1000]"));
-  cuda::synchronize();  // the stall ends
-  // The timed-out wait aborted the communicator: later calls say so.
-  CHECK_THROWS_WITH(comm.all_reduce_async(t), Catch::Contains("the NCCL communicator was aborted"));
-  comm.watchdog().set_timeout_s(20);
-  comm.watchdog().set_action({});
+  for (const bool stream_wait : {false, true}) {
+    INFO((stream_wait ? "stream wait, then the watchdog's wait for operations in flight" : "host wait"));
+    std::string report;
+    const std::string name = stream_wait ? "stalled-ordered" : "stalled";
+    NcclCommunicator comm(world().split(0, world().rank(), name, "injected stall"));
+    comm.watchdog().set_timeout_s(0.2);
+    comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
+    stall_compute_stream(1500);
+    Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
+    if (stream_wait) {
+      comm.all_reduce_async(t).wait_on(gpu().stream());  // no host wait here
+      CHECK_THROWS(comm.watchdog().wait_in_flight());    // the step's read-back would wait here
+    } else {
+      CHECK_THROWS(comm.all_reduce_async(t).wait());
+    }
+    CHECK_THAT(report, Catch::Contains("'" + name + "'") && Catch::Contains("all_reduce(sum) of f32[1000]"));
+    cuda::synchronize();  // the stall ends
+    // The timed-out wait aborted the communicator: later calls say so.
+    CHECK_THROWS_WITH(comm.all_reduce_async(t), Catch::Contains("the NCCL communicator was aborted"));
+    comm.watchdog().set_timeout_s(20);
+    comm.watchdog().set_action({});
+  }
 }
 
 }  // namespace
