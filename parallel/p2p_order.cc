@@ -121,7 +121,8 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
       if (!is_compute(list[i].type)) continue;
       s.computes.push_back(i);
       std::vector<int> needs;
-      const ActionType input = list[i].type == ActionType::kForward ? ActionType::kRecvActivation : ActionType::kRecvGrad;
+      const ActionType input =
+          list[i].type == ActionType::kForward ? ActionType::kRecvActivation : ActionType::kRecvGrad;
       for (size_t j = 0; j < i; ++j) {
         const Action& a = list[j];
         if (a.type == input && a.microbatch == list[i].microbatch && a.chunk == list[i].chunk &&

@@ -51,7 +51,8 @@ struct PipelineExecutor::Step {
 
 PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx, bool ordered_p2p)
     : pp_(pp_group), tracer_(tracer), ctx_(ctx) {
-  if ((ordered_p2p || pp_group.ordered_p2p()) && pp_group.size() > 1) lanes_ = std::make_unique<PipelineLanes>(pp_group);
+  if ((ordered_p2p || pp_group.ordered_p2p()) && pp_group.size() > 1)
+    lanes_ = std::make_unique<PipelineLanes>(pp_group);
 }
 
 PipelineExecutor::~PipelineExecutor() = default;
@@ -191,8 +192,9 @@ void PipelineExecutor::post_recv(Step& s, const Action& a, bool for_action) {
   }
   const int slot = acquire(s.timing.counts.buffers_allocated);
   const bool grad = a.type == ActionType::kRecvGrad;
-  CommHandle h = lanes_ != nullptr ? lanes_->transfer_async(a.type, pool_[slot].tensor)
-                                   : pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
+  CommHandle h = lanes_ != nullptr
+                     ? lanes_->transfer_async(a.type, pool_[slot].tensor)
+                     : pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
   s.held.push_back(Held{a.type, a.microbatch, a.chunk, slot, std::move(h), for_action});
 }
 

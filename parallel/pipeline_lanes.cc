@@ -27,7 +27,8 @@ PipelineLanes::PipelineLanes(Communicator& pp) {
     }
   }
   for (int l = 0; l < kP2pLanes; ++l)
-    LATTICE_CHECK(groups_[l] != nullptr, "pp rank {}: no group for the {} lane", r, p2p_lane_name(static_cast<P2pLane>(l)));
+    LATTICE_CHECK(groups_[l] != nullptr, "pp rank {}: no group for the {} lane", r,
+                  p2p_lane_name(static_cast<P2pLane>(l)));
 }
 
 CommHandle PipelineLanes::transfer_async(ActionType type, const Tensor& tensor) const {

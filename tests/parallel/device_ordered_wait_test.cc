@@ -39,7 +39,9 @@ class DeviceOp : public PendingOp {
     if (FakeEvents::query(event_.get()) || (complete_after_ >= 0 && tests > complete_after_)) tensors_.reset();
     return tensors_ == nullptr;
   }
-  OpDescription describe() const override { return {1, "group 'dp' (world ranks [0, 1])", "all_reduce(sum) of f32[4]"}; }
+  OpDescription describe() const override {
+    return {1, "group 'dp' (world ranks [0, 1])", "all_reduce(sum) of f32[4]"};
+  }
   Event device_completion() const override { return Event::adopt(Device::kCuda, event_); }
   void abort() noexcept override { ++*aborts; }
 

@@ -108,7 +108,8 @@ if [[ $gpus -ge 2 ]]; then
   nccl_train nccl-pp2v2 2 nccl "${v2[@]}" && nccl_train mpi-pp2v2 2 mpi "${v2[@]}" && same_steps nccl-pp2v2 mpi-pp2v2
   result "2 GPUs, pipeline=2 interleaved v=2: parallel.backend nccl = mpi (every loss and grad norm)" $?
 else
-  echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved against the MPI path): $gpus GPU visible, and NCCL needs a GPU per rank"
+  echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved against the MPI" \
+    "path): $gpus GPU visible, and NCCL needs a GPU per rank"
 fi
 save_logs
 
