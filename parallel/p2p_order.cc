@@ -79,8 +79,7 @@ struct Transfer {
 
 struct RankState {
   std::vector<Transfer> transfers;              // in issue order
-  std::vector<size_t> computes;                 // indices into the list
-  std::vector<std::vector<int>> compute_needs;  // per compute, the transfers holding its receives
+  std::vector<std::vector<int>> compute_needs;  // per compute of the list, the transfers holding its receives
   size_t computes_done = 0;
   // Per lane its transfers in order, and how many have started and completed (one at a time).
   std::vector<int> lane[kP2pLanes];
@@ -119,7 +118,6 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
     }
     for (size_t i = 0; i < list.size(); ++i) {
       if (!is_compute(list[i].type)) continue;
-      s.computes.push_back(i);
       std::vector<int> needs;
       const ActionType input =
           list[i].type == ActionType::kForward ? ActionType::kRecvActivation : ActionType::kRecvGrad;
@@ -170,7 +168,7 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
     progress = false;
     for (RankState& s : ranks) {
       // Computes, in order, each after its receives.
-      while (s.computes_done < s.computes.size()) {
+      while (s.computes_done < s.compute_needs.size()) {
         bool ready = true;
         for (int t : s.compute_needs[s.computes_done]) ready = ready && s.transfers[t].complete;
         if (!ready) break;
@@ -207,9 +205,9 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
       where += fmt::format("; {} {} on its {} lane", s.started(t) ? "in" : "before", to_string(s.transfers[t].action),
                            p2p_lane_name(static_cast<P2pLane>(l)));
     }
-    if (s.computes_done == s.computes.size() && where.empty()) continue;
+    if (s.computes_done == s.compute_needs.size() && where.empty()) continue;
     errors.push_back(fmt::format("deadlock: pp rank {} stops after {} of {} computes{}", r, s.computes_done,
-                                 s.computes.size(), where));
+                                 s.compute_needs.size(), where));
   }
   return errors;
 }
