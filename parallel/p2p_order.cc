@@ -84,6 +84,9 @@ struct RankState {
   // Per lane its transfers in order, and how many have started and completed (one at a time).
   std::vector<int> lane[kP2pLanes];
   size_t lane_started[kP2pLanes] = {}, lane_complete[kP2pLanes] = {};
+  // One hardware queue: the computes (-1 - index) and transfers in host issue order, and its head.
+  std::vector<int> queue;
+  size_t queue_head = 0;
 
   bool started(int t) const {
     return transfers[t].position < lane_started[static_cast<int>(transfers[t].issue.lane)];
@@ -92,7 +95,7 @@ struct RankState {
 
 }  // namespace
 
-std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>>& schedules) {
+std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>>& schedules, P2pDeviceModel model) {
   const int p = static_cast<int>(schedules.size());
   std::vector<std::string> errors;
   std::vector<RankState> ranks(p);
@@ -128,6 +131,13 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
           needs.push_back(transfer_of_action[j]);
       }
       s.compute_needs.push_back(needs);
+    }
+    // Host issue order: the transfers issued after compute c (-1: before the first) follow it.
+    size_t next = 0;
+    for (int c = -1; c < static_cast<int>(s.compute_needs.size()); ++c) {
+      if (c >= 0) s.queue.push_back(-1 - c);
+      for (; next < s.transfers.size() && s.transfers[next].issue.after_compute <= c; ++next)
+        s.queue.push_back(static_cast<int>(next));
     }
   }
 
@@ -167,18 +177,30 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
   for (bool progress = true; progress;) {
     progress = false;
     for (RankState& s : ranks) {
-      // Computes, in order, each after its receives.
-      while (s.computes_done < s.compute_needs.size()) {
-        bool ready = true;
-        for (int t : s.compute_needs[s.computes_done]) ready = ready && s.transfers[t].complete;
-        if (!ready) break;
-        ++s.computes_done;
-        progress = true;
+      // The next compute runs once its receives completed; a lane's next transfer starts once the
+      // lane's previous one completed and the compute before it ran.
+      auto compute_ready = [&] {
+        for (int t : s.compute_needs[s.computes_done])
+          if (!s.transfers[t].complete) return false;
+        return true;
+      };
+      auto transfer_ready = [&](int t) {
+        const int l = static_cast<int>(s.transfers[t].issue.lane);
+        return s.lane_started[l] == s.lane_complete[l] &&
+               s.transfers[t].issue.after_compute < static_cast<int>(s.computes_done);
+      };
+      if (model == P2pDeviceModel::kOneHardwareQueue) {  // in host order; a head not ready holds the rest
+        for (; s.queue_head < s.queue.size(); ++s.queue_head, progress = true) {
+          const int item = s.queue[s.queue_head];
+          if (item < 0 ? !compute_ready() : !transfer_ready(item)) break;
+          if (item < 0) ++s.computes_done;
+          else ++s.lane_started[static_cast<int>(s.transfers[item].issue.lane)];
+        }
+        continue;
       }
-      // A lane's next transfer starts after its previous one completed and the compute before it ran.
+      for (; s.computes_done < s.compute_needs.size() && compute_ready(); progress = true) ++s.computes_done;
       for (int l = 0; l < kP2pLanes; ++l) {
-        if (s.lane_started[l] == s.lane_complete[l] && s.lane_started[l] < s.lane[l].size() &&
-            s.transfers[s.lane[l][s.lane_started[l]]].issue.after_compute < static_cast<int>(s.computes_done)) {
+        if (s.lane_started[l] < s.lane[l].size() && transfer_ready(s.lane[l][s.lane_started[l]])) {
           ++s.lane_started[l];
           progress = true;
         }
@@ -206,6 +228,11 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
                            p2p_lane_name(static_cast<P2pLane>(l)));
     }
     if (s.computes_done == s.compute_needs.size() && where.empty()) continue;
+    if (s.queue_head < s.queue.size() && model == P2pDeviceModel::kOneHardwareQueue) {
+      const int item = s.queue[s.queue_head];
+      where += fmt::format("; its queue holds at {}", item < 0 ? fmt::format("compute {}", -1 - item)
+                                                                : to_string(s.transfers[item].action));
+    }
     errors.push_back(fmt::format("deadlock: pp rank {} stops after {} of {} computes{}", r, s.computes_done,
                                  s.compute_needs.size(), where));
   }

@@ -11,7 +11,8 @@
 // overlaps that compute). No two transfers share a call (a group): a compute waits for its own
 // receive only, not for one that another rank can send only after this compute.
 // check_ordered_p2p proves, for all ranks' lists together, that this matches every transfer to its
-// counterpart and cannot deadlock; tests/parallel/p2p_order_test runs it on every schedule.
+// counterpart and cannot deadlock, in two models of how the GPU runs the streams (P2pDeviceModel);
+// tests/parallel/p2p_order_test runs it on every schedule in both.
 #pragma once
 
 #include <cstddef>
@@ -37,14 +38,33 @@ struct P2pIssue {
 // this rank as the peer (p == 1, v > 1: handed over locally) are left out: they are no transfer.
 std::vector<P2pIssue> p2p_issue_order(const std::vector<Action>& actions, int pp_rank);
 
+// How a rank's GPU runs its compute stream and the lanes' streams. Several communicators on one
+// device are safe only if no rank's device can wait for work that another's holds back (NCCL's
+// "using multiple communicators concurrently"); the two models bound how much the device reorders.
+enum class P2pDeviceModel {
+  // Each stream progresses on its own: the lanes' kernels run side by side with compute.
+  kConcurrentStreams,
+  // All streams' work goes through one hardware queue in host issue order, and a head that cannot
+  // start (a transfer whose lane is busy, a compute whose receive is incomplete) holds back all
+  // behind it; a transfer that has started runs beside what follows. This is the device under
+  // CUDA_DEVICE_MAX_CONNECTIONS=1 (one work queue for all streams; Megatron-LM's users export it),
+  // and NCCL_LAUNCH_ORDER_IMPLICIT=1 orders NCCL's launches by host issue order too.
+  kOneHardwareQueue,
+};
+// Neither model is a device that runs one kernel at a time (no overlap of any kind survives that).
+// The data- and tensor-parallel collectives are not in the lists: every member of their groups
+// issues them in the same host order, at the same points of the same list.
+
 // Runs all ranks' lists (schedules[r] is pp rank r's) issued in p2p_issue_order, in a model of
 // NCCL's semantics: per rank one compute stream and one stream per lane; a lane's transfer starts
 // once the compute before it has run and the lane's previous transfer has completed; a transfer
-// completes once both its sides have started; a compute runs once its receives have completed.
+// completes once both its sides have started; a compute runs once its receives have completed;
+// with kOneHardwareQueue, additionally in host issue order.
 // Returns every problem, in words (empty: all transfers matched and everything completed): the k-th
 // send on an edge (sender, receiver, activations or gradients) that is not what the k-th receive on
 // it expects, transfers without a counterpart, and, when the ranks stop progressing, where each
 // stuck rank waits.
-std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>>& schedules);
+std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>>& schedules,
+                                           P2pDeviceModel model = P2pDeviceModel::kConcurrentStreams);
 
 }  // namespace lattice

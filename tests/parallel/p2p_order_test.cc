@@ -16,6 +16,12 @@ namespace {
 Action act(ActionType t, int mb, int chunk, int peer) { return Action{t, mb, chunk, peer}; }
 Action compute(ActionType t, int mb, int chunk = 0) { return Action{t, mb, chunk, -1}; }
 
+// Both device models: the lanes' streams side by side, and every stream through one hardware queue.
+constexpr P2pDeviceModel kModels[] = {P2pDeviceModel::kConcurrentStreams, P2pDeviceModel::kOneHardwareQueue};
+const char* model_name(P2pDeviceModel m) {
+  return m == P2pDeviceModel::kConcurrentStreams ? "concurrent streams" : "one hardware queue";
+}
+
 std::string joined(const std::vector<std::string>& errors) {
   std::string s;
   for (const std::string& e : errors) s += e + "\n";
@@ -65,20 +71,24 @@ TEST_CASE("every schedule's transfers match and complete on an ordered transport
         for (int v : {1, 2, 3, 4}) {
           if (kind != ScheduleKind::kInterleaved && v > 1) continue;
           if (kind == ScheduleKind::kInterleaved && m % p != 0) continue;
-          INFO(schedule_kind_name(kind) << " p=" << p << " v=" << v << " m=" << m);
-          const std::vector<std::string> errors = check_ordered_p2p(make_all_schedules(kind, p, v, m));
-          INFO(joined(errors));
-          CHECK(errors.empty());
+          for (P2pDeviceModel model : kModels) {
+            INFO(schedule_kind_name(kind) << " p=" << p << " v=" << v << " m=" << m << ", " << model_name(model));
+            const std::vector<std::string> errors = check_ordered_p2p(make_all_schedules(kind, p, v, m), model);
+            INFO(joined(errors));
+            CHECK(errors.empty());
+          }
           ++checked;
         }
       }
       for (int v : {1, 2}) {  // evaluation's forward-only lists
         std::vector<std::vector<Action>> lists;
         for (int r = 0; r < p; ++r) lists.push_back(make_forward_only_schedule(p, v, m, r));
-        INFO("forward-only p=" << p << " v=" << v << " m=" << m);
-        const std::vector<std::string> errors = check_ordered_p2p(lists);
-        INFO(joined(errors));
-        CHECK(errors.empty());
+        for (P2pDeviceModel model : kModels) {
+          INFO("forward-only p=" << p << " v=" << v << " m=" << m << ", " << model_name(model));
+          const std::vector<std::string> errors = check_ordered_p2p(lists, model);
+          INFO(joined(errors));
+          CHECK(errors.empty());
+        }
         ++checked;
       }
     }
@@ -123,6 +133,30 @@ TEST_CASE("a cycle of waits is reported as a deadlock naming where each rank sto
                             Catch::Contains("in RecvGrad(mb=0, chunk=0, peer=1) on its receive-gradient lane"));
   CHECK_THAT(errors[1], Catch::StartsWith("deadlock: pp rank 1 stops after 1 of 4 computes") &&
                             Catch::Contains("in RecvActivation(mb=1, chunk=0, peer=0) on its receive-activation lane"));
+}
+
+TEST_CASE("with one hardware queue, a receive waiting for its lane holds back the sends queued behind it") {
+  using T = ActionType;
+  // GPipe, p = 2, m = 2, but rank 0 lists both gradient receives before its first backward: both are
+  // issued after F0, ahead of F1 and its send. On concurrent streams the second receive waits on its
+  // lane while F1's send goes out. Through one queue it holds the queue until the first receive
+  // completes, which needs rank 1's backward 0, which needs F1's activation, queued behind it.
+  const std::vector<std::vector<Action>> lists = {
+      {compute(T::kForward, 0), act(T::kSendActivation, 0, 0, 1), compute(T::kForward, 1),
+       act(T::kSendActivation, 1, 0, 1), act(T::kRecvGrad, 0, 0, 1), act(T::kRecvGrad, 1, 0, 1),
+       compute(T::kBackward, 0), compute(T::kBackward, 1)},
+      {act(T::kRecvActivation, 0, 0, 0), compute(T::kForward, 0), act(T::kRecvActivation, 1, 0, 0),
+       compute(T::kForward, 1), compute(T::kBackward, 0), act(T::kSendGrad, 0, 0, 0), compute(T::kBackward, 1),
+       act(T::kSendGrad, 1, 0, 0)},
+  };
+  CHECK(check_ordered_p2p(lists, P2pDeviceModel::kConcurrentStreams).empty());
+  const std::vector<std::string> errors = check_ordered_p2p(lists, P2pDeviceModel::kOneHardwareQueue);
+  INFO(joined(errors));
+  REQUIRE(errors.size() == 2);
+  CHECK_THAT(errors[0], Catch::StartsWith("deadlock: pp rank 0 stops after 1 of 4 computes") &&
+                            Catch::Contains("its queue holds at RecvGrad(mb=1, chunk=0, peer=1)"));
+  CHECK_THAT(errors[1], Catch::StartsWith("deadlock: pp rank 1 stops after 1 of 4 computes") &&
+                            Catch::Contains("its queue holds at compute 1"));
 }
 
 }  // namespace
