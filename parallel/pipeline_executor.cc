@@ -52,7 +52,7 @@ struct PipelineExecutor::Step {
 PipelineExecutor::PipelineExecutor(Communicator& pp_group, Tracer& tracer, const DeviceContext& ctx, bool ordered_p2p)
     : pp_(pp_group), tracer_(tracer), ctx_(ctx) {
   if ((ordered_p2p || pp_group.ordered_p2p()) && pp_group.size() > 1)
-    lanes_ = std::make_unique<PipelineLanes>(pp_group);
+    lanes_ = std::make_unique<PipelineLanes>(pp_group, ctx);
 }
 
 PipelineExecutor::~PipelineExecutor() = default;

@@ -7,11 +7,14 @@
 
 namespace lattice {
 
-PipelineLanes::PipelineLanes(Communicator& pp) {
+PipelineLanes::PipelineLanes(Communicator& pp, const DeviceContext& ctx) {
   const int p = pp.size(), r = pp.rank();
   LATTICE_CHECK(p >= 2, "pipeline lanes need a pp group of 2 or more ranks, not {}", p);
   // Edge k of a kind joins its sender (group rank 0) and receiver (group rank 1): activations go from
-  // k to k + 1, gradients from k + 1 to k. Every rank makes the same splits in the same order.
+  // k to k + 1, gradients from k + 1 to k. Every rank makes the same splits in the same order, and
+  // connects its lanes in that order too: each edge's two ranks meet there having connected every
+  // earlier edge, so the rendezvous cannot wait in a cycle.
+  const Tensor one = ctx.zeros(Shape{1});
   for (const bool grads : {false, true}) {
     for (int k = 0; k < p; ++k) {
       const int sender = grads ? (k + 1) % p : k, receiver = grads ? k : (k + 1) % p;
@@ -24,6 +27,10 @@ PipelineLanes::PipelineLanes(Communicator& pp) {
                                        : (grads ? P2pLane::kRecvGrad : P2pLane::kRecvActivation);
       peers_[static_cast<size_t>(lane)] = r == sender ? 1 : 0;
       groups_[static_cast<size_t>(lane)] = std::move(g);
+      transfer_async(r == sender ? (grads ? ActionType::kSendGrad : ActionType::kSendActivation)
+                                 : (grads ? ActionType::kRecvGrad : ActionType::kRecvActivation),
+                     one)
+          .wait();
     }
   }
   for (int l = 0; l < kP2pLanes; ++l)

@@ -4,11 +4,15 @@
 // and rank 0 that interleaving uses) — so that on NCCL each lane is its own communicator and stream:
 // a rank's sends of activations, receives of activations, sends and receives of gradients never
 // queue behind each other.
+// The lanes are connected when they are made, by one transfer each in an order all ranks share:
+// NCCL creates a point-to-point connection at the first transfer between two ranks, and that needs
+// both ranks there at once (the host waits), a rendezvous the step's issue order is not proven for.
 #pragma once
 
 #include <array>
 #include <memory>
 
+#include "kernels/device_context.h"
 #include "parallel/communicator.h"
 #include "parallel/p2p_order.h"
 
@@ -16,8 +20,9 @@ namespace lattice {
 
 class PipelineLanes {
  public:
-  // Collective over `pp` (size >= 2): 2·p splits, every rank a member of four of them.
-  explicit PipelineLanes(Communicator& pp);
+  // Collective over `pp` (size >= 2): 2·p splits, every rank a member of four of them, each connected
+  // with a one-element transfer on `ctx`'s device.
+  PipelineLanes(Communicator& pp, const DeviceContext& ctx);
 
   // A send or receive (by the action's type) of `tensor` with the pp neighbour, on its lane's group;
   // tag 0 (the lanes are ordered: transfers match in issue order).
