@@ -13,6 +13,7 @@
 #include "trainer/device_selection.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
+#include "trainer/statistics.h"
 #include "trainer/train_loop.h"
 
 namespace lattice {
@@ -41,8 +42,7 @@ double measure_matmul_gflops(Device device, DType dtype, int64_t n) {
     end.synchronize();
     seconds.push_back(end.seconds_since(start));
   }
-  std::sort(seconds.begin(), seconds.end());
-  return 2.0 * n * n * n / seconds[seconds.size() / 2] / 1e9;
+  return 2.0 * n * n * n / median(seconds) / 1e9;
 }
 
 // The peak the step is measured against: the host's sgemm (OpenBLAS) or the device's f32 GEMM.
@@ -93,13 +93,15 @@ int run_benchmark(Config c, int64_t steps) {
   std::printf("%-29s: %.1f (before %.1f, after %.1f)\n", peak_name.c_str(), peak, peak_before, peak_after);
   std::printf("ratio achieved / peak        : %.1f%% (target >= 50%%)\n", 100.0 * r.mean_gflops / peak);
   // What `lattice plan --gpu FILE` needs to predict this device: the peak, the share of it the
-  // forward + backward reach, and the optimizer's memory bandwidth.
-  const double compute_s = r.mean_step_s - r.mean_optimizer_s;
+  // forward + backward reach, and the optimizer's memory bandwidth. From the medians of the timed
+  // steps, so that one step the machine stalled does not skew the calibration.
+  const double compute_s = r.median_step_s - r.median_optimizer_s;
   const double efficiency = stats.flops_per_iter / compute_s / (peak * 1e9);
-  const double bandwidth = kOptimizerBytesPerParam * double(stats.num_params) / r.mean_optimizer_s;
-  std::printf("forward + backward           : %.3f s per step, %.1f%% of the peak\n", compute_s, 100 * efficiency);
-  std::printf("optimizer step               : %.3f s per step (%.2f GB/s at %.0f B/parameter)\n", r.mean_optimizer_s,
-              bandwidth / 1e9, kOptimizerBytesPerParam);
+  const double bandwidth = kOptimizerBytesPerParam * double(stats.num_params) / r.median_optimizer_s;
+  std::printf("forward + backward           : %.3f s per step (median), %.1f%% of the peak\n", compute_s,
+              100 * efficiency);
+  std::printf("optimizer step               : %.3f s per step (median; %.2f GB/s at %.0f B/parameter)\n",
+              r.median_optimizer_s, bandwidth / 1e9, kOptimizerBytesPerParam);
   if (c.training.precision == Precision::kFp32) {
     const char* peak_key = c.training.tf32 ? "peak_tf32_flops" : "peak_fp32_flops";
     std::printf("for lattice plan --gpu FILE  : \"%s\": %.4g, \"memory_bandwidth\": %.4g%s; --gemm-efficiency %.3f\n",

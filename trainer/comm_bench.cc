@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "kernels/tensor.h"
+#include "trainer/statistics.h"
 
 namespace lattice {
 namespace {
@@ -18,11 +19,6 @@ double now_s() {
 // Messages up to this size fix α, from this size on β (see fit_latency, fit_bandwidth).
 constexpr double kLatencyFitMaxBytes = 256 * 1024;
 constexpr double kBandwidthFitMinBytes = 4 * 1024 * 1024;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Latency: y = a + b·x by least squares of the relative error (weights 1/y²) over the small
 // messages, whose times it fixes; returns a.

@@ -33,10 +33,11 @@ struct TrainResult {
   // Throughput averaged over the steps after the first (which pays for warm-up).
   double mean_tokens_per_s = 0;
   double mean_gflops = 0;
-  double mean_step_s = 0;
-  // The optimizer step (AdamW over this rank's parameters, with the distributed optimizer's
-  // parameter gathers it launches), seconds, averaged over the same steps.
-  double mean_optimizer_s = 0;
+  // The step, and the optimizer step (AdamW over this rank's parameters, with the distributed
+  // optimizer's parameter gathers it launches), seconds: medians over the same steps, so that one
+  // step the machine stalled (a shared VM can slow one many times over) does not skew them.
+  double median_step_s = 0;
+  double median_optimizer_s = 0;
   // Data parallelism: gradient communication outstanding and blocked on, summed over the steps
   // (GradBuckets::last_stats()); hidden share = 1 - wait / comm.
   double dp_comm_s = 0;

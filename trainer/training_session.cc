@@ -23,6 +23,7 @@
 #include "trainer/model_builder.h"
 #include "trainer/output_paths.h"
 #include "trainer/run_dir.h"
+#include "trainer/statistics.h"
 
 namespace lattice {
 
@@ -382,7 +383,7 @@ void TrainingSession::record(int64_t step, const StepOutcome& o, double seconds)
     throughput_.steps += 1;
     throughput_.tokens_per_s += sm.tokens_per_s;
     throughput_.gflops += sm.gflops;
-    throughput_.step_s += seconds;
+    throughput_.step_s.push_back(seconds);
     if (o.bubble >= 0) {
       throughput_.bubble_steps += 1;
       throughput_.bubble += o.bubble;
@@ -470,8 +471,7 @@ void TrainingSession::account_optimizer_time() {
   if (!optimizer_events_.end.recorded()) return;
   optimizer_events_.end.synchronize();
   if (timed_step(optimizer_events_.step)) {
-    throughput_.optimizer_steps += 1;
-    throughput_.optimizer_s += optimizer_events_.end.seconds_since(optimizer_events_.start);
+    throughput_.optimizer_s.push_back(optimizer_events_.end.seconds_since(optimizer_events_.start));
   }
   optimizer_events_ = {};
 }
@@ -481,10 +481,9 @@ void TrainingSession::summarize() {
   if (throughput_.steps > 0) {
     result_.mean_tokens_per_s = throughput_.tokens_per_s / static_cast<double>(throughput_.steps);
     result_.mean_gflops = throughput_.gflops / static_cast<double>(throughput_.steps);
-    result_.mean_step_s = throughput_.step_s / static_cast<double>(throughput_.steps);
   }
-  if (throughput_.optimizer_steps > 0)
-    result_.mean_optimizer_s = throughput_.optimizer_s / static_cast<double>(throughput_.optimizer_steps);
+  result_.median_step_s = median(throughput_.step_s);
+  result_.median_optimizer_s = median(throughput_.optimizer_s);
   const int64_t steps_run = std::max<int64_t>(0, last_step_ - first_step_ + 1);
   RunSummary summary;
   summary.steps = steps_run;
