@@ -52,8 +52,9 @@ enum class P2pDeviceModel {
   kOneHardwareQueue,
 };
 // Neither model is a device that runs one kernel at a time (no overlap of any kind survives that).
-// The data- and tensor-parallel collectives are not in the lists: every member of their groups
-// issues them in the same host order, at the same points of the same list.
+// The data- and tensor-parallel collectives are not in the lists, and need not be: the members of
+// such a group are the same pp rank of pipelines that run the same lists, so in either model they
+// reach each collective in the same state, and it completes as each starts it, holding nothing back.
 
 // Runs all ranks' lists (schedules[r] is pp rank r's) issued in p2p_issue_order, in a model of
 // NCCL's semantics: per rank one compute stream and one stream per lane; a lane's transfer starts
