@@ -26,7 +26,11 @@ train() {
     $MPIRUN --oversubscribe -np "$np" "${cmd[@]}" >"$WORK/$name.log" 2>&1
   else
     "${cmd[@]}" >"$WORK/$name.log" 2>&1
-  fi || { echo "  $name exited $?: $(tail -3 "$WORK/$name.log")"; return 1; }
+  fi || {
+    # The error lines name the cause; under mpirun the last lines are only prterun's notice.
+    echo "  $name exited $?: $( (grep -a -m2 '\[error\]' "$WORK/$name.log" || tail -3 "$WORK/$name.log") | tr -d '\0')"
+    return 1
+  }
 }
 
 # check NAME COMMAND...: PASS when the command succeeds, else FAIL with its last lines.

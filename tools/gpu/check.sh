@@ -73,7 +73,7 @@ result "no visible GPU: exit 2 naming cudaGetDeviceCount" $?
 
 echo "== NCCL: parallel.backend nccl (issue 13) =="
 gpus=$(nvidia-smi -L | grep -c '^GPU')
-timeout 180 mpirun -np "$gpus" "$B/bin/nccl_communicator_test" >"$LOGS/nccl.log" 2>&1
+timeout 180 mpirun -np "$gpus" "$B/bin/nccl_communicator_test" --use-colour no >"$LOGS/nccl.log" 2>&1
 st=$?
 grep -E "FAILED|with expansion|failed test case|test cases" "$LOGS/nccl.log" | head -30 | sed 's/^/  /'
 result "nccl_communicator_test on $gpus rank(s), one per GPU" $st

