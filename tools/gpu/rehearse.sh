@@ -7,7 +7,7 @@
 # one check that needs no GPU (the no-device error) passed, and no library, command or file was
 # missing.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 [[ -x build/gpu-bundle/bin/lattice ]] || { echo "rehearse.sh: no bundle: run tools/gpu/bundle.sh first" >&2; exit 2; }
 fake=$(mktemp -d)
 trap 'rm -rf "$fake"' EXIT
