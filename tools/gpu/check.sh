@@ -107,9 +107,14 @@ if [[ $gpus -ge 2 ]]; then
       --set model.num_layers=4 --set training.micro_batch_size=1)
   nccl_train nccl-pp2v2 2 nccl "${v2[@]}" && nccl_train mpi-pp2v2 2 mpi "${v2[@]}" && same_steps nccl-pp2v2 mpi-pp2v2
   result "2 GPUs, pipeline=2 interleaved v=2: parallel.backend nccl = mpi (every loss and grad norm)" $?
+  # All streams through one hardware queue, the second device model the lanes are proven in
+  # (parallel/p2p_order.h); mpirun's local ranks inherit the variable.
+  (export CUDA_DEVICE_MAX_CONNECTIONS=1 && nccl_train nccl-pp2v2-1queue 2 nccl "${v2[@]}") &&
+    same_steps nccl-pp2v2-1queue mpi-pp2v2
+  result "2 GPUs, pipeline=2 interleaved v=2, CUDA_DEVICE_MAX_CONNECTIONS=1: nccl = mpi" $?
 else
-  echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved against the MPI" \
-    "path): $gpus GPU visible, and NCCL needs a GPU per rank"
+  echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved, and that with" \
+    "CUDA_DEVICE_MAX_CONNECTIONS=1, against the MPI path): $gpus GPU visible, and NCCL needs a GPU per rank"
 fi
 save_logs
 

@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
 # Rehearses tools/gpu/check.sh on a machine without a GPU, so that a broken step of its plumbing
-# shows here and not in a lent GPU's few minutes: a stand-in nvidia-smi reports one H200, and
+# shows here and not in a lent GPU's few minutes: a stand-in nvidia-smi reports H200s, and
 # `check.sh --quick` runs every test phase over the bundle (tools/gpu/bundle.sh first): the wheel's
 # mpirun, the bundle's libraries, every test binary and script. Each GPU test then fails for want of
-# a device; the rehearsal passes when the plumbing held: every phase ran to its result lines, the
-# one check that needs no GPU (the no-device error) passed, and no library, command or file was
-# missing.
+# a device. The rehearsal passes when the plumbing held, with one stand-in GPU and with two: every
+# phase ran to its result lines, the one check that needs no GPU (the no-device error) passed, and
+# no library, command or file was missing.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 [[ -x build/gpu-bundle/bin/lattice ]] || { echo "rehearse.sh: no bundle: run tools/gpu/bundle.sh first" >&2; exit 2; }
 fake=$(mktemp -d)
 trap 'rm -rf "$fake"' EXIT
-cat >"$fake/nvidia-smi" <<'EOF'
+cat >"$fake/nvidia-smi" <<'STAND_IN'
 #!/usr/bin/env bash
-case "$*" in
-  -L) echo "GPU 0: NVIDIA H200 (rehearsal stand-in)" ;;
-  *--query-gpu*) echo "NVIDIA H200 (rehearsal stand-in), 143771 MiB, none, 1980 MHz" ;;
-esac
-EOF
+for ((i = 0; i < STAND_IN_GPUS; ++i)); do
+  case "$*" in
+    -L) echo "GPU $i: NVIDIA H200 (rehearsal stand-in)" ;;
+    *--query-gpu*) echo "NVIDIA H200 (rehearsal stand-in), 143771 MiB, none, 1980 MHz" ;;
+  esac
+done
+STAND_IN
 chmod +x "$fake/nvidia-smi"
-out=$(RESULTS="$fake/results" PATH="$fake:$PATH" timeout 600 tools/gpu/check.sh --quick 2>&1)
+# With one stand-in GPU, then two (the branch that runs the 2-rank NCCL layouts).
+out=""
+for gpus in 1 2; do
+  out+=$(STAND_IN_GPUS=$gpus RESULTS="$fake/results" PATH="$fake:$PATH" timeout 600 tools/gpu/check.sh --quick 2>&1)
+  out+=$'\n'
+done
 echo "$out"
 problems=()
+grep -q "^NOT RUN: the 2-rank NCCL layouts" <<<"$out" ||
+  problems+=("one GPU: the 2-rank layouts not reported as not run")
+grep -q "^FAIL 2 GPUs, pipeline=2 interleaved v=2, CUDA_DEVICE_MAX_CONNECTIONS=1" <<<"$out" ||
+  problems+=("two GPUs: the 2-rank NCCL layouts did not run")
 for phase in "== op parity" "== device errors" "== NCCL" "== end to end" "train_gpu_test: " "gpu tests: "; do
   grep -qF -- "$phase" <<<"$out" || problems+=("no '$phase' line: check.sh stopped before it")
 done
