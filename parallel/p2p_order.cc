@@ -52,6 +52,20 @@ std::vector<P2pIssue> p2p_issue_order(const std::vector<Action>& actions, int pp
   return issues;
 }
 
+std::vector<P2pHostItem> p2p_host_order(const std::vector<Action>& actions, int pp_rank) {
+  const std::vector<P2pIssue> issues = p2p_issue_order(actions, pp_rank);
+  const auto computes = static_cast<int>(std::count_if(actions.begin(), actions.end(),
+                                                       [](const Action& a) { return is_compute(a.type); }));
+  std::vector<P2pHostItem> order;
+  size_t next = 0;
+  for (int c = -1; c < computes; ++c) {
+    if (c >= 0) order.push_back(P2pHostItem{c, {}});
+    for (; next < issues.size() && issues[next].after_compute <= c; ++next)
+      order.push_back(P2pHostItem{-1, issues[next]});
+  }
+  return order;
+}
+
 namespace {
 
 // What a transfer carries, the same seen from either side: activation or gradient, micro-batch, and
@@ -132,13 +146,10 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
       }
       s.compute_needs.push_back(needs);
     }
-    // Host issue order: the transfers issued after compute c (-1: before the first) follow it.
-    size_t next = 0;
-    for (int c = -1; c < static_cast<int>(s.compute_needs.size()); ++c) {
-      if (c >= 0) s.queue.push_back(-1 - c);
-      for (; next < s.transfers.size() && s.transfers[next].issue.after_compute <= c; ++next)
-        s.queue.push_back(static_cast<int>(next));
-    }
+    // The transfers are in issue order, so the k-th transfer of the host order is transfers[k].
+    int next = 0;
+    for (const P2pHostItem& item : p2p_host_order(list, r))
+      s.queue.push_back(item.compute >= 0 ? -1 - item.compute : next++);
   }
 
   // The k-th send on an edge meets the k-th receive on it.

@@ -4,6 +4,7 @@
 // single-process pass over all layers gives (computed in this binary on every rank).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "parallel/p2p_order.h"
 #include "parallel/pipeline_executor.h"
 #include "parallel/schedule.h"
 #include "parallel/trace.h"
@@ -225,6 +229,122 @@ TEST_CASE("ordered point-to-point on lanes gives the one-process gradients and l
   Tracer tracer("", w.rank());
   for (const Config& cfg : configs_for(w.size())) {
     run_and_check(w, cfg, tracer, 2, /*ordered_p2p=*/true);
+  }
+}
+
+// What the executor hands a transport, in order: "send <group>" / "recv <group>" on the lanes'
+// groups, and "compute" for each forward or backward (logged by LoggedStage).
+using IssueLog = std::vector<std::string>;
+
+class RecordingCommunicator : public Communicator {
+ public:
+  RecordingCommunicator(std::unique_ptr<Communicator> owned, Communicator& inner, IssueLog& log)
+      : Communicator(inner.watchdog_ptr()), owned_(std::move(owned)), inner_(inner), log_(log) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const std::string& name() const override { return inner_.name(); }
+  const std::vector<int>& world_ranks() const override { return inner_.world_ranks(); }
+  std::string describe() const override { return inner_.describe(); }
+  CommHandle all_reduce_async(const Tensor& t, ReduceOp op) override { return inner_.all_reduce_async(t, op); }
+  CommHandle reduce_scatter_async(const Tensor& in, const Tensor& out) override {
+    return inner_.reduce_scatter_async(in, out);
+  }
+  CommHandle all_gather_async(const Tensor& in, const Tensor& out) override { return inner_.all_gather_async(in, out); }
+  CommHandle broadcast_async(const Tensor& t, int root) override { return inner_.broadcast_async(t, root); }
+  CommHandle send_async(const Tensor& in, int dst, int tag) override {
+    log_.push_back("send " + name());
+    return inner_.send_async(in, dst, tag);
+  }
+  CommHandle recv_async(const Tensor& out, int src, int tag) override {
+    log_.push_back("recv " + name());
+    return inner_.recv_async(out, src, tag);
+  }
+  CommHandle all_to_all_async(const Tensor& in, const Tensor& out) override { return inner_.all_to_all_async(in, out); }
+  CommHandle barrier_async() override { return inner_.barrier_async(); }
+  std::unique_ptr<Communicator> split(int color, int key, std::string name, std::string detail) override {
+    std::unique_ptr<Communicator> g = inner_.split(color, key, std::move(name), std::move(detail));
+    if (g == nullptr) return nullptr;
+    Communicator& ref = *g;
+    return std::make_unique<RecordingCommunicator>(std::move(g), ref, log_);
+  }
+  HostChannel& host() override { return inner_.host(); }
+
+ private:
+  std::unique_ptr<Communicator> owned_;  // a split's group (the world is not owned)
+  Communicator& inner_;
+  IssueLog& log_;
+};
+
+class LoggedStage : public PipelineStage {
+ public:
+  LoggedStage(PipelineStage& stage, IssueLog& log) : stage_(stage), log_(log) {}
+  Shape activation_shape() const override { return stage_.activation_shape(); }
+  DType activation_dtype() const override { return stage_.activation_dtype(); }
+  void forward(int mb, const Tensor& input, Tensor& output) override {
+    log_.push_back("compute");
+    stage_.forward(mb, input, output);
+  }
+  void backward(int mb, const Tensor& grad_output, Tensor& grad_input) override {
+    log_.push_back("compute");
+    stage_.backward(mb, grad_output, grad_input);
+  }
+
+ private:
+  PipelineStage& stage_;
+  IssueLog& log_;
+};
+
+// The device models of check_ordered_p2p take each rank's host issue order from p2p_host_order; the
+// proof holds for the executor only if it issues exactly that: every compute and every transfer, on
+// the lane's group, in that order.
+TEST_CASE("on lanes the executor issues computes and transfers in p2p_host_order, the order the proof models") {
+  auto& w = world();
+  const int p = w.size(), r = w.rank();
+  // The lane groups PipelineLanes names: activations go from k to k + 1, gradients from k + 1 to k.
+  auto group_of = [&](P2pLane lane) {
+    const int next = (r + 1) % p, prev = (r + p - 1) % p;
+    switch (lane) {
+      case P2pLane::kSendActivation: return fmt::format("send pp activations {}->{}", r, next);
+      case P2pLane::kRecvActivation: return fmt::format("recv pp activations {}->{}", prev, r);
+      case P2pLane::kSendGrad: return fmt::format("send pp gradients {}->{}", r, prev);
+      case P2pLane::kRecvGrad: return fmt::format("recv pp gradients {}->{}", next, r);
+    }
+    return std::string();
+  };
+  for (const Config& cfg : configs_for(p)) {
+    INFO("schedule " << schedule_kind_name(cfg.kind) << " p=" << p << " v=" << cfg.v << " m=" << cfg.m
+                     << " rank " << r);
+    IssueLog log;
+    RecordingCommunicator recording(nullptr, w, log);
+    Tracer tracer("", r);
+    PipelineExecutor executor(recording, tracer, host_context(), /*ordered_p2p=*/true);
+    // Made with the executor: one connecting transfer on each of the four lanes.
+    std::vector<std::string> connected = log, lanes;
+    for (P2pLane lane : {P2pLane::kSendActivation, P2pLane::kRecvActivation, P2pLane::kSendGrad, P2pLane::kRecvGrad})
+      lanes.push_back(group_of(lane));
+    std::sort(connected.begin(), connected.end());
+    std::sort(lanes.begin(), lanes.end());
+    CHECK(connected == lanes);
+    log.clear();
+
+    const int total_layers = kLayersPerStage * p * cfg.v;
+    int inflight = 0, peak = 0;
+    std::vector<std::unique_ptr<ToyStage>> stages;
+    std::vector<std::unique_ptr<LoggedStage>> logged;
+    std::vector<PipelineStage*> chunks;
+    for (int c = 0; c < cfg.v; ++c) {
+      const int vs = virtual_stage(p, r, c);
+      stages.push_back(std::make_unique<ToyStage>(vs * kLayersPerStage, (vs + 1) * kLayersPerStage, total_layers,
+                                                  &inflight, &peak));
+      logged.push_back(std::make_unique<LoggedStage>(*stages.back(), log));
+      chunks.push_back(logged.back().get());
+    }
+    const std::vector<Action> actions = make_schedule(cfg.kind, p, cfg.v, cfg.m, r);
+    executor.run(actions, chunks);
+    IssueLog want;
+    for (const P2pHostItem& item : p2p_host_order(actions, r))
+      want.push_back(item.compute >= 0 ? "compute" : group_of(item.transfer.lane));
+    CHECK(log == want);
   }
 }
 
