@@ -52,16 +52,19 @@ std::vector<P2pIssue> p2p_issue_order(const std::vector<Action>& actions, int pp
   return issues;
 }
 
-std::vector<P2pHostItem> p2p_host_order(const std::vector<Action>& actions, int pp_rank) {
+std::vector<size_t> p2p_host_order(const std::vector<Action>& actions, int pp_rank) {
   const std::vector<P2pIssue> issues = p2p_issue_order(actions, pp_rank);
-  const auto computes = static_cast<int>(std::count_if(actions.begin(), actions.end(),
-                                                       [](const Action& a) { return is_compute(a.type); }));
-  std::vector<P2pHostItem> order;
+  std::vector<size_t> order;
   size_t next = 0;
-  for (int c = -1; c < computes; ++c) {
-    if (c >= 0) order.push_back(P2pHostItem{c, {}});
-    for (; next < issues.size() && issues[next].after_compute <= c; ++next)
-      order.push_back(P2pHostItem{-1, issues[next]});
+  auto issue_through = [&](int compute) {  // the transfers issued after compute number `compute`
+    for (; next < issues.size() && issues[next].after_compute <= compute; ++next) order.push_back(issues[next].action);
+  };
+  issue_through(-1);
+  int computes = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (!is_compute(actions[i].type)) continue;
+    order.push_back(i);
+    issue_through(computes++);
   }
   return order;
 }
@@ -147,9 +150,9 @@ std::vector<std::string> check_ordered_p2p(const std::vector<std::vector<Action>
       s.compute_needs.push_back(needs);
     }
     // The transfers are in issue order, so the k-th transfer of the host order is transfers[k].
-    int next = 0;
-    for (const P2pHostItem& item : p2p_host_order(list, r))
-      s.queue.push_back(item.compute >= 0 ? -1 - item.compute : next++);
+    int next_transfer = 0, next_compute = 0;
+    for (size_t i : p2p_host_order(list, r))
+      s.queue.push_back(is_compute(list[i].type) ? -1 - next_compute++ : next_transfer++);
   }
 
   // The k-th send on an edge meets the k-th receive on it.

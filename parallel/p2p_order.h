@@ -38,14 +38,10 @@ struct P2pIssue {
 // this rank as the peer (p == 1, v > 1: handed over locally) are left out: they are no transfer.
 std::vector<P2pIssue> p2p_issue_order(const std::vector<Action>& actions, int pp_rank);
 
-// The same rank's computes and transfers in the order its host issues them (the executor's order,
-// and what one hardware queue sees): each compute followed by the transfers issued after it, the
-// transfers issued before the first compute first.
-struct P2pHostItem {
-  int compute = -1;    // the list's compute number, or -1: a transfer
-  P2pIssue transfer;   // when compute == -1
-};
-std::vector<P2pHostItem> p2p_host_order(const std::vector<Action>& actions, int pp_rank);
+// The same rank's computes and transfers, as indices into the list, in the order its host issues
+// them (the order the executor runs them in, and what one hardware queue sees): each compute
+// followed by the transfers issued after it, the transfers issued before the first compute first.
+std::vector<size_t> p2p_host_order(const std::vector<Action>& actions, int pp_rank);
 
 // How a rank's GPU runs its compute stream and the lanes' streams. Several communicators on one
 // device are safe only if no rank's device can wait for work that another's holds back (NCCL's

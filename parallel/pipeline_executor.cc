@@ -36,10 +36,6 @@ struct PipelineExecutor::Step {
   std::vector<Held> held;
   PipelineStepTiming timing;
   TraceAnchor anchor;  // places the step's event-timed spans on the trace
-  // Ordered point-to-point: the transfers in issue order, the next to issue, computes run so far.
-  std::vector<P2pIssue> issues;
-  size_t next_issue = 0;
-  int computes = 0;
 
   int find(ActionType kind, int microbatch, int chunk) const {
     for (size_t i = 0; i < held.size(); ++i) {
@@ -105,13 +101,16 @@ PipelineStepStats PipelineStepTiming::stats() const {
 PipelineStepTiming PipelineExecutor::run(const std::vector<Action>& actions,
                                          const std::vector<PipelineStage*>& chunks) {
   Step s = begin_step(actions, chunks);
-  for (size_t i = 0; i < actions.size(); ++i) {
+  // Ordered: in the host order p2p_order.h proves (on lanes p >= 2, so there are no local hand-overs
+  // for it to leave out); otherwise in list order.
+  std::vector<size_t> order;
+  if (lanes_ != nullptr) {
+    order = p2p_host_order(actions, s.rank);
+  } else {
+    for (size_t i = 0; i < actions.size(); ++i) order.push_back(i);
+  }
+  for (size_t i : order) {
     const Action& a = actions[i];
-    check_action(s, a);
-    if (lanes_ != nullptr) {
-      if (!is_compute(a.type) && a.peer != s.rank) continue;  // a transfer: issued in lane order
-      if (is_compute(a.type)) issue_ordered(s, s.computes++);
-    }
     switch (a.type) {
       case ActionType::kRecvActivation:
       case ActionType::kRecvGrad: post_recv(s, a, true); break;
@@ -121,7 +120,6 @@ PipelineStepTiming PipelineExecutor::run(const std::vector<Action>& actions,
       case ActionType::kBackward: backward(s, i); break;
     }
   }
-  if (lanes_ != nullptr) issue_ordered(s, -1);  // the last compute's sends
   end_step(s);
   return s.timing;
 }
@@ -148,7 +146,6 @@ PipelineExecutor::Step PipelineExecutor::begin_step(const std::vector<Action>& a
     if (!is_compute(a.type)) expected_peer(s, a);
   }
   s.held.reserve(16);
-  if (lanes_ != nullptr) s.issues = p2p_issue_order(actions, s.rank);
   s.anchor = tracer_.anchor(ctx_.stream());
   s.timing.start = ctx_.stream().record();
   return s;
@@ -196,17 +193,6 @@ void PipelineExecutor::post_recv(Step& s, const Action& a, bool for_action) {
                      ? lanes_->transfer_async(a.type, pool_[slot].tensor)
                      : pp_.recv_async(pool_[slot].tensor, a.peer, tag_for(s, grad, a.microbatch, a.chunk));
   s.held.push_back(Held{a.type, a.microbatch, a.chunk, slot, std::move(h), for_action});
-}
-
-void PipelineExecutor::issue_ordered(Step& s, int compute) {
-  while (s.next_issue < s.issues.size() && (compute < 0 || s.issues[s.next_issue].after_compute < compute)) {
-    const Action& a = s.actions[s.issues[s.next_issue++].action];
-    if (is_send(a.type)) {
-      send(s, a);
-    } else {
-      post_recv(s, a, true);
-    }
-  }
 }
 
 void PipelineExecutor::send(Step& s, const Action& a) {

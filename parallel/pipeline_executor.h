@@ -69,9 +69,9 @@ double measured_bubble(const PipelineStepStats& stats, Communicator& pp_group);
 // (type, micro-batch, receiving virtual stage) between a pair of ranks; must be < 32768 (MPI's
 // guaranteed tag bound), i.e. m · v < 16384.
 // Ordered point-to-point (the pp group's ordered_p2p(): NCCL, or `ordered_p2p` given): no tags
-// (0), and each transfer goes on its lane's own group (PipelineLanes) in parallel/p2p_order.h's
-// issue order — a send right after its compute, a receive one compute before the one consuming it
-// — which check_ordered_p2p proves matches and cannot deadlock for every schedule.
+// (0), and each transfer goes on its lane's own group (PipelineLanes); computes and transfers run
+// in p2p_host_order — a send right after its compute, a receive one compute before the one
+// consuming it — the very order check_ordered_p2p proves matches and cannot deadlock.
 // p == 1 with v > 1: the peer is this rank; the buffer is handed to the receiving chunk without
 // MPI or a copy.
 // A compute waits for its receive on the stream (handle.wait_on: ordering only); the sends at the end
@@ -128,8 +128,6 @@ class PipelineExecutor {
   int tag_for(const Step& s, bool grad, int microbatch, int receiving_chunk) const;
   // Posts the receives that the compute after actions[i] needs, so that they overlap this compute.
   void post_lookahead(Step& s, size_t i);
-  // Ordered: issues the transfers due before compute number `compute` (all that remain for -1).
-  void issue_ordered(Step& s, int compute);
   // The received input of a compute (the stream waits for it); its pool slot.
   int take_input(Step& s, ActionType recv_kind, const Action& a);
   void end_compute(Step& s, const Action& a, int in, int out, ActionType out_kind);

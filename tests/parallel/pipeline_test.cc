@@ -342,8 +342,8 @@ TEST_CASE("on lanes the executor issues computes and transfers in p2p_host_order
     const std::vector<Action> actions = make_schedule(cfg.kind, p, cfg.v, cfg.m, r);
     executor.run(actions, chunks);
     IssueLog want;
-    for (const P2pHostItem& item : p2p_host_order(actions, r))
-      want.push_back(item.compute >= 0 ? "compute" : group_of(item.transfer.lane));
+    for (size_t i : p2p_host_order(actions, r))
+      want.push_back(is_compute(actions[i].type) ? "compute" : group_of(p2p_lane(actions[i].type)));
     CHECK(log == want);
   }
 }
