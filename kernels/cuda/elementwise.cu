@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/adamw_coefficients.h"
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/typed_access.cuh"
 #include "kernels/ops.h"
@@ -21,9 +22,6 @@ constexpr int kThreads = 256;
 // Stage-1 blocks of a reduction: enough to fill an H100/H200 (132 SMs x 8 blocks), few enough that
 // the second stage (one block) is cheap.
 constexpr int kReduceBlocks = 1024;
-// bias_backward: rows per stage-1 chunk, and at most this many chunks (bounds the scratch buffer).
-constexpr int64_t kBiasChunkRows = 256;
-constexpr int64_t kBiasMaxChunks = 64;
 
 __device__ __forceinline__ int64_t first_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -101,32 +99,14 @@ __global__ void add_bias_kernel(DataOut y, DataIn bias, int64_t rows, int64_t co
   for (int64_t i = first_index(); i < n; i += grid_stride()) store(y, i, load(y, i) + load(bias, i % cols));
 }
 
-// Stage 1 of bias_backward: thread (column c, chunk blockIdx.y) sums its rows in order in float,
-// like the CPU's per-column float accumulator. With one chunk it adds straight into dbias, which is
-// then the CPU's loop exactly (same additions in the same order).
-__global__ void bias_chunk_kernel(DataIn dy, int64_t rows, int64_t cols, int64_t rows_per_chunk, DataOut out,
-                                  bool accumulate) {
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
-  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
-  for (int64_t c = first_index(); c < cols; c += grid_stride()) {
-    float acc = 0.0f;
-    for (int64_t r = r0; r < r1; ++r) acc += load(dy, r * cols + c);
-    if (accumulate) {
-      store(out, c, load(out, c) + acc);
-    } else {
-      store(out, static_cast<int64_t>(blockIdx.y) * cols + c, acc);
-    }
+// bias_backward's per-row term for kernels/cuda/column_sums.cuh: dy itself, summed in double.
+struct BiasTerms {
+  DataIn dy;
+  int64_t cols;
+  __device__ __forceinline__ void operator()(int64_t r, int64_t c, double (&acc)[1]) const {
+    acc[0] += static_cast<double>(load(dy, r * cols + c));
   }
-}
-
-// Stage 2: dbias[c] += the chunk sums of column c, in chunk order.
-__global__ void bias_combine_kernel(const float* partials, int64_t chunks, int64_t cols, DataOut dbias) {
-  for (int64_t c = first_index(); c < cols; c += grid_stride()) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < chunks; ++j) acc += partials[j * cols + c];
-    store(dbias, c, load(dbias, c) + acc);
-  }
-}
+};
 
 __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = f32_to_bf16_bits(src[i]);
@@ -232,25 +212,7 @@ void add_bias(DataOut y, DataIn bias, int64_t rows, int64_t cols) {
 
 void bias_backward(DataIn dy, DataOut dbias, int64_t rows, int64_t cols) {
   if (cols <= 0) return;
-  if (rows < 0) rows = 0;
-  cudaStream_t stream = compute_stream();
-  // Fixed chunking from (rows) alone, so the rounding depends only on the shape.
-  int64_t chunks = (rows + kBiasChunkRows - 1) / kBiasChunkRows;
-  if (chunks < 1) chunks = 1;  // rows == 0 still adds +0.0f, as the CPU loop does
-  if (chunks > kBiasMaxChunks) chunks = kBiasMaxChunks;
-  const int64_t rows_per_chunk = rows > 0 ? (rows + chunks - 1) / chunks : 1;
-  const dim3 grid(grid_for(cols, kThreads), static_cast<unsigned>(chunks));
-  if (chunks == 1) {
-    bias_chunk_kernel<<<grid, kThreads, 0, stream>>>(dy, rows, cols, rows_per_chunk, dbias, true);
-    LATTICE_CUDA_LAUNCHED();
-    return;
-  }
-  auto* partials = static_cast<float*>(allocate(sizeof(float) * static_cast<size_t>(chunks * cols)));
-  bias_chunk_kernel<<<grid, kThreads, 0, stream>>>(dy, rows, cols, rows_per_chunk, DataOut{partials, false}, false);
-  LATTICE_CUDA_LAUNCHED();
-  bias_combine_kernel<<<grid_for(cols, kThreads), kThreads, 0, stream>>>(partials, chunks, cols, dbias);
-  LATTICE_CUDA_LAUNCHED();
-  release(partials);
+  column_sums<1>(BiasTerms{dy, cols}, std::max<int64_t>(rows, 0), cols, ColumnGrads<1>{{dbias}});
 }
 
 void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {

@@ -4,10 +4,9 @@
 //
 // Row work (forward, backward dx): one block per row, block sums in a fixed order (warp butterfly,
 // then the warp totals summed in warp order), so results are deterministic. dgamma/dbeta: no atomics;
-// a column kernel sums fixed row chunks into per-chunk partials (scratch from the stream-ordered
-// pool), then a second kernel adds the partials per column in chunk order. Those cross-row sums run
-// in double: they add up to 65536 terms, where float accumulation error would dominate the CPU
-// comparison.
+// the column sums of kernels/cuda/column_sums.cuh (fixed row chunks, then the chunks in order). Those
+// cross-row sums run in double: they add up to 65536 terms, where float accumulation error would
+// dominate the CPU comparison.
 //
 // x, gamma, beta, y and the gradients are f32 or bf16 each (kernels/cuda/typed_access.cuh); the row
 // statistics are f32.
@@ -15,17 +14,13 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/typed_access.cuh"
 
 namespace lattice::cuda {
 
 namespace {
-
-constexpr int kParamTileCols = 32;   // columns per param-gradient block (one warp wide: coalesced)
-constexpr int kParamRowLanes = 8;    // row lanes per param-gradient block
-constexpr int kParamTargetBlocks = 2048;
-constexpr int kFinishThreads = 256;
 
 // Threads per row block: more for long rows; always a multiple of 32 and at most 1024.
 int row_threads(int64_t hidden) { return hidden >= 4096 ? 512 : (hidden >= 1024 ? 256 : 128); }
@@ -157,89 +152,32 @@ __global__ void rmsnorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, co
   }
 }
 
-// Block (32, 8) at (column tile blockIdx.x, row chunk blockIdx.y): pg[chunk, c] = sum over the
-// chunk's rows of dy * xhat, pb[chunk, c] = sum of dy (pb may be null). mean null: RMSNorm,
-// xhat = x * rstd (x - 0.0f == x exactly). Each term is the CPU's float product; sums in double,
-// each lane over its rows in order, then the 8 lanes in order.
-__global__ void norm_param_partials_kernel(DataIn dy, DataIn x, const float* mean, const float* rstd, int64_t rows,
-                                           int64_t hidden, int64_t rows_per_chunk, double* pg, double* pb) {
-  __shared__ double sg[kParamRowLanes][kParamTileCols];
-  __shared__ double sb[kParamRowLanes][kParamTileCols];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kParamTileCols + tx;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
-  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
-  double ag = 0.0, ab = 0.0;
-  if (c < hidden) {
-    for (int64_t r = r0 + ty; r < r1; r += kParamRowLanes) {
-      const float d = load(dy, r * hidden + c);
-      const float m = mean != nullptr ? mean[r] : 0.0f;
-      const float xhat = (load(x, r * hidden + c) - m) * rstd[r];
-      const float term = d * xhat;
-      ag += static_cast<double>(term);
-      ab += static_cast<double>(d);
-    }
+// The per-row terms of dgamma (dy * xhat) and, with kWithBeta, of dbeta (dy) for
+// kernels/cuda/column_sums.cuh. mean null: RMSNorm, xhat = x * rstd (x - 0.0f == x exactly). Each
+// term is the CPU's float product, summed in double.
+template <bool kWithBeta>
+struct NormParamTerms {
+  DataIn dy, x;
+  const float* mean;
+  const float* rstd;
+  int64_t hidden;
+  __device__ __forceinline__ void operator()(int64_t r, int64_t c, double (&acc)[kWithBeta ? 2 : 1]) const {
+    const float d = load(dy, r * hidden + c);
+    const float m = mean != nullptr ? mean[r] : 0.0f;
+    const float xhat = (load(x, r * hidden + c) - m) * rstd[r];
+    const float term = d * xhat;
+    acc[0] += static_cast<double>(term);
+    if constexpr (kWithBeta) acc[1] += static_cast<double>(d);
   }
-  sg[ty][tx] = ag;
-  sb[ty][tx] = ab;
-  __syncthreads();
-  if (ty == 0 && c < hidden) {
-    double tg = 0.0, tb = 0.0;
-    for (int k = 0; k < kParamRowLanes; ++k) {
-      tg += sg[k][tx];
-      tb += sb[k][tx];
-    }
-    pg[static_cast<int64_t>(blockIdx.y) * hidden + c] = tg;
-    if (pb != nullptr) pb[static_cast<int64_t>(blockIdx.y) * hidden + c] = tb;
-  }
-}
-
-// grad[c] += sum over chunks (in order) of partial[chunk, c].
-__global__ void norm_param_finish_kernel(const double* partial, int64_t chunks, int64_t hidden, DataOut grad) {
-  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < hidden;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double s = 0.0;
-    for (int64_t k = 0; k < chunks; ++k) s += partial[k * hidden + c];
-    store(grad, c, load(grad, c) + static_cast<float>(s));
-  }
-}
-
-// Pool scratch released in stream order when the host function returns (release never throws).
-struct Scratch {
-  void* ptr;
-  explicit Scratch(size_t bytes) : ptr(allocate(bytes)) {}
-  ~Scratch() { release(ptr); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
 };
 
 // dgamma += sum_rows dy * xhat; dbeta (if its data is non-null) += sum_rows dy. rows, hidden > 0.
 void norm_param_grads(DataIn dy, DataIn x, const float* mean, const float* rstd, DataOut dgamma, DataOut dbeta,
                       int64_t rows, int64_t hidden) {
-  const int64_t col_tiles = (hidden + kParamTileCols - 1) / kParamTileCols;
-  // Enough row chunks for ~kParamTargetBlocks blocks, each chunk at least one row per lane.
-  int64_t chunks = std::max<int64_t>(1, kParamTargetBlocks / col_tiles);
-  chunks = std::min<int64_t>(chunks, (rows + kParamRowLanes - 1) / kParamRowLanes);
-  chunks = std::clamp<int64_t>(chunks, 1, 65535);  // gridDim.y limit
-  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-  chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
-  const bool with_beta = dbeta.data != nullptr;
-  const int planes = with_beta ? 2 : 1;
-  Scratch scratch(static_cast<size_t>(planes) * static_cast<size_t>(chunks * hidden) * sizeof(double));
-  double* pg = static_cast<double*>(scratch.ptr);
-  double* pb = with_beta ? pg + chunks * hidden : nullptr;
-  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
-  const dim3 block(kParamTileCols, kParamRowLanes);
-  norm_param_partials_kernel<<<grid, block, 0, compute_stream()>>>(dy, x, mean, rstd, rows, hidden, rows_per_chunk,
-                                                                   pg, pb);
-  LATTICE_CUDA_LAUNCHED();
-  norm_param_finish_kernel<<<grid_for(hidden, kFinishThreads), kFinishThreads, 0, compute_stream()>>>(
-      pg, chunks, hidden, dgamma);
-  LATTICE_CUDA_LAUNCHED();
-  if (with_beta) {
-    norm_param_finish_kernel<<<grid_for(hidden, kFinishThreads), kFinishThreads, 0, compute_stream()>>>(
-        pb, chunks, hidden, dbeta);
-    LATTICE_CUDA_LAUNCHED();
+  if (dbeta.data != nullptr) {
+    column_sums<2>(NormParamTerms<true>{dy, x, mean, rstd, hidden}, rows, hidden, ColumnGrads<2>{{dgamma, dbeta}});
+  } else {
+    column_sums<1>(NormParamTerms<false>{dy, x, mean, rstd, hidden}, rows, hidden, ColumnGrads<1>{{dgamma}});
   }
 }
 

@@ -1,0 +1,107 @@
+// Deterministic sums over the rows of [rows, cols] data, per column, without atomics: the norm
+// parameter gradients (kernels/cuda/norm.cu) and the bias gradient (elementwise.cu).
+//
+// Stage 1: blocks of (32 columns, 8 row lanes), one per (column tile, row chunk), sum each column's
+// per-row terms in double, every lane over its rows in order, then the 8 lanes in order, into
+// partials [planes][chunks][cols] (scratch from the stream-ordered pool). Stage 2: grad[c] += the
+// chunks' partials of c, added in chunk order, rounded once to the gradient's type. The chunking
+// depends on (rows, cols) alone, so a shape always gives the same bits. Enough chunks for about
+// 2048 blocks keep every SM's loads in flight even for 768 columns (a thread per column over all
+// rows would leave the memory system idle and sum in float).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/typed_access.cuh"
+
+namespace lattice::cuda {
+// Internal to each .cu that includes it: each has its own copy of the kernels, so no kernel's host
+// stub is shared between two separately compiled device modules.
+namespace {
+
+constexpr int kColumnTileCols = 32;  // one warp wide: coalesced
+constexpr int kColumnRowLanes = 8;
+constexpr int64_t kColumnTargetBlocks = 2048;
+constexpr int kColumnFinishThreads = 256;
+
+// Pool scratch released in stream order when the host function returns (release never throws).
+struct Scratch {
+  void* ptr;
+  explicit Scratch(size_t bytes) : ptr(allocate(bytes)) {}
+  ~Scratch() { release(ptr); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+// The gradients the planes accumulate into, one per plane (passed to the finish kernel by value).
+template <int kPlanes>
+struct ColumnGrads {
+  DataOut plane[kPlanes];
+};
+
+// terms(r, c, acc) adds row r's kPlanes terms of column c to acc[0..kPlanes) (c < cols, r < rows).
+template <int kPlanes, class Terms>
+__global__ void column_partials_kernel(Terms terms, int64_t rows, int64_t cols, int64_t chunks,
+                                       int64_t rows_per_chunk, double* partials) {
+  __shared__ double sh[kPlanes][kColumnRowLanes][kColumnTileCols];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnTileCols + tx;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+  double acc[kPlanes] = {};
+  if (c < cols) {
+    for (int64_t r = r0 + ty; r < r1; r += kColumnRowLanes) terms(r, c, acc);
+  }
+  for (int p = 0; p < kPlanes; ++p) sh[p][ty][tx] = acc[p];
+  __syncthreads();
+  if (ty == 0 && c < cols) {
+    for (int p = 0; p < kPlanes; ++p) {
+      double t = 0.0;
+      for (int k = 0; k < kColumnRowLanes; ++k) t += sh[p][k][tx];
+      partials[(p * chunks + static_cast<int64_t>(blockIdx.y)) * cols + c] = t;
+    }
+  }
+}
+
+// grads.plane[p][c] += the sum over chunks (in order) of partials[p, chunk, c].
+template <int kPlanes>
+__global__ void column_finish_kernel(const double* partials, int64_t chunks, int64_t cols, ColumnGrads<kPlanes> grads) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    for (int p = 0; p < kPlanes; ++p) {
+      double s = 0.0;
+      for (int64_t k = 0; k < chunks; ++k) s += partials[(p * chunks + k) * cols + c];
+      store(grads.plane[p], c, load(grads.plane[p], c) + static_cast<float>(s));
+    }
+  }
+}
+
+// Accumulates the column sums of `terms` into grads on the compute stream. cols > 0; rows >= 0
+// (no rows still adds +0.0f to every gradient, as the CPU loops do).
+template <int kPlanes, class Terms>
+void column_sums(Terms terms, int64_t rows, int64_t cols, ColumnGrads<kPlanes> grads) {
+  const int64_t col_tiles = (cols + kColumnTileCols - 1) / kColumnTileCols;
+  // Enough row chunks for ~kColumnTargetBlocks blocks, each chunk at least one row per lane.
+  int64_t chunks = std::max<int64_t>(1, kColumnTargetBlocks / col_tiles);
+  chunks = std::min<int64_t>(chunks, (rows + kColumnRowLanes - 1) / kColumnRowLanes);
+  chunks = std::clamp<int64_t>(chunks, 1, 65535);  // gridDim.y limit
+  const int64_t rows_per_chunk = std::max<int64_t>(1, (rows + chunks - 1) / chunks);
+  chunks = std::max<int64_t>(1, (rows + rows_per_chunk - 1) / rows_per_chunk);
+  Scratch scratch(static_cast<size_t>(kPlanes) * static_cast<size_t>(chunks * cols) * sizeof(double));
+  auto* partials = static_cast<double*>(scratch.ptr);
+  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
+  const dim3 block(kColumnTileCols, kColumnRowLanes);
+  column_partials_kernel<kPlanes><<<grid, block, 0, compute_stream()>>>(terms, rows, cols, chunks, rows_per_chunk,
+                                                                        partials);
+  LATTICE_CUDA_LAUNCHED();
+  column_finish_kernel<kPlanes><<<grid_for(cols, kColumnFinishThreads), kColumnFinishThreads, 0, compute_stream()>>>(
+      partials, chunks, cols, grads);
+  LATTICE_CUDA_LAUNCHED();
+}
+
+}  // namespace
+}  // namespace lattice::cuda
