@@ -301,6 +301,25 @@ TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
   }
 }
 
+// The bias gradient at the model's shapes: GPT-2 124M's four linear layers' widths over a micro-batch
+// of 8 × 1024 tokens, and ragged ones (a column tile and a row chunk left over), with dy f32 and bf16
+// (the recipe's activation gradient) into an f32 gradient that already holds values (+=). The GPU
+// sums in double, the CPU in float row by row: they differ by the CPU's rounding, ~1e-7·√rows.
+TEST_CASE("bias_backward at GPT-2 124M shapes and ragged ones, dy f32 and bf16") {
+  struct Shape2 {
+    int64_t rows, cols;
+  };
+  for (const Shape2 s : {Shape2{8192, 768}, Shape2{8192, 2304}, Shape2{8192, 3072}, Shape2{1000, 777}, Shape2{7, 33}}) {
+    for (const bool bf16 : {false, true}) {
+      const Tensor dy = random_tensor({s.rows, s.cols}, 91), dbias = random_tensor({s.cols}, 92);
+      const Tensors inputs = bf16 ? test::with_bf16({dy, dbias}, {0}) : Tensors{dy, dbias};
+      auto [cpu, gpu] = run_both(inputs, [](Tensors& t) { ops::bias_backward(t[0], t[1]); });
+      require_close(fmt::format("bias_backward {} x {} dy {}", s.rows, s.cols, bf16 ? "bf16" : "f32"), cpu, gpu, {1},
+                    kF32Tol);
+    }
+  }
+}
+
 // The staging contract at GPT-2 sizes (more rows than the harness's ragged shapes, so the chunked
 // parameter-gradient and bias sums run several chunks): `op` on the GPU with the `bf16` arguments in
 // bf16 (the mixed-precision recipe's dtypes) against `op` on the same values widened to f32, the
@@ -432,11 +451,13 @@ TEST_CASE("the same inputs give the same bits, run after run") {
     ops::rmsnorm_backward(t[4], t[4], t[5], rstd, dx, dgamma);
     Tensor dtable = gpu.zeros({1000, 512});
     ops::embedding_backward(t[6], t[4], dtable);
+    Tensor dbias = gpu.zeros({512});
+    ops::bias_backward(t[4], dbias);
     Tensor sums = gpu.zeros({2}, DType::kF64);
     ops::sum_squares_to(dx, sums, 0);
     ops::sum_to(dgamma, sums, 1);
     Tensors host;
-    for (const Tensor& r : {out, lse, dq, dk, dv, y, dx, dgamma, dtable, sums}) host.push_back(gpu.to_host(r));
+    for (const Tensor& r : {out, lse, dq, dk, dv, y, dx, dgamma, dtable, dbias, sums}) host.push_back(gpu.to_host(r));
     return host;
   };
   const Tensors first = run(), second = run();
