@@ -1,15 +1,23 @@
 // Where a GPU training step's time goes: each op of kernels/ops.h timed alone on the GPU at GPT-2
 // 124M sizes (micro-batch 8 × seq 1024, hidden 768, 12 heads, vocab 50304), with CUDA events —
-// the median of 20 runs after 3 warm-ups, on random data. Prints milliseconds, achieved TFLOP/s for
-// the matmuls and attention, and GB/s (bytes read + written once) for the memory-bound ops; the
-// last column multiplies by how often a micro-batch calls the op (a qkv-sized product stands for
-// its dgrad and wgrad; the attention output projection is left out), so the rows add up to an
-// estimate of one micro-batch's forward and backward plus one optimizer step.
-// Attention is timed on both CUDA paths (flash kernel, GEMMs). Run by tools/gpu/check.sh; not a
-// test (it asserts nothing but that the ops run).
+// the median of 20 runs after 3 warm-ups, on random data — twice: in f32, and with the bf16
+// mixed-precision recipe's dtypes (bf16 weights, activations and their gradients; fp32 weight,
+// bias and norm gradients, statistics and optimizer state). Prints milliseconds, achieved TFLOP/s
+// for the matmuls and attention, and GB/s (bytes read + written once) for the memory-bound ops; the
+// last column multiplies by how often a micro-batch calls the op, so the rows add up to an estimate
+// of one micro-batch's forward and backward plus one optimizer step. Each linear layer is timed as
+// the model calls it (model/linear.cc: weight [out, in], the bias in the GEMM's epilogue, the weight
+// gradient added into fp32 with beta 1). f32 attention is timed on both CUDA paths (flash kernel,
+// GEMMs), bf16 attention is cuDNN's SDPA.
+//
+// Run by tools/gpu/check.sh; not a test (it asserts nothing but that the ops run). `--smoke` runs
+// every op once at small sizes on the CPU, so the bench's own code is checked on machines without
+// a GPU (tests/cuda:cuda_ops_bench_smoke_test).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <functional>
 #include <random>
 #include <string>
@@ -21,133 +29,218 @@
 namespace lattice {
 namespace {
 
-Tensor random_on(const DeviceContext& ctx, const Shape& shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor host = Tensor::empty(shape);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < host.numel(); ++i) host.f32()[i] = dist(gen);
-  return ctx.to_device(host);
-}
+struct Sizes {
+  int64_t batch, seq, hidden, heads, vocab, layers, params;
+  int warmups, runs;
+  int64_t tokens() const { return batch * seq; }
+  int64_t head_dim() const { return hidden / heads; }
+};
 
-Tensor ids_on(const DeviceContext& ctx, int64_t n, int32_t vocab, uint32_t seed) {
-  Tensor host = Tensor::empty({n}, DType::kI32);
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
-  for (int64_t i = 0; i < n; ++i) host.i32()[i] = dist(gen);
-  return ctx.to_device(host);
-}
+constexpr Sizes kGpt2{8, 1024, 768, 12, 50304, 12, 124'000'000, 3, 20};
+constexpr Sizes kSmoke{1, 64, 768, 12, 50304, 2, 1'000'000, 0, 1};
 
-double median_ms(const DeviceContext& ctx, const std::function<void()>& op) {
-  for (int i = 0; i < 3; ++i) op();
-  std::vector<double> ms;
-  for (int i = 0; i < 20; ++i) {
-    const Event start = ctx.stream().record();
-    op();
-    const Event end = ctx.stream().record();
-    ms.push_back(1e3 * end.seconds_since(start));
+class Bench {
+ public:
+  Bench(const DeviceContext& ctx, const Sizes& s, DType act) : ctx_(ctx), s_(s), act_(act) {}
+
+  // Uniform in [lo, hi) in `dtype` (drawn in f32 on the host, then cast on the device).
+  Tensor random(const Shape& shape, DType dtype, uint32_t seed, float lo = -1.0f, float hi = 1.0f) const {
+    Tensor host = Tensor::empty(shape);
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    for (int64_t i = 0; i < host.numel(); ++i) host.f32()[i] = dist(gen);
+    Tensor f32 = ctx_.to_device(host);
+    if (dtype == DType::kF32) return f32;
+    Tensor typed = ctx_.empty(shape, dtype);
+    ops::cast(f32, typed);
+    return typed;
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+  Tensor act(const Shape& shape, uint32_t seed) const { return random(shape, act_, seed); }
 
-double total_ms = 0;
+  Tensor ids(int64_t n, int32_t vocab, uint32_t seed) const {
+    Tensor host = Tensor::empty({n}, DType::kI32);
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+    for (int64_t i = 0; i < n; ++i) host.i32()[i] = dist(gen);
+    return ctx_.to_device(host);
+  }
 
-// flops > 0: a compute figure; else bytes: a bandwidth figure. per_step: calls in one step.
-void report(const char* name, double ms, double flops, double bytes, int per_step) {
-  const double rate = flops > 0 ? flops / (ms * 1e-3) / 1e12 : bytes / (ms * 1e-3) / 1e9;
-  total_ms += ms * per_step;
-  std::printf("%-44s %8.3f ms  %8.1f %-7s x%-3d = %8.2f ms\n", name, ms, rate, flops > 0 ? "TFLOP/s" : "GB/s",
-              per_step, ms * per_step);
-}
+  // flops > 0: a compute figure; else bytes: a bandwidth figure. per_step: calls in one micro-batch.
+  void time(const std::string& name, const std::function<void()>& op, double flops, double bytes, int64_t per_step) {
+    for (int i = 0; i < s_.warmups; ++i) op();
+    std::vector<double> ms;
+    for (int i = 0; i < s_.runs; ++i) {
+      const Event start = ctx_.stream().record();
+      op();
+      const Event end = ctx_.stream().record();
+      ms.push_back(1e3 * end.seconds_since(start));
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    const double rate = flops > 0 ? flops / (median * 1e-3) / 1e12 : bytes / (median * 1e-3) / 1e9;
+    total_ms_ += median * static_cast<double>(per_step);
+    std::printf("%-50s %8.3f ms  %8.1f %-7s x%-3lld = %8.2f ms\n", name.c_str(), median, rate,
+                flops > 0 ? "TFLOP/s" : "GB/s", static_cast<long long>(per_step),
+                median * static_cast<double>(per_step));
+  }
+
+  // One linear layer of the model, [N, in] -> [N, out], called `calls` times per micro-batch.
+  void linear(const char* name, int64_t in, int64_t out, int64_t calls, uint32_t seed) {
+    const int64_t n = s_.tokens();
+    const Tensor x = act({n, in}, seed), w = act({out, in}, seed + 1), bias = act({out}, seed + 2),
+                 dy = act({n, out}, seed + 3);
+    Tensor y = ctx_.empty({n, out}, act_), dx = ctx_.empty({n, in}, act_), dw = ctx_.zeros({out, in}),
+           db = ctx_.zeros({out});
+    const double flops = 2.0 * n * in * out;
+    const std::string shape = fmt_shape(in, out);
+    time(std::string(name) + " fwd + bias " + shape, [&] { ops::matmul_bias(x, false, w, true, bias, y); }, flops,
+         0, calls);
+    time(std::string(name) + " dgrad", [&] { ops::matmul(dy, false, w, false, dx); }, flops, 0, calls);
+    time(std::string(name) + " wgrad (+= into f32)", [&] { ops::matmul(dy, true, x, false, dw, 1.0f, 1.0f); }, flops,
+         0, calls);
+    time(std::string(name) + " bias_backward", [&] { ops::bias_backward(dy, db); }, 0,
+         1.0 * n * out * dtype_size(act_), calls);
+  }
+
+  void run() {
+    const int64_t N = s_.tokens(), H = s_.hidden, V = s_.vocab, L = s_.layers, B = s_.batch, T = s_.seq;
+    const int64_t NH = s_.heads, D = s_.head_dim();
+    const double a = dtype_size(act_);
+    std::printf("-- %s: %lld tokens per micro-batch, hidden %lld, %lld layers, vocab %lld --\n",
+                act_ == DType::kBF16 ? "bf16 mixed precision" : "f32", static_cast<long long>(N),
+                static_cast<long long>(H), static_cast<long long>(L), static_cast<long long>(V));
+
+    linear("qkv", H, 3 * H, L, 1);
+    linear("attn proj", H, H, L, 11);
+    linear("fc", H, 4 * H, L, 21);
+    linear("fc proj", 4 * H, H, L, 31);
+    Tensor logits = ctx_.empty({N, V}, act_);  // the LM head's, then the loss's input (as in the model)
+    {
+      const Tensor x = act({N, H}, 41), wte = act({V, H}, 42);
+      Tensor dx = ctx_.empty({N, H}, act_), dwte = ctx_.zeros({V, H});
+      const double flops = 2.0 * N * H * V;
+      time("LM head fwd x @ wte^T [N,50304]", [&] { ops::matmul(x, false, wte, true, logits); }, flops, 0, 1);
+      time("LM head dgrad", [&] { ops::matmul(logits, false, wte, false, dx); }, flops, 0, 1);
+      time("LM head wgrad (+= into f32)", [&] { ops::matmul(logits, true, x, false, dwte, 1.0f, 1.0f); }, flops, 0, 1);
+    }
+    {
+      const Tensor q = act({B, T, NH, D}, 51), k = act({B, T, NH, D}, 52), v = act({B, T, NH, D}, 53),
+                   dout = act({B, T, NH, D}, 54);
+      Tensor out = ctx_.empty({B, T, NH, D}, act_), lse = ctx_.empty({B, NH, T});
+      Tensor dq = ctx_.empty(q.shape(), act_), dk = ctx_.empty(k.shape(), act_), dv = ctx_.empty(v.shape(), act_);
+      const double att_flops = 4.0 * B * NH * T * T * D / 2;  // causal: half the QK^T and PV products
+      auto attention = [&](const std::string& path, int64_t calls) {
+        time("attention forward (" + path + ")", [&] { ops::attention_forward(q, k, v, out, lse); }, att_flops, 0,
+             calls);
+        time("attention backward (" + path + ")",
+             [&] { ops::attention_backward(dout, q, k, v, out, lse, dq, dk, dv); }, 2.5 * att_flops, 0, calls);
+      };
+      if (act_ == DType::kBF16) {
+        attention("bf16: cuDNN SDPA on a GPU", L);
+      } else {
+        // Both f32 CUDA paths; the total counts the one the backend picks here (the GEMM path).
+        for (const char* path : {"flash", "gemm"}) {
+          ::setenv("LATTICE_CUDA_ATTENTION", path, 1);
+          attention(path, std::string(path) == "gemm" ? L : 0);
+        }
+        ::unsetenv("LATTICE_CUDA_ATTENTION");
+      }
+    }
+    {
+      const Tensor x = act({N, H}, 61), gamma = act({H}, 62), beta = act({H}, 63), dy = act({N, H}, 64);
+      Tensor y = ctx_.empty({N, H}, act_), mean = ctx_.empty({N}), rstd = ctx_.empty({N}),
+             dx = ctx_.empty({N, H}, act_), dgamma = ctx_.zeros({H}), dbeta = ctx_.zeros({H});
+      time("layernorm forward", [&] { ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); }, 0,
+           2.0 * N * H * a, 2 * L + 1);
+      time("layernorm backward", [&] { ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta); }, 0,
+           3.0 * N * H * a, 2 * L + 1);
+      Tensor sum = ctx_.empty({N, H}, act_);
+      time("add (residual) [N,768]", [&] { ops::add(x, dy, sum); }, 0, 3.0 * N * H * a, 4 * L);
+    }
+    {
+      const Tensor fc = act({N, 4 * H}, 71), dfc = act({N, 4 * H}, 72);
+      Tensor g = ctx_.empty({N, 4 * H}, act_), dg = ctx_.empty({N, 4 * H}, act_);
+      time("gelu forward [N,3072]", [&] { ops::gelu_forward(fc, g); }, 0, 2.0 * N * 4 * H * a, L);
+      time("gelu backward", [&] { ops::gelu_backward(dfc, fc, dg); }, 0, 3.0 * N * 4 * H * a, L);
+    }
+    {
+      const Tensor tok = ids(N, static_cast<int32_t>(V), 81), wte = act({V, H}, 82), wpe = act({T, H}, 83),
+                   dy = act({N, H}, 84);
+      Tensor emb = ctx_.empty({N, H}, act_), dwte = ctx_.zeros({V, H}), dwpe = ctx_.zeros({T, H});
+      // Ids checked on the host as the trainer's micro-batches are (no read-back in the op).
+      time("embedding forward", [&] { ops::embedding_forward(tok, wte, emb, ops::Ids::kChecked); }, 0,
+           2.0 * N * H * a, 1);
+      time("embedding backward (into f32)", [&] { ops::embedding_backward(tok, dy, dwte, ops::Ids::kChecked); }, 0,
+           N * H * (a + 8.0), 1);
+      time("position embedding forward", [&] { ops::add_position_embedding(emb, wpe, T, 0); }, 0, 3.0 * N * H * a,
+           1);
+      time("position embedding backward (into f32)", [&] { ops::position_embedding_backward(dy, T, 0, dwpe); }, 0,
+           N * H * a + 8.0 * T * H, 1);
+    }
+    {
+      const Tensor tok = ids(N, static_cast<int32_t>(V), 91);
+      Tensor losses = ctx_.empty({N}), lse = ctx_.empty({N});
+      time("cross-entropy forward [N,50304]", [&] { ops::cross_entropy_forward(logits, tok, losses, lse); }, 0,
+           1.0 * N * V * a, 1);
+      time("cross-entropy backward (in place)",
+           [&] { ops::cross_entropy_backward(logits, tok, lse, 1.0f / static_cast<float>(N), logits); }, 0,
+           2.0 * N * V * a, 1);
+    }
+    {
+      const int64_t P = s_.params;
+      Tensor param = ctx_.zeros({P}), grad = random({P}, DType::kF32, 101, -1e-3f, 1e-3f), m = ctx_.zeros({P}),
+             v2 = ctx_.zeros({P});
+      const ops::AdamWParams adam{.lr = 6e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                                  .step = 1, .grad_scale = 1.0f};
+      const std::string count = P >= 1'000'000 ? std::to_string(P / 1'000'000) + "M" : std::to_string(P);
+      time("adamw over " + count + " parameters (fp32)", [&] { ops::adamw_update(param, grad, m, v2, adam); }, 0,
+           7.0 * P * 4, 1);
+      Tensor norm = ctx_.zeros({1}, DType::kF64);
+      time("sum of squares (grad norm) over " + count, [&] { ops::sum_squares_to(grad, norm, 0); }, 0, 1.0 * P * 4,
+           1);
+      if (act_ == DType::kBF16) {
+        Tensor copies = ctx_.empty({P}, DType::kBF16);
+        time("cast to the bf16 copies over " + count, [&] { ops::cast(param, copies); }, 0, 6.0 * P, 1);
+      }
+    }
+    std::printf("%-50s %57.2f ms per micro-batch of %lld tokens (op sum; the trainer adds launches and syncs)\n",
+                "total", total_ms_, static_cast<long long>(N));
+  }
+
+  double total_ms() const { return total_ms_; }
+
+ private:
+  static std::string fmt_shape(int64_t in, int64_t out) {
+    return "[N," + std::to_string(in) + "]x[" + std::to_string(in) + "," + std::to_string(out) + "]";
+  }
+
+  const DeviceContext& ctx_;
+  Sizes s_;
+  DType act_;
+  double total_ms_ = 0;
+};
 
 }  // namespace
 }  // namespace lattice
 
-int main() {
+int main(int argc, char** argv) {
   using namespace lattice;
-  const DeviceContext ctx(Device::kCuda);
-  constexpr int64_t B = 8, T = 1024, H = 768, NH = 12, D = 64, V = 50304, L = 12;
-  constexpr int64_t N = B * T;
-  std::printf("GPT-2 124M shapes: %lld tokens per micro-batch, hidden %lld, %lld layers, vocab %lld (f32)\n",
-              (long long)N, (long long)H, (long long)L, (long long)V);
-
-  const Tensor x = random_on(ctx, {N, H}, 1), w_qkv = random_on(ctx, {H, 3 * H}, 2), w_fc = random_on(ctx, {H, 4 * H}, 3);
-  Tensor qkv = ctx.empty({N, 3 * H}), fc = ctx.empty({N, 4 * H}), dw = ctx.zeros({H, 4 * H});
-  const Tensor dfc = random_on(ctx, {N, 4 * H}, 4);
-  Tensor dx = ctx.empty({N, H});
-  report("matmul fwd x[N,768] @ W[768,2304] (qkv)", median_ms(ctx, [&] { ops::matmul(x, false, w_qkv, false, qkv); }),
-         2.0 * N * H * 3 * H, 0, 3 * L);  // its dgrad and wgrad: about the same time
-  report("matmul fwd x[N,768] @ W[768,3072] (fc)", median_ms(ctx, [&] { ops::matmul(x, false, w_fc, false, fc); }),
-         2.0 * N * H * 4 * H, 0, 2 * L);  // fc and the MLP's projection back
-  report("matmul dgrad dy[N,3072] @ W^T (fc)", median_ms(ctx, [&] { ops::matmul(dfc, false, w_fc, true, dx); }),
-         2.0 * N * H * 4 * H, 0, 2 * L);
-  report("matmul wgrad x^T @ dy (fc, beta 1)",
-         median_ms(ctx, [&] { ops::matmul(x, true, dfc, false, dw, 1.0f, 1.0f); }), 2.0 * N * H * 4 * H, 0, 2 * L);
-  const Tensor wte = random_on(ctx, {V, H}, 5);
-  Tensor logits = ctx.empty({N, V});
-  report("matmul LM head x @ wte^T [N,50304]", median_ms(ctx, [&] { ops::matmul(x, false, wte, true, logits); }),
-         2.0 * N * H * V, 0, 3);
-
-  const Tensor q = random_on(ctx, {B, T, NH, D}, 6), k = random_on(ctx, {B, T, NH, D}, 7),
-               v = random_on(ctx, {B, T, NH, D}, 8), dout = random_on(ctx, {B, T, NH, D}, 9);
-  Tensor out = ctx.empty({B, T, NH, D}), lse = ctx.empty({B, NH, T});
-  Tensor dq = ctx.empty(q.shape()), dk = ctx.empty(k.shape()), dv = ctx.empty(v.shape());
-  const double att_flops = 4.0 * B * NH * T * T * D / 2;  // causal: half the QK^T and PV products
-  // Both CUDA attention paths; the step total counts the one the backend picks here (the GEMM path).
-  for (const char* path : {"flash", "gemm"}) {
-    ::setenv("LATTICE_CUDA_ATTENTION", path, 1);
-    const int calls = std::string(path) == "gemm" ? L : 0;
-    report(("attention forward (" + std::string(path) + ")").c_str(),
-           median_ms(ctx, [&] { ops::attention_forward(q, k, v, out, lse); }), att_flops, 0, calls);
-    report(("attention backward (" + std::string(path) + ")").c_str(),
-           median_ms(ctx, [&] { ops::attention_backward(dout, q, k, v, out, lse, dq, dk, dv); }), 2.5 * att_flops, 0,
-           calls);
+  const bool smoke = argc == 2 && std::strcmp(argv[1], "--smoke") == 0;
+  if (argc > 1 && !smoke) {
+    std::fprintf(stderr, "usage: %s [--smoke]  (--smoke: every op once at small sizes on the CPU)\n", argv[0]);
+    return 2;
   }
-  ::unsetenv("LATTICE_CUDA_ATTENTION");
-
-  const Tensor gamma = random_on(ctx, {H}, 10), beta = random_on(ctx, {H}, 11), dy = random_on(ctx, {N, H}, 12);
-  Tensor y = ctx.empty({N, H}), mean = ctx.empty({N}), rstd = ctx.empty({N}), dgamma = ctx.zeros({H}),
-         dbeta = ctx.zeros({H});
-  report("layernorm forward", median_ms(ctx, [&] { ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); }), 0,
-         2.0 * N * H * 4, 2 * L + 1);
-  report("layernorm backward",
-         median_ms(ctx, [&] { ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta); }), 0,
-         3.0 * N * H * 4, 2 * L + 1);
-  Tensor g = ctx.empty({N, 4 * H});
-  report("gelu forward [N,3072]", median_ms(ctx, [&] { ops::gelu_forward(fc, g); }), 0, 2.0 * N * 4 * H * 4, L);
-  report("gelu backward", median_ms(ctx, [&] { ops::gelu_backward(dfc, fc, g); }), 0, 3.0 * N * 4 * H * 4, L);
-  const Tensor bias = random_on(ctx, {4 * H}, 13);
-  report("add_bias [N,3072]", median_ms(ctx, [&] { ops::add_bias(fc, bias); }), 0,
-         2.0 * N * 4 * H * 4, 4 * L);
-  Tensor db = ctx.zeros({4 * H});
-  report("bias_backward [N,3072]", median_ms(ctx, [&] { ops::bias_backward(dfc, db); }), 0, 1.0 * N * 4 * H * 4,
-         4 * L);
-  Tensor sum = ctx.empty({N, H});
-  report("add (residual) [N,768]", median_ms(ctx, [&] { ops::add(x, dy, sum); }), 0, 3.0 * N * H * 4, 4 * L);
-
-  const Tensor tok = ids_on(ctx, N, static_cast<int32_t>(V), 14);
-  Tensor emb = ctx.empty({N, H}), dwte = ctx.zeros({V, H});
-  report("embedding forward (with its index check)", median_ms(ctx, [&] { ops::embedding_forward(tok, wte, emb); }), 0,
-         2.0 * N * H * 4, 1);
-  report("embedding backward", median_ms(ctx, [&] { ops::embedding_backward(tok, dy, dwte); }), 0, 2.0 * N * H * 4,
-         1);
-  Tensor losses = ctx.empty({N}), lse_ce = ctx.empty({N});
-  report("cross-entropy forward [N,50304]",
-         median_ms(ctx, [&] { ops::cross_entropy_forward(logits, tok, losses, lse_ce); }), 0, 1.0 * N * V * 4, 1);
-  report("cross-entropy backward (in place)",
-         median_ms(ctx, [&] { ops::cross_entropy_backward(logits, tok, lse_ce, 1.0f / N, logits); }), 0,
-         2.0 * N * V * 4, 1);
-
-  const int64_t P = 124'000'000;
-  Tensor param = ctx.zeros({P}), grad = random_on(ctx, {P}, 15, -1e-3f, 1e-3f), m = ctx.zeros({P}), v2 = ctx.zeros({P});
-  const ops::AdamWParams adam{.lr = 6e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
-                              .step = 1, .grad_scale = 1.0f};
-  report("adamw over 124M parameters", median_ms(ctx, [&] { ops::adamw_update(param, grad, m, v2, adam); }), 0,
-         7.0 * P * 4, 1);
-  Tensor norm = ctx.zeros({1}, DType::kF64);
-  report("sum of squares (grad norm) over 124M", median_ms(ctx, [&] { ops::sum_squares_to(grad, norm, 0); }), 0,
-         1.0 * P * 4, 1);
-  std::printf("%-44s %57.2f ms per micro-batch of %lld tokens (op sum; the trainer adds launches and syncs)\n",
-              "total", total_ms, (long long)N);
+  try {
+    const DeviceContext ctx(smoke ? Device::kCpu : Device::kCuda);
+    const Sizes& sizes = smoke ? kSmoke : kGpt2;
+    Bench f32(ctx, sizes, DType::kF32);
+    f32.run();
+    Bench bf16(ctx, sizes, DType::kBF16);
+    bf16.run();
+    std::printf("bf16 / f32 op sum: %.3f\n", bf16.total_ms() / f32.total_ms());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_ops_bench: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }
