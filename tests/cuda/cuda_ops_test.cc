@@ -392,16 +392,21 @@ TEST_CASE("bf16 loss, norms, embeddings and activations at GPT-2 124M sizes: the
       ops::gelu_forward(t[0], t[1]);
       ops::gelu_backward(t[2], t[0], t[3]);
     });
-    require_staging_bits("swiglu 4096 x 3072", {x, dy, y, dx, x}, {0, 1, 2, 3, 4}, [](Tensors& t) {
+    // The backward's dy is an input of its own: the forward's output would reach it rounded to bf16
+    // in one run and not in the other (found by the CPU emulator, tests/cuda_emu).
+    const Tensor up = random_tensor(x.shape(), 53), dgate = Tensor::zeros(x.shape()), dup = Tensor::zeros(x.shape());
+    require_staging_bits("swiglu 4096 x 3072", {x, up, y, dy, dgate, dup}, {0, 1, 2, 3, 4, 5}, [](Tensors& t) {
       ops::swiglu_forward(t[0], t[1], t[2]);
-      ops::swiglu_backward(t[2], t[0], t[1], t[3], t[4]);
+      ops::swiglu_backward(t[3], t[0], t[1], t[4], t[5]);
     });
   }
   {
-    const Tensor q = random_tensor({4, 1024, 12, 64}, 61);
-    require_staging_bits("rope 4 x 1024 x 12 x 64", {q}, {0}, [](Tensors& t) {
+    // Forward and backward on tensors of their own: in place, the forward's result would reach the
+    // backward rounded to bf16 in one run and not in the other (found by the CPU emulator).
+    const Tensor q = random_tensor({4, 1024, 12, 64}, 61), dq = random_tensor({4, 1024, 12, 64}, 62);
+    require_staging_bits("rope 4 x 1024 x 12 x 64", {q, dq}, {0, 1}, [](Tensors& t) {
       ops::rope_forward(t[0], 10000.0f);
-      ops::rope_backward(t[0], 10000.0f);
+      ops::rope_backward(t[1], 10000.0f);
     });
   }
 }
