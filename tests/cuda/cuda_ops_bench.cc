@@ -11,8 +11,8 @@
 // GEMMs), bf16 attention is cuDNN's SDPA.
 //
 // Run by tools/gpu/check.sh; not a test (it asserts nothing but that the ops run). `--smoke` runs
-// every op once at small sizes on the CPU, so the bench's own code is checked on machines without
-// a GPU (tests/cuda:cuda_ops_bench_smoke_test).
+// every op once at small sizes, on the CPU and on the CUDA emulator, so the bench's own code is
+// checked on machines without a GPU (tests/cuda:cuda_ops_bench_smoke_test).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -225,13 +225,16 @@ class Bench {
 
 int main(int argc, char** argv) {
   using namespace lattice;
-  const bool smoke = argc == 2 && std::strcmp(argv[1], "--smoke") == 0;
-  if (argc > 1 && !smoke) {
-    std::fprintf(stderr, "usage: %s [--smoke]  (--smoke: every op once at small sizes on the CPU)\n", argv[0]);
+  // --smoke [cpu|cuda]: every op once at small sizes, on the CPU backend or on a CUDA backend (the
+  // build machines link the CPU emulator's, tests/cuda_emu), so the bench's own code is checked there.
+  const bool smoke = argc >= 2 && std::strcmp(argv[1], "--smoke") == 0;
+  const bool smoke_cuda = smoke && argc == 3 && std::strcmp(argv[2], "cuda") == 0;
+  if ((argc > 1 && !smoke) || (smoke && argc == 3 && !smoke_cuda && std::strcmp(argv[2], "cpu") != 0) || argc > 3) {
+    std::fprintf(stderr, "usage: %s [--smoke [cpu|cuda]]  (--smoke: every op once at small sizes)\n", argv[0]);
     return 2;
   }
   try {
-    const DeviceContext ctx(smoke ? Device::kCpu : Device::kCuda);
+    const DeviceContext ctx(smoke && !smoke_cuda ? Device::kCpu : Device::kCuda);
     const Sizes& sizes = smoke ? kSmoke : kGpt2;
     Bench f32(ctx, sizes, DType::kF32);
     f32.run();

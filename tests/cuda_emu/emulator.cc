@@ -1,0 +1,241 @@
+// The CUDA emulator's scheduler (see emulator.h): blocks in order, a block's threads as fibers
+// released together at each barrier. A fiber starts on its own stack through ucontext and switches
+// with _setjmp/_longjmp afterwards: swapcontext saves the signal mask with a system call at every
+// switch, which made barrier-heavy kernels spend most of their time in the kernel.
+#undef _FORTIFY_SOURCE  // its longjmp check rejects jumps between stacks, which is what fibers do
+#include "tests/cuda_emu/emulator.h"
+
+#include <setjmp.h>
+#include <ucontext.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace lattice::emu {
+namespace {
+
+constexpr size_t kStackBytes = 256 * 1024;  // per thread: kernels keep small arrays (attention: a head's row)
+constexpr int kWarp = 32;
+constexpr unsigned kMaxBlockThreads = 1024;
+constexpr size_t kMaxDynamicShared = 227 * 1024;  // Hopper's opt-in maximum per block
+
+enum class State { kRunnable, kAtBlockBarrier, kAtWarpBarrier, kDone };
+
+struct Thread {
+  ucontext_t start;  // the fiber's first entry
+  jmp_buf resume;    // where it waits, once started
+  bool started;
+  uint3 idx;
+  int linear;
+  State state;
+};
+
+// The launch being run (the emulator runs one at a time, on the calling thread).
+struct Run {
+  const std::function<void()>* body = nullptr;
+  dim3 grid, block;
+  uint3 block_idx{0, 0, 0};
+  std::vector<unsigned char> dynamic_shared;
+  bool fibers = false;
+  bool reached_barrier = false;
+  std::vector<Thread> threads;
+  Thread* current = nullptr;
+  jmp_buf scheduler;
+  uint64_t exchange[kMaxBlockThreads];
+  Thread direct;  // the current thread when threads run as plain calls
+};
+
+Run* run = nullptr;
+std::mutex launch_mutex;  // one launch at a time (kernels may be launched from several host threads)
+
+std::vector<char*>& stacks() {
+  static std::vector<char*> s;
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error("CUDA emulator: " + what); }
+
+std::string describe(const dim3& d) {
+  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
+}
+
+void validate(const LaunchConfig& c) {
+  const uint64_t threads = uint64_t{c.block.x} * c.block.y * c.block.z;
+  if (threads == 0 || threads > kMaxBlockThreads || c.block.z > 64) {
+    fail("invalid block " + describe(c.block) + " (1 to 1024 threads, z at most 64)");
+  }
+  if (c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0 || c.grid.x > 0x7fffffffu || c.grid.y > 65535 ||
+      c.grid.z > 65535) {
+    fail("invalid grid " + describe(c.grid) + " (x 1 to 2^31-1, y and z 1 to 65535)");
+  }
+  if (c.dynamic_shared_bytes > kMaxDynamicShared) {
+    fail("dynamic shared memory of " + std::to_string(c.dynamic_shared_bytes) + " bytes exceeds 227 KiB");
+  }
+}
+
+[[noreturn]] void thread_entry() {
+  (*run->body)();
+  run->current->state = State::kDone;
+  _longjmp(run->scheduler, 1);
+}
+
+// Switches from the current fiber back to the scheduler until it is released.
+void wait(State at) {
+  if (!run->fibers) fail("a block reached a barrier that the launch's first block did not reach");
+  run->reached_barrier = true;
+  Thread* self = run->current;
+  self->state = at;
+  if (_setjmp(self->resume) == 0) _longjmp(run->scheduler, 1);
+}
+
+// The threads of one warp, by linear index: [w * 32, min((w + 1) * 32, n)).
+void release_or_fail(std::vector<Thread>& threads) {
+  const int n = static_cast<int>(threads.size());
+  bool released = false;
+  for (int w0 = 0; w0 < n; w0 += kWarp) {
+    const int w1 = std::min(n, w0 + kWarp);
+    int at_warp = 0, live = 0;
+    for (int i = w0; i < w1; ++i) {
+      if (threads[i].state == State::kDone) continue;
+      ++live;
+      if (threads[i].state == State::kAtWarpBarrier) ++at_warp;
+    }
+    if (at_warp == 0) continue;
+    if (live != w1 - w0) {
+      fail("a shuffle or ballot over all lanes in warp " + std::to_string(w0 / kWarp) + " of block " +
+           describe(dim3(run->block_idx.x, run->block_idx.y, run->block_idx.z)) + " after some of its lanes exited");
+    }
+    if (at_warp != live) {
+      fail("warp " + std::to_string(w0 / kWarp) + " diverged: some lanes wait at a shuffle, others at __syncthreads");
+    }
+    for (int i = w0; i < w1; ++i) threads[i].state = State::kRunnable;
+    released = true;
+  }
+  if (released) return;
+  for (Thread& t : threads) {
+    if (t.state == State::kAtBlockBarrier) t.state = State::kRunnable;
+  }
+}
+
+void run_block_with_fibers() {
+  std::vector<Thread>& threads = run->threads;
+  const int n = static_cast<int>(threads.size());
+  while (static_cast<int>(stacks().size()) < n) stacks().push_back(static_cast<char*>(std::malloc(kStackBytes)));
+  for (int i = 0; i < n; ++i) {
+    Thread& t = threads[i];
+    t.state = State::kRunnable;
+    t.started = false;
+    getcontext(&t.start);
+    t.start.uc_stack.ss_sp = stacks()[i];
+    t.start.uc_stack.ss_size = kStackBytes;
+    t.start.uc_link = nullptr;  // thread_entry never returns: it jumps back to the scheduler
+    makecontext(&t.start, reinterpret_cast<void (*)()>(&thread_entry), 0);
+  }
+  for (;;) {
+    for (Thread& t : threads) {
+      if (t.state != State::kRunnable) continue;
+      run->current = &t;
+      if (_setjmp(run->scheduler) == 0) {
+        if (t.started) _longjmp(t.resume, 1);
+        t.started = true;
+        setcontext(&t.start);
+      }
+    }
+    bool all_done = true;
+    for (const Thread& t : threads) all_done = all_done && t.state == State::kDone;
+    if (all_done) return;
+    release_or_fail(threads);
+  }
+}
+
+void run_block_direct() {
+  for (Thread& t : run->threads) {
+    run->current = &t;
+    (*run->body)();
+  }
+}
+
+}  // namespace
+
+void run_grid(const LaunchConfig& config, const std::function<void()>& thread_body) {
+  validate(config);
+  std::lock_guard<std::mutex> lock(launch_mutex);
+  Run state;
+  state.body = &thread_body;
+  state.grid = config.grid;
+  state.block = config.block;
+  state.fibers = true;
+  const unsigned bx = config.block.x, by = config.block.y, bz = config.block.z;
+  state.threads.resize(static_cast<size_t>(bx) * by * bz);
+  for (unsigned z = 0; z < bz; ++z)
+    for (unsigned y = 0; y < by; ++y)
+      for (unsigned x = 0; x < bx; ++x) {
+        const int linear = static_cast<int>(x + bx * (y + by * z));
+        state.threads[linear].idx = uint3{x, y, z};
+        state.threads[linear].linear = linear;
+      }
+  Run* outer = run;
+  run = &state;
+  try {
+    for (unsigned z = 0; z < config.grid.z; ++z)
+      for (unsigned y = 0; y < config.grid.y; ++y)
+        for (unsigned x = 0; x < config.grid.x; ++x) {
+          state.block_idx = uint3{x, y, z};
+          // Uninitialized shared memory reads as NaN (all bits set), as a poisoned buffer would.
+          state.dynamic_shared.assign(config.dynamic_shared_bytes, 0xff);
+          if (state.fibers) {
+            run_block_with_fibers();
+            // A kernel whose first block reached no barrier runs its other blocks as plain calls.
+            state.fibers = state.reached_barrier;
+          } else {
+            run_block_direct();
+          }
+        }
+  } catch (...) {
+    run = outer;
+    throw;
+  }
+  run = outer;
+}
+
+const uint3& thread_idx() { return run->current->idx; }
+const uint3& block_idx() { return run->block_idx; }
+const dim3& block_dim() { return run->block; }
+const dim3& grid_dim() { return run->grid; }
+void* dynamic_shared() { return run->dynamic_shared.data(); }
+int lane_id() { return run->current->linear % kWarp; }
+
+void syncthreads() { wait(State::kAtBlockBarrier); }
+
+void warp_exchange(const void* bits, void* out, size_t bytes, int src_lane) {
+  const int self = run->current->linear;
+  uint64_t slot = 0;
+  std::memcpy(&slot, bits, bytes);
+  run->exchange[self] = slot;
+  wait(State::kAtWarpBarrier);  // every lane has written
+  const int src = self - self % kWarp + src_lane;
+  if (src_lane < 0 || src_lane >= kWarp || src >= static_cast<int>(run->threads.size())) {
+    fail("shuffle from lane " + std::to_string(src_lane) + ", outside the warp");
+  }
+  std::memcpy(out, &run->exchange[src], bytes);
+  wait(State::kAtWarpBarrier);  // every lane has read before any writes again
+}
+
+unsigned warp_ballot(bool predicate) {
+  const int self = run->current->linear;
+  run->exchange[self] = predicate ? 1 : 0;
+  wait(State::kAtWarpBarrier);
+  const int w0 = self - self % kWarp;
+  const int w1 = std::min(static_cast<int>(run->threads.size()), w0 + kWarp);
+  unsigned mask = 0;
+  for (int i = w0; i < w1; ++i) mask |= (run->exchange[i] != 0 ? 1u : 0u) << (i - w0);
+  wait(State::kAtWarpBarrier);
+  return mask;
+}
+
+}  // namespace lattice::emu

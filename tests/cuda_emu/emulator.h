@@ -1,0 +1,54 @@
+// A CPU emulator for our CUDA kernels, so the CPU can run them against the CPU oracle where no GPU
+// is lent (tests/cuda_emu). kernels/cuda/*.cu are rewritten (rewrite_cu.py) into C++ whose launches
+// call emu::launch and whose built-ins (threadIdx, __syncthreads, __shfl_xor_sync, ...) come from
+// shim/cuda_runtime.h. A launch runs its blocks one after another; a block's threads are fibers
+// (ucontext) on one host thread, switched at each barrier, so __shared__ memory (a static) is the
+// block's. It checks what it can that a GPU would not tell us: a barrier some threads of a block
+// never reach while others wait, a shuffle or ballot with lanes that have exited.
+//
+// What it does not show: data races the real interleaving would expose (fibers run in a fixed
+// order), the GPU's arithmetic where it differs from the host's (nvcc contracts a * b + c into
+// fma; libm's expf and logf are not CUDA's), speed, and cuBLASLt or cuDNN, which the emulated
+// backend replaces with the CPU's GEMM and the emulated f32 attention kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "tests/cuda_emu/shim/cuda_types.h"
+
+namespace lattice::emu {
+
+struct LaunchConfig {
+  dim3 grid, block;
+  size_t dynamic_shared_bytes = 0;
+  LaunchConfig(dim3 g, dim3 b, size_t smem = 0, cudaStream_t = nullptr) : grid(g), block(b),
+      dynamic_shared_bytes(smem) {}
+};
+
+// Runs thread_body once per thread of every block, blocks in order. When the first block's threads
+// reach no barrier, the other blocks' threads run as plain calls (fast), and one that reaches a
+// barrier then is an error.
+void run_grid(const LaunchConfig& config, const std::function<void()>& thread_body);
+
+// The kernel's arguments are copied once, as a launch copies them, and each thread calls it with them.
+template <class Kernel, class... Args>
+void launch(const LaunchConfig& config, Kernel kernel, Args... args) {
+  run_grid(config, [&] { kernel(args...); });
+}
+
+// The built-ins, for the current thread.
+const uint3& thread_idx();
+const uint3& block_idx();
+const dim3& block_dim();
+const dim3& grid_dim();
+void* dynamic_shared();
+int lane_id();  // the thread's lane in its warp (linear thread index mod 32)
+
+void syncthreads();
+// Every active lane of the warp passes `bits` (up to 8 bytes) and gets lane `src_lane`'s.
+void warp_exchange(const void* bits, void* out, size_t bytes, int src_lane);
+unsigned warp_ballot(bool predicate);
+
+}  // namespace lattice::emu

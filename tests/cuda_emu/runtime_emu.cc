@@ -1,0 +1,97 @@
+// kernels/cuda/runtime.h for the emulated CUDA backend: "device" memory is host memory, poisoned
+// when allocated (all bits set: NaN as floats) so a kernel that reads what nothing wrote shows it;
+// the streams are one synchronous queue, and events are host timestamps.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/error.h"
+
+namespace lattice::cuda {
+namespace {
+
+std::mutex pool_mutex;
+std::unordered_map<void*, size_t>& live() {
+  static std::unordered_map<void*, size_t> sizes;
+  return sizes;
+}
+size_t used = 0, peak = 0;
+
+cudaStream_t stream_handle(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
+
+}  // namespace
+
+void fail(const char* call, const char* what, const char* file, int line) {
+  throw Error(fmt::format("{}:{}: {} failed: {}", file, line, call, what));
+}
+
+int visible_device_count() { return 1; }
+
+std::string select_device(int local_rank, int local_size) {
+  return fmt::format("cuda: the CPU emulator (tests/cuda_emu), local rank {} of {}", local_rank, local_size);
+}
+
+cudaStream_t compute_stream() { return stream_handle(1); }
+cudaStream_t copy_stream() { return stream_handle(2); }
+
+void* allocate(size_t bytes) {
+  void* p = std::malloc(bytes > 0 ? bytes : 1);
+  if (p == nullptr) throw Error(fmt::format("emulated cudaMallocAsync of {} bytes: out of memory", bytes));
+  std::memset(p, 0xff, bytes);
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  live()[p] = bytes;
+  used += bytes;
+  peak = std::max(peak, used);
+  return p;
+}
+
+void release(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  auto it = live().find(ptr);
+  if (it == live().end()) std::abort();  // freeing what the pool never gave: a bug worth a core dump
+  used -= it->second;
+  live().erase(it);
+  std::free(ptr);
+}
+
+size_t pool_used_bytes() {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  return used;
+}
+
+size_t pool_peak_bytes() {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  return peak;
+}
+
+void copy_to_host(const void* device_src, void* host_dst, int64_t bytes) {
+  if (bytes > 0) std::memcpy(host_dst, device_src, static_cast<size_t>(bytes));
+}
+void copy_from_host(const void* host_src, void* device_dst, int64_t bytes) {
+  if (bytes > 0) std::memcpy(device_dst, host_src, static_cast<size_t>(bytes));
+}
+
+void* allocate_pinned(size_t bytes) {
+  void* p = std::malloc(bytes > 0 ? bytes : 1);
+  if (p == nullptr) throw Error(fmt::format("emulated cudaHostAlloc of {} bytes: out of memory", bytes));
+  return p;
+}
+void free_pinned(void* ptr) { std::free(ptr); }
+void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {
+  copy_from_host(pinned_src, device_dst, bytes);
+}
+
+void synchronize() {}
+
+std::shared_ptr<void> record_on(cudaStream_t) {
+  return std::make_shared<CUevent_st>(CUevent_st{std::chrono::steady_clock::now()});
+}
+
+}  // namespace lattice::cuda
