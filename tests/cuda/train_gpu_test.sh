@@ -68,7 +68,7 @@ for model in gpt2 llama; do
     continue
   fi
   grep -m1 "cuda: local rank" "$WORK/${model}_gpu.log" | sed 's/^/  /'
-  grep -m1 "peak cuda memory" "$WORK/${model}_gpu.log" | sed 's/^/  /'
+  grep -m1 "memory pool.s high mark" "$WORK/${model}_gpu.log" | sed "s/^/  /"
   check "$model: GPU vs CPU, 20 steps (losses, grad norms, validation, exported weights)" \
     python3 tests/parallel/compare_dp_runs.py 20 "$WORK/${model}_cpu.jsonl" "$WORK/${model}_cpu" \
     "$WORK/${model}_gpu.jsonl" "$WORK/${model}_gpu"

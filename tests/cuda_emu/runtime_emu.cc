@@ -34,7 +34,9 @@ void fail(const char* call, const char* what, const char* file, int line) {
 int visible_device_count() { return 1; }
 
 std::string select_device(int local_rank, int local_size) {
-  return fmt::format("cuda: the CPU emulator (tests/cuda_emu), local rank {} of {}", local_rank, local_size);
+  // The real runtime's wording (tests/cuda/train_gpu_test.sh prints this line).
+  return fmt::format("cuda: local rank {} of {} uses the CPU emulator of a GPU (tests/cuda_emu)", local_rank,
+                     local_size);
 }
 
 cudaStream_t compute_stream() { return stream_handle(1); }
