@@ -6,10 +6,11 @@
 // block's. It checks what it can that a GPU would not tell us: a barrier some threads of a block
 // never reach while others wait, a shuffle or ballot with lanes that have exited.
 //
-// What it does not show: data races the real interleaving would expose (fibers run in a fixed
-// order), the GPU's arithmetic where it differs from the host's (nvcc contracts a * b + c into
-// fma; libm's expf and logf are not CUDA's), speed, and cuBLASLt or cuDNN, which the emulated
-// backend replaces with the CPU's GEMM and the emulated f32 attention kernels.
+// A missing barrier shows where the fixed order has a thread read before another writes. What it
+// does not show: races that need another interleaving, the GPU's arithmetic where it differs from
+// the host's (nvcc contracts a * b + c into fma; glibc's expf and logf are not CUDA's), speed, and
+// cuBLASLt or cuDNN, which the emulated backend replaces with the CPU's GEMM and the emulated f32
+// attention kernels.
 #pragma once
 
 #include <cstddef>
