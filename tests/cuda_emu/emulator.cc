@@ -136,8 +136,13 @@ void run_block_with_fibers() {
     t.start.uc_link = nullptr;  // thread_entry never returns: it jumps back to the scheduler
     makecontext(&t.start, reinterpret_cast<void (*)()>(&thread_entry), 0);
   }
+  // Odd blocks run their threads in reverse order, so that a missing barrier shows whichever of its
+  // reader and its writer has the lower thread index.
+  const uint3 b = run->block_idx;
+  const bool reverse = (b.x + b.y + b.z) % 2 == 1;
   for (;;) {
-    for (Thread& t : threads) {
+    for (int k = 0; k < n; ++k) {
+      Thread& t = threads[reverse ? n - 1 - k : k];
       if (t.state != State::kRunnable) continue;
       run->current = &t;
       if (_setjmp(run->scheduler) == 0) {

@@ -6,7 +6,8 @@
 // block's. It checks what it can that a GPU would not tell us: a barrier some threads of a block
 // never reach while others wait, a shuffle or ballot with lanes that have exited.
 //
-// A missing barrier shows where the fixed order has a thread read before another writes. What it
+// Odd blocks run their threads in reverse order. A missing barrier shows where one of the two
+// orders has a thread read before another writes. What it
 // does not show: races that need another interleaving, the GPU's arithmetic where it differs from
 // the host's (nvcc contracts a * b + c into fma; glibc's expf and logf are not CUDA's), speed, and
 // cuBLASLt or cuDNN, which the emulated backend replaces with the CPU's GEMM and the emulated f32
