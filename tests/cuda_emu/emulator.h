@@ -1,17 +1,17 @@
 // A CPU emulator for our CUDA kernels, so the CPU can run them against the CPU oracle where no GPU
 // is lent (tests/cuda_emu). kernels/cuda/*.cu are rewritten (rewrite_cu.py) into C++ whose launches
 // call emu::launch and whose built-ins (threadIdx, __syncthreads, __shfl_xor_sync, ...) come from
-// shim/cuda_runtime.h. A launch runs its blocks one after another; a block's threads are fibers
-// (ucontext) on one host thread, switched at each barrier, so __shared__ memory (a static) is the
-// block's. It checks what it can that a GPU would not tell us: a barrier some threads of a block
-// never reach while others wait, a shuffle or ballot with lanes that have exited.
+// shim/cuda_runtime.h. A launch runs its blocks one after another; a block's threads are fibers on
+// one host thread, switched at each barrier, shuffle and ballot, so __shared__ memory (a static) is
+// the block's; odd blocks run their threads in reverse order. It reports what a GPU would leave
+// silent: a bad launch configuration, a warp split between a shuffle and __syncthreads, a shuffle
+// or ballot after some of the warp's lanes exited.
 //
-// Odd blocks run their threads in reverse order. A missing barrier shows where one of the two
-// orders has a thread read before another writes. What it
-// does not show: races that need another interleaving, the GPU's arithmetic where it differs from
-// the host's (nvcc contracts a * b + c into fma; glibc's expf and logf are not CUDA's), speed, and
-// cuBLASLt or cuDNN, which the emulated backend replaces with the CPU's GEMM and the emulated f32
-// attention kernels.
+// A missing barrier shows where one of the two thread orders has a thread read before another
+// writes. What it does not show: races that need another interleaving, the GPU's arithmetic where
+// it differs from the host's (nvcc contracts a * b + c into fma; glibc's expf and logf are not
+// CUDA's), speed, and cuBLASLt or cuDNN, which the emulated backend replaces with the CPU's GEMM and
+// the emulated f32 attention kernels.
 #pragma once
 
 #include <cstddef>
