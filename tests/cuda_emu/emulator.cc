@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -47,7 +48,7 @@ struct Run {
   Thread* current = nullptr;
   jmp_buf scheduler;
   uint64_t exchange[kMaxBlockThreads];
-  Thread direct;  // the current thread when threads run as plain calls
+  std::exception_ptr error;  // thrown on a fiber's stack, rethrown by the scheduler
 };
 
 Run* run = nullptr;
@@ -78,8 +79,14 @@ void validate(const LaunchConfig& c) {
   }
 }
 
+// A fiber's stack has no frame to unwind into, so an exception stops here and the scheduler,
+// on the launching thread's stack, rethrows it.
 [[noreturn]] void thread_entry() {
-  (*run->body)();
+  try {
+    (*run->body)();
+  } catch (...) {
+    run->error = std::current_exception();
+  }
   run->current->state = State::kDone;
   _longjmp(run->scheduler, 1);
 }
@@ -93,7 +100,9 @@ void wait(State at) {
   if (_setjmp(self->resume) == 0) _longjmp(run->scheduler, 1);
 }
 
-// The threads of one warp, by linear index: [w * 32, min((w + 1) * 32, n)).
+// Once every thread has run until it waits or ends: releases each warp whose live lanes all wait at
+// a shuffle or ballot (a warp is linear indices [32 w, 32 w + 32)); when there is none, every thread
+// waiting at __syncthreads. A warp split between the two, or short of exited lanes, is an error.
 void release_or_fail(std::vector<Thread>& threads) {
   const int n = static_cast<int>(threads.size());
   bool released = false;
@@ -150,6 +159,7 @@ void run_block_with_fibers() {
         t.started = true;
         setcontext(&t.start);
       }
+      if (run->error) std::rethrow_exception(run->error);
     }
     bool all_done = true;
     for (const Thread& t : threads) all_done = all_done && t.state == State::kDone;
