@@ -15,6 +15,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace lattice::emu {
@@ -41,6 +42,7 @@ struct Run {
   const std::function<void()>* body = nullptr;
   dim3 grid, block;
   uint3 block_idx{0, 0, 0};
+  uint64_t block_serial = 0;  // which block of the process this is (for block_shared)
   std::vector<unsigned char> dynamic_shared;
   bool fibers = false;
   bool reached_barrier = false;
@@ -52,6 +54,7 @@ struct Run {
 };
 
 Run* run = nullptr;
+uint64_t blocks_started = 0;
 std::mutex launch_mutex;  // one launch at a time (kernels may be launched from several host threads)
 
 std::vector<char*>& stacks() {
@@ -201,6 +204,7 @@ void run_grid(const LaunchConfig& config, const std::function<void()>& thread_bo
       for (unsigned y = 0; y < config.grid.y; ++y)
         for (unsigned x = 0; x < config.grid.x; ++x) {
           state.block_idx = uint3{x, y, z};
+          state.block_serial = ++blocks_started;
           // Uninitialized shared memory reads as NaN (all bits set), as a poisoned buffer would.
           state.dynamic_shared.assign(config.dynamic_shared_bytes, 0xff);
           if (state.fibers) {
@@ -223,6 +227,14 @@ const uint3& block_idx() { return run->block_idx; }
 const dim3& block_dim() { return run->block; }
 const dim3& grid_dim() { return run->grid; }
 void* dynamic_shared() { return run->dynamic_shared.data(); }
+
+void block_shared(void* array, size_t bytes) {
+  static std::unordered_map<void*, uint64_t> poisoned_in;  // array -> the block that last poisoned it
+  uint64_t& last = poisoned_in[array];
+  if (last == run->block_serial) return;
+  std::memset(array, 0xff, bytes);
+  last = run->block_serial;
+}
 int lane_id() { return run->current->linear % kWarp; }
 
 void syncthreads() { wait(State::kAtBlockBarrier); }

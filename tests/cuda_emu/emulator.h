@@ -46,6 +46,9 @@ const uint3& block_idx();
 const dim3& block_dim();
 const dim3& grid_dim();
 void* dynamic_shared();
+// A static __shared__ array as rewrite_cu.py declares it: set to all bits 1 (NaN, or -1) the first
+// time a thread of each block reaches it, so a read of what no thread of the block wrote shows.
+void block_shared(void* array, size_t bytes);
 int lane_id();  // the thread's lane in its warp (linear thread index mod 32)
 
 void syncthreads();

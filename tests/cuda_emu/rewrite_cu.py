@@ -8,6 +8,8 @@ Only what g++ cannot parse changes, on the same lines (so errors and debuggers p
       -> ::lattice::emu::launch(::lattice::emu::LaunchConfig(grid, block, ...),
                                 [&](auto... a) { kernel(a...); }, args)
   extern __shared__ T name[];  ->  T* name = static_cast<T*>(::lattice::emu::dynamic_shared());
+  __shared__ T name[N]...;     ->  static T name[N]...; ::lattice::emu::block_shared(name, sizeof name);
+                                   (the block's copy, poisoned when each block starts)
   #pragma unroll               ->  (dropped)
   #include "HEADER.cuh"         ->  the header, rewritten the same way, in its place (for the
                                    headers given that launch kernels themselves)
@@ -75,6 +77,8 @@ def rewrite_launches(text):
 def rewrite(text):
     text = re.sub(r"extern\s+__shared__\s+([\w:]+)\s+(\w+)\s*\[\s*\]\s*;",
                   r"\1* \2 = static_cast<\1*>(::lattice::emu::dynamic_shared());", text)
+    text = re.sub(r"__shared__\s+([\w:]+)\s+(\w+)((?:\s*\[[^\]]+\])+)\s*;",
+                  r"static \1 \2\3; ::lattice::emu::block_shared(\2, sizeof \2);", text)
     text = re.sub(r"^[ \t]*#pragma unroll[^\n]*$", "", text, flags=re.M)
     return rewrite_launches(text)
 
