@@ -6,7 +6,7 @@
 
 namespace lattice::cuda {
 
-// Throws lattice::Error "<file>:<line>: <call> failed: <what>" (defined in runtime.cc).
+// Throws lattice::Error "<file>:<line>: <call> failed: <what>" (defined in cuda_check.cc).
 [[noreturn]] void fail(const char* call, const char* what, const char* file, int line);
 
 }  // namespace lattice::cuda

@@ -13,10 +13,6 @@
 
 namespace lattice::cuda {
 
-void fail(const char* call, const char* what, const char* file, int line) {
-  throw Error(fmt::format("{}:{}: {} failed: {}", file, line, call, what));
-}
-
 namespace {
 
 struct State {

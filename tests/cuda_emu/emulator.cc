@@ -197,29 +197,25 @@ void run_grid(const LaunchConfig& config, const std::function<void()>& thread_bo
         state.threads[linear].idx = uint3{x, y, z};
         state.threads[linear].linear = linear;
       }
-  Run* outer = run;
   run = &state;
-  try {
-    for (unsigned z = 0; z < config.grid.z; ++z)
-      for (unsigned y = 0; y < config.grid.y; ++y)
-        for (unsigned x = 0; x < config.grid.x; ++x) {
-          state.block_idx = uint3{x, y, z};
-          state.block_serial = ++blocks_started;
-          // Uninitialized shared memory reads as NaN (all bits set), as a poisoned buffer would.
-          state.dynamic_shared.assign(config.dynamic_shared_bytes, 0xff);
-          if (state.fibers) {
-            run_block_with_fibers();
-            // A kernel whose first block reached no barrier runs its other blocks as plain calls.
-            state.fibers = state.reached_barrier;
-          } else {
-            run_block_direct();
-          }
+  struct Unset {
+    ~Unset() { run = nullptr; }  // also when a launch throws
+  } unset;
+  for (unsigned z = 0; z < config.grid.z; ++z)
+    for (unsigned y = 0; y < config.grid.y; ++y)
+      for (unsigned x = 0; x < config.grid.x; ++x) {
+        state.block_idx = uint3{x, y, z};
+        state.block_serial = ++blocks_started;
+        // Uninitialized shared memory reads as NaN (all bits set), as a poisoned buffer would.
+        state.dynamic_shared.assign(config.dynamic_shared_bytes, 0xff);
+        if (state.fibers) {
+          run_block_with_fibers();
+          // A kernel whose first block reached no barrier runs its other blocks as plain calls.
+          state.fibers = state.reached_barrier;
+        } else {
+          run_block_direct();
         }
-  } catch (...) {
-    run = outer;
-    throw;
-  }
-  run = outer;
+      }
 }
 
 const uint3& thread_idx() { return run->current->idx; }

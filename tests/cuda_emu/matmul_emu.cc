@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/cpu/cast.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/matmul.h"
 
@@ -16,8 +17,7 @@ namespace {
 // The rows x cols matrix at p with row stride ld, widened to f32 (same stride; the gaps are 0).
 std::vector<float> widen(const uint16_t* p, int64_t rows, int64_t cols, int64_t ld) {
   std::vector<float> out(static_cast<size_t>(rows * ld), 0.0f);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) out[i * ld + j] = bfloat16_to_float(p[i * ld + j]);
+  for (int64_t i = 0; i < rows; ++i) cpu::bf16_to_f32(p + i * ld, out.data() + i * ld, cols);
   return out;
 }
 
@@ -53,8 +53,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   auto* cb = static_cast<uint16_t*>(c);
   std::vector<float> wc = beta != 0.0f ? widen(cb, m, n, ldc) : std::vector<float>(static_cast<size_t>(m * ldc), 0.0f);
   cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, wc.data(), ldc);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) cb[i * ldc + j] = float_to_bfloat16(wc[i * ldc + j]);
+  for (int64_t i = 0; i < m; ++i) cpu::f32_to_bf16(wc.data() + i * ldc, cb + i * ldc, n);
 }
 
 bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
@@ -73,7 +72,8 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   cpu::sgemm(trans_a, trans_b, m, n, k, 1.0f, fa, lda, fb, ldb, 0.0f, product.data(), n);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      const float bj = c_bf16 ? bfloat16_to_float(static_cast<const uint16_t*>(bias)[j]) : static_cast<const float*>(bias)[j];
+      const float bj =
+          c_bf16 ? bfloat16_to_float(static_cast<const uint16_t*>(bias)[j]) : static_cast<const float*>(bias)[j];
       const float v = product[i * n + j] + bj;
       if (c_bf16) {
         static_cast<uint16_t*>(c)[i * ldc + j] = float_to_bfloat16(v);

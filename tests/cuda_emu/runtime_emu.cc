@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/error.h"
 
@@ -26,10 +25,6 @@ size_t used = 0, peak = 0;
 cudaStream_t stream_handle(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
 
 }  // namespace
-
-void fail(const char* call, const char* what, const char* file, int line) {
-  throw Error(fmt::format("{}:{}: {} failed: {}", file, line, call, what));
-}
 
 int visible_device_count() { return 1; }
 

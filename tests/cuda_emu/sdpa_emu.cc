@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/bf16.h"
+#include "kernels/cpu/cast.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cudnn_sdpa.h"
 
@@ -15,12 +15,12 @@ namespace {
 
 std::vector<float> widen(const uint16_t* p, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[i] = bfloat16_to_float(p[i]);
+  cpu::bf16_to_f32(p, out.data(), n);
   return out;
 }
 
 void round_into(const std::vector<float>& f, uint16_t* p) {
-  for (size_t i = 0; i < f.size(); ++i) p[i] = float_to_bfloat16(f[i]);
+  cpu::f32_to_bf16(f.data(), p, static_cast<int64_t>(f.size()));
 }
 
 int64_t q_elements(const AttentionShape& s) { return s.batch * s.seq * s.q_heads * s.head_dim; }
