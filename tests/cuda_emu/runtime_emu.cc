@@ -1,6 +1,6 @@
 // kernels/cuda/runtime.h for the emulated CUDA backend: "device" memory is host memory, poisoned
 // when allocated (all bits set: NaN as floats) so a kernel that reads what nothing wrote shows it;
-// the streams are one synchronous queue, and events are host timestamps.
+// the compute and copy streams are synchronous, the others queues (streams.h).
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -87,8 +87,11 @@ void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {
 
 void synchronize() {}
 
-std::shared_ptr<void> record_on(cudaStream_t) {
-  return std::make_shared<CUevent_st>(CUevent_st{std::chrono::steady_clock::now()});
+std::shared_ptr<void> record_on(cudaStream_t stream) {
+  cudaEvent_t event = nullptr;
+  cudaEventCreateWithFlags(&event, 0);
+  cudaEventRecord(event, stream);
+  return std::shared_ptr<CUevent_st>(event, cudaEventDestroy);
 }
 
 }  // namespace lattice::cuda

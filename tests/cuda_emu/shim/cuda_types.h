@@ -14,7 +14,9 @@ struct dim3 {
 using cudaStream_t = struct CUstream_st*;
 using cudaEvent_t = struct CUevent_st*;
 
-enum cudaError_t { cudaSuccess = 0, cudaErrorNotReady = 600 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidResourceHandle = 400, cudaErrorNotReady = 600 };
+enum : unsigned { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+using cudaHostFn_t = void (*)(void*);
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
   cudaMemcpyHostToDevice = 1,
