@@ -77,45 +77,10 @@ timeout 180 mpirun -np "$gpus" "$B/bin/nccl_communicator_test" --use-colour no >
 st=$?
 grep -E "FAILED|with expansion|failed test case|test cases" "$LOGS/nccl.log" | head -30 | sed 's/^/  /'
 result "nccl_communicator_test on $gpus rank(s), one per GPU" $st
-nccl_train() {  # nccl_train NAME RANKS BACKEND [--set ...]: the tiny GPT-2, 20 steps on the GPU
-  local name=$1 np=$2 backend=$3
-  shift 3
-  timeout 180 mpirun -np "$np" "$LATTICE" train --config configs/test-tiny-gpt2.json --set device=cuda \
-    --set data.path="$B/data/tiny" --set training.train_iters=20 --set training.eval_interval=0 \
-    --set parallel.backend="$backend" --set logging.metrics_file="$LOGS/$name.jsonl" "$@" >"$LOGS/$name.log" 2>&1 ||
-    { tail -3 "$LOGS/$name.log" | sed 's/^/  /'; return 1; }
-}
-same_steps() {  # same_steps A B: every step's loss and grad norm equal bit for bit
-  python3 - "$LOGS/$1.jsonl" "$LOGS/$2.jsonl" <<'PY'
-import json, sys
-a, b = ([(s["step"], s["loss"], s["grad_norm"]) for s in map(json.loads, open(p)) if "loss" in s] for p in sys.argv[1:])
-print(f"  {len(a)} steps; first different: {next((x for x, y in zip(a, b) if x != y), None)}")
-sys.exit(0 if a == b and len(a) == 20 else 1)
-PY
-}
-nccl_train nccl-1 1 nccl && nccl_train mpi-1 1 mpi && same_steps nccl-1 mpi-1
-result "one rank: parallel.backend nccl = mpi (every loss and grad norm)" $?
-if [[ $gpus -ge 2 ]]; then
-  for layout in "data=2" "tensor=2" "pipeline=2"; do
-    name=${layout/=/}
-    nccl_train "nccl-$name" 2 nccl --set parallel.$layout && nccl_train "mpi-$name" 2 mpi --set parallel.$layout &&
-      same_steps "nccl-$name" "mpi-$name"
-    result "2 GPUs, parallel.$layout: parallel.backend nccl = mpi (every loss and grad norm)" $?
-  done
-  # The interleaved schedule: the pipeline's transfer lanes carry both directions between the 2 ranks.
-  v2=(--set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved
-      --set model.num_layers=4 --set training.micro_batch_size=1)
-  nccl_train nccl-pp2v2 2 nccl "${v2[@]}" && nccl_train mpi-pp2v2 2 mpi "${v2[@]}" && same_steps nccl-pp2v2 mpi-pp2v2
-  result "2 GPUs, pipeline=2 interleaved v=2: parallel.backend nccl = mpi (every loss and grad norm)" $?
-  # All streams through one hardware queue, the second device model the lanes are proven in
-  # (parallel/p2p_order.h); mpirun's local ranks inherit the variable.
-  (export CUDA_DEVICE_MAX_CONNECTIONS=1 && nccl_train nccl-pp2v2-1queue 2 nccl "${v2[@]}") &&
-    same_steps nccl-pp2v2-1queue mpi-pp2v2
-  result "2 GPUs, pipeline=2 interleaved v=2, CUDA_DEVICE_MAX_CONNECTIONS=1: nccl = mpi" $?
-else
-  echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved, and that with" \
-    "CUDA_DEVICE_MAX_CONNECTIONS=1, against the MPI path): $gpus GPU visible, and NCCL needs a GPU per rank"
-fi
+timeout 400 tests/cuda/nccl_train_test.sh "$LATTICE" "$B/data/tiny" "$LOGS/nccl-train" "$gpus" | tee "$LOGS/nccl-train.log"
+passed=$((passed + $(grep -c '^PASS' "$LOGS/nccl-train.log")))
+failed=$((failed + $(grep -c '^FAIL' "$LOGS/nccl-train.log")))
+grep -q "nccl_train_test:" "$LOGS/nccl-train.log" || { echo "FAIL nccl_train_test did not finish"; failed=$((failed + 1)); }
 save_logs
 
 echo "== end to end on one GPU (tests/cuda/train_gpu_test.sh) =="

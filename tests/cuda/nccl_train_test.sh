@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# parallel.backend nccl through `lattice train` (issue 13): the tiny GPT-2, 20 steps with device cuda,
+# every loss and grad norm bit for bit the host-staged MPI path's — one rank, and with two GPUs
+# data=2, tensor=2, pipeline=2, and pipeline=2 interleaved (v=2; also with CUDA_DEVICE_MAX_CONNECTIONS=1,
+# the second device model the pipeline's transfer lanes are proven in: parallel/p2p_order.h).
+# Two-rank sums are exact in either order, so NCCL and MPI must agree to the bit.
+# usage: nccl_train_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR GPUS   (from the repository root)
+# NCCL needs a GPU per rank: with GPUS < 2 the two-rank layouts are NOT RUN, and it says so.
+# Prints "PASS <name>" or "FAIL <name>" per check and ends with "nccl_train_test: N passed, M failed".
+set -uo pipefail
+BIN=$1 DATA=$2 WORK=$3 GPUS=$4
+mkdir -p "$WORK"
+MPIRUN=${MPIRUN:-mpirun}
+passed=0 failed=0
+result() {  # result NAME STATUS
+  if [[ $2 -eq 0 ]]; then echo "PASS $1"; passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
+}
+train() {  # train NAME RANKS BACKEND [--set ...]
+  local name=$1 np=$2 backend=$3
+  shift 3
+  timeout 180 $MPIRUN --oversubscribe -np "$np" "$BIN" train --config configs/test-tiny-gpt2.json --set device=cuda \
+    --set data.path="$DATA" --set training.train_iters=20 --set training.eval_interval=0 \
+    --set parallel.backend="$backend" --set logging.metrics_file="$WORK/$name.jsonl" "$@" >"$WORK/$name.log" 2>&1 ||
+    { echo "  $name exited $?: $( (grep -a -m2 '\[error\]' "$WORK/$name.log" || tail -3 "$WORK/$name.log") | tr -d '\0')"
+      return 1; }
+}
+same_steps() {  # same_steps A B: every step's loss and grad norm equal bit for bit
+  python3 - "$WORK/$1.jsonl" "$WORK/$2.jsonl" <<'PY'
+import json, sys
+a, b = ([(s["step"], s["loss"], s["grad_norm"]) for s in map(json.loads, open(p)) if "loss" in s] for p in sys.argv[1:])
+print(f"  {len(a)} steps; first different: {next((x for x, y in zip(a, b) if x != y), None)}")
+sys.exit(0 if a == b and len(a) == 20 else 1)
+PY
+}
+
+train nccl-1 1 nccl && train mpi-1 1 mpi && same_steps nccl-1 mpi-1
+result "one rank: parallel.backend nccl = mpi (every loss and grad norm)" $?
+if [[ $GPUS -ge 2 ]]; then
+  for layout in "data=2" "tensor=2" "pipeline=2"; do
+    name=${layout/=/}
+    train "nccl-$name" 2 nccl --set parallel.$layout && train "mpi-$name" 2 mpi --set parallel.$layout &&
+      same_steps "nccl-$name" "mpi-$name"
+    result "2 GPUs, parallel.$layout: parallel.backend nccl = mpi (every loss and grad norm)" $?
+  done
+  # The interleaved schedule: the pipeline's transfer lanes carry both directions between the 2 ranks.
+  v2=(--set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved
+    --set model.num_layers=4 --set training.micro_batch_size=1)
+  train nccl-pp2v2 2 nccl "${v2[@]}" && train mpi-pp2v2 2 mpi "${v2[@]}" && same_steps nccl-pp2v2 mpi-pp2v2
+  result "2 GPUs, pipeline=2 interleaved v=2: parallel.backend nccl = mpi (every loss and grad norm)" $?
+  # mpirun's local ranks inherit the variable.
+  (export CUDA_DEVICE_MAX_CONNECTIONS=1 && train nccl-pp2v2-1queue 2 nccl "${v2[@]}") &&
+    same_steps nccl-pp2v2-1queue mpi-pp2v2
+  result "2 GPUs, pipeline=2 interleaved v=2, CUDA_DEVICE_MAX_CONNECTIONS=1: nccl = mpi" $?
+else
+  echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved, and that with" \
+    "CUDA_DEVICE_MAX_CONNECTIONS=1, against the MPI path): $GPUS GPU visible, and NCCL needs a GPU per rank"
+fi
+echo "nccl_train_test: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
