@@ -1,5 +1,6 @@
 // NcclCommunicator on GPUs, under mpirun with one rank per visible GPU (tools/gpu/check.sh: one
-// rank on the lent H200; more where more GPUs are visible). Each collective on CUDA tensors gives
+// rank on the lent H200; more where more GPUs are visible), and on the CPU emulator's NCCL with 1-3
+// ranks (tests/cuda_emu: all but the cases that stall the compute stream). Each collective on CUDA tensors gives
 // exactly what the MPI path gives on the same values (integers, so any summation order is exact);
 // NCCL reads what the compute stream wrote before the call (a poisoned buffer, overwritten only
 // after a stall on the compute stream, must never reach the output); CPU tensors go to MPI; split

@@ -1,6 +1,7 @@
 // kernels/cuda/runtime.h for the emulated CUDA backend: "device" memory is host memory, poisoned
 // when allocated (all bits set: NaN as floats) so a kernel that reads what nothing wrote shows it;
-// the compute and copy streams are synchronous, the others queues (streams.h).
+// the compute and copy streams are synchronous, the others queues (streams.h). It has one GPU, or
+// LATTICE_EMULATED_GPUS of them (the emulated NCCL's multi-rank tests: NCCL needs a GPU per rank).
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "kernels/cuda/runtime.h"
 #include "kernels/error.h"
+#include "tests/cuda_emu/device_memory.h"
 
 namespace lattice::cuda {
 namespace {
@@ -26,7 +28,10 @@ cudaStream_t stream_handle(uintptr_t n) { return reinterpret_cast<cudaStream_t>(
 
 }  // namespace
 
-int visible_device_count() { return 1; }
+int visible_device_count() {
+  const char* gpus = std::getenv("LATTICE_EMULATED_GPUS");
+  return gpus != nullptr && std::atoi(gpus) > 0 ? std::atoi(gpus) : 1;
+}
 
 std::string select_device(int local_rank, int local_size) {
   // The real runtime's wording (tests/cuda/train_gpu_test.sh prints this line).
@@ -95,3 +100,17 @@ std::shared_ptr<void> record_on(cudaStream_t stream) {
 }
 
 }  // namespace lattice::cuda
+
+namespace lattice::emu {
+
+bool is_device_memory(const void* ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(cuda::pool_mutex);
+  const auto* p = static_cast<const char*>(ptr);
+  for (const auto& [base, size] : cuda::live()) {
+    const auto* b = static_cast<const char*>(base);
+    if (p >= b && p + bytes <= b + size) return true;
+  }
+  return false;
+}
+
+}  // namespace lattice::emu
