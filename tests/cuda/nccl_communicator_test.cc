@@ -111,7 +111,7 @@ TEST_CASE("all_reduce, reduce_scatter, all_gather and broadcast on CUDA tensors 
   }
 }
 
-TEST_CASE("NCCL reads what the compute stream wrote before the call, not what was there before") {
+TEST_CASE("NCCL reads what the compute stream wrote before the call, not what was there before", "[stalls-compute-stream]") {
   const int64_t n = 1 << 22;
   Tensor buffer = gpu().empty({n});
   ops::fill(buffer, -1.0f);  // the poison
@@ -152,7 +152,7 @@ TEST_CASE("the same inputs give the same bits run after run") {
   CHECK(bytes_of(gpu().to_host(a)) == bytes_of(gpu().to_host(b)));
 }
 
-TEST_CASE("a stream wait on an NCCL collective orders the compute stream without a host wait") {
+TEST_CASE("a stream wait on an NCCL collective orders the compute stream without a host wait", "[stalls-compute-stream]") {
   const Tensor host = rank_values(1 << 16, DType::kF32, world().rank());
   Tensor t = gpu().to_device(host);
   cuda::synchronize();
@@ -207,7 +207,7 @@ TEST_CASE("a traced group puts its collectives on a lane of their own, timed on 
 
 // A watchdog whose action returns: the wait then throws the report (the default ends the job). The
 // groups share the world's watchdog: shortened here, restored below.
-TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation, and aborts") {
+TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation, and aborts", "[stalls-compute-stream]") {
   for (const bool stream_wait : {false, true}) {
     INFO((stream_wait ? "stream wait, then the watchdog's wait for operations in flight" : "host wait"));
     std::string report;

@@ -1,7 +1,8 @@
 // Catch2 main for tests run under mpirun: initializes MPI, runs the same test cases on every rank,
-// and fails (on every rank) if any rank failed. A hang ends the job through the watchdog (20 s).
+// and fails (on every rank) if any rank failed, or if its filter matched no test case. A hang ends
+// the job through the watchdog (20 s).
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "tests/catch_session.h"
 
 #include <cstdio>
 #include <memory>
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
     auto watchdog = std::make_shared<lattice::Watchdog>(20.0);
     auto world = mpi.world(watchdog);
     lattice::testing::g_world = world.get();
-    failures = Catch::Session().run(argc, argv);
+    failures = lattice::testing::run_catch_session(argc, argv);
     int any = 0;
     MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (mpi.rank() == 0) {
