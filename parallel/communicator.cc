@@ -100,4 +100,20 @@ void Communicator::check_blocks(const char* op, const Tensor& whole, const char*
   }
 }
 
+int64_t Communicator::check_all_to_all(const Tensor& in, const Tensor& out) const {
+  if (in.dtype() != out.dtype() || in.numel() != out.numel() ||
+      in.numel() % size() != 0) {
+    throw Error(fmt::format("all_to_all on {}: input {} and output {} must have the same dtype and element count, "
+                            "divisible by the group size {}",
+                            describe(), in.describe(), out.describe(), size()));
+  }
+  const auto* a = static_cast<const char*>(in.raw());
+  const auto* b = static_cast<const char*>(out.raw());
+  if (in.device() == out.device() && a < b + out.bytes() && b < a + in.bytes())
+    throw Error(fmt::format("all_to_all on {}: input {} and output {} share storage; all_to_all has no in-place form: "
+                            "give it a separate output",
+                            describe(), in.describe(), out.describe()));
+  return in.numel() / size();
+}
+
 }  // namespace lattice

@@ -139,6 +139,9 @@ class Communicator {
   void check_peer(int peer, const char* op, const char* what) const;
   void check_blocks(const char* op, const Tensor& whole, const char* whole_name, const Tensor& block,
                     const char* block_name) const;
+  // all_to_all's (defined tensors): the same dtype and element count, size() blocks, and no shared
+  // storage (no transport has an in-place form). Returns the block's element count.
+  int64_t check_all_to_all(const Tensor& in, const Tensor& out) const;
 
   std::shared_ptr<Watchdog> watchdog_;
   Stream stream_{Device::kCpu};

@@ -312,12 +312,7 @@ CommHandle MpiCommunicator::recv_async(const Tensor& out, int src, int tag) {
 CommHandle MpiCommunicator::all_to_all_async(const Tensor& in, const Tensor& out) {
   check_defined(in, "all_to_all", "input");
   check_defined(out, "all_to_all", "output");
-  if (in.dtype() != out.dtype() || in.numel() != out.numel() || in.numel() % size_ != 0) {
-    throw Error(fmt::format("all_to_all on {}: input {} and output {} must have the same dtype and "
-                            "element count, divisible by the group size {}",
-                            describe(), in.describe(), out.describe(), size_));
-  }
-  const int64_t block = in.numel() / size_;
+  const int64_t block = check_all_to_all(in, out);
   check_block(block, "all_to_all");
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group,

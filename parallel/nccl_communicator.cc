@@ -246,6 +246,31 @@ CommHandle NcclCommunicator::recv_async(const Tensor& out, int src, int tag) {
                  });
 }
 
+// Grouped sends and receives rather than ncclAlltoAll, which NCCL has only since 2.28: the GPU
+// machines load the NCCL of PyTorch's wheels, whose version is theirs. Calls in one group progress
+// together, so no rank's send waits for a receive queued behind it.
+CommHandle NcclCommunicator::all_to_all_async(const Tensor& in, const Tensor& out) {
+  if (!on_gpu(in) || !on_gpu(out)) return mpi_->all_to_all_async(in, out);
+  const int64_t block = check_all_to_all(in, out);
+  const size_t block_bytes = static_cast<size_t>(block) * dtype_size(in.dtype());
+  return enqueue(fmt::format("all_to_all of {}", tensor_summary(in)), {in, out}, "ncclGroupEnd (all_to_all)",
+                 [&](cudaStream_t s) {
+                   const auto* send = static_cast<const char*>(in.raw());
+                   auto* recv = static_cast<char*>(out.raw());
+                   const ncclDataType_t type = nccl_type(in.dtype());
+                   ncclResult_t result = ncclGroupStart();
+                   if (result != ncclSuccess) return result;
+                   for (int peer = 0; peer < size() && result == ncclSuccess; ++peer) {
+                     const size_t at = static_cast<size_t>(peer) * block_bytes;
+                     result = ncclSend(send + at, static_cast<size_t>(block), type, peer, state_->comm, s);
+                     if (result == ncclSuccess)
+                       result = ncclRecv(recv + at, static_cast<size_t>(block), type, peer, state_->comm, s);
+                   }
+                   const ncclResult_t ended = ncclGroupEnd();  // always: a group must be closed
+                   return result != ncclSuccess ? result : ended;
+                 });
+}
+
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, std::string name, std::string detail) {
   std::unique_ptr<Communicator> child = mpi_->split(color, key, std::move(name), std::move(detail));
   if (child == nullptr) return nullptr;

@@ -2,10 +2,10 @@
 // communicator, issued on the group's own CUDA stream after an event recorded on the compute
 // stream (so NCCL reads what the kernels before the call wrote), each operation's completion an
 // event on that stream. The group's MpiCommunicator stays its bootstrap (the NCCL unique id is
-// broadcast over it), its host channel, and the transport of everything NCCL does not take here:
-// CPU tensors and all_to_all. Point-to-point on CUDA tensors is NCCL's: ordered (no tags), so the
-// pipeline puts its transfers on lanes of their own (parallel/p2p_order.h, pipeline_lanes.h), where
-// a send waiting for its receiver cannot hold up a receive. Built with --config=cuda only.
+// broadcast over it), its host channel, and the transport of CPU tensors. Point-to-point on CUDA
+// tensors is NCCL's: ordered (no tags), so the pipeline puts its transfers on lanes of their own
+// (parallel/p2p_order.h, pipeline_lanes.h), where a send waiting for its receiver cannot hold up a
+// receive. Built with --config=cuda only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,7 +40,8 @@ class NcclCommunicator : public Communicator {
   CommHandle send_async(const Tensor& in, int dst, int tag = 0) override;
   CommHandle recv_async(const Tensor& out, int src, int tag = 0) override;
   bool ordered_p2p() const override { return true; }
-  CommHandle all_to_all_async(const Tensor& in, const Tensor& out) override { return mpi_->all_to_all_async(in, out); }
+  // CUDA tensors: one NCCL group of a send and a receive per rank (itself included).
+  CommHandle all_to_all_async(const Tensor& in, const Tensor& out) override;
   CommHandle barrier_async() override { return mpi_->barrier_async(); }
 
   std::unique_ptr<Communicator> split(int color, int key, std::string name, std::string detail) override;

@@ -174,7 +174,7 @@ std::unique_ptr<Communicator> job_world(const Config& c, std::unique_ptr<MpiComm
   }
   select_training_device(c);  // NCCL binds each communicator to this rank's GPU
   spdlog::info("parallel.backend nccl: CUDA-tensor collectives and point-to-point over NCCL on their own streams; "
-               "all_to_all and CPU tensors over MPI");
+               "CPU tensors over MPI");
   return nccl_world(std::move(mpi_world), launcher_placement().local_size);
 }
 

@@ -74,7 +74,7 @@ void stall_compute_stream(int ms) {
                 "cudaLaunchHostFunc");
 }
 
-TEST_CASE("all_reduce, reduce_scatter, all_gather and broadcast on CUDA tensors equal the MPI path") {
+TEST_CASE("all_reduce, reduce_scatter, all_gather, broadcast and all_to_all on CUDA tensors equal the MPI path") {
   const int r = world().rank(), n = world().size();
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{1} << 20}) {
@@ -107,6 +107,14 @@ TEST_CASE("all_reduce, reduce_scatter, all_gather and broadcast on CUDA tensors 
       Tensor want_b = test::clone(host);
       world().broadcast(want_b, n - 1);
       CHECK(bytes_of(gpu().to_host(b)) == bytes_of(want_b));
+      // all_to_all (a group of sends and receives)
+      const Tensor sent = gpu().to_device(host);
+      Tensor exchanged = gpu().empty({total}, dtype);
+      nccl().all_to_all_async(sent, exchanged).wait();
+      Tensor want_exchanged = Tensor::empty({total}, dtype);
+      world().all_to_all(host, want_exchanged);
+      CHECK(bytes_of(gpu().to_host(exchanged)) == bytes_of(want_exchanged));
+      CHECK_THROWS_WITH(nccl().all_to_all_async(sent, sent), Catch::Contains("all_to_all has no in-place form"));
     }
   }
 }

@@ -10,6 +10,7 @@
 // NCCL's ring or tree order, so sums over more than two ranks may round differently than on GPUs.
 // The unique id names the process that made it (NCCL rank 0), which the others join over
 // MPI_COMM_WORLD with tags of their own before MPI_Comm_create_group makes the communicator.
+// A group (ncclGroupStart/End) is one item on its stream whose calls are all posted at once.
 #include <mpi.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -71,8 +73,18 @@ struct ncclComm {
 
 namespace {
 
+struct OpenGroup {
+  int depth = 0;                  // ncclGroupStart calls not yet ended
+  bool failed = false;            // a call in it was refused: ncclGroupEnd reports it, issues nothing
+  cudaStream_t stream = nullptr;  // the group's one stream (more than one is not emulated)
+  std::vector<std::unique_ptr<lattice::emu::AsyncWork>> operations;
+};
+thread_local OpenGroup open_group;
+
+// A refusal inside a group fails the group too, as NCCL's does.
 ncclResult_t refuse(ncclComm_t comm, ncclResult_t result, std::string why) {
   (comm != nullptr ? comm->last_error : last_error_without_comm()) = "emulated NCCL: " + std::move(why);
+  if (open_group.depth > 0) open_group.failed = true;
   return result;
 }
 
@@ -146,7 +158,30 @@ class MpiOperation : public lattice::emu::AsyncWork {
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
-// The checks every operation makes, then the operation queued on `stream`.
+// The calls between ncclGroupStart and ncclGroupEnd: one item on their stream, every MPI call of
+// it posted together and complete when all are, so that they progress together as NCCL's do (two
+// ranks' sends to each other do not wait for the receives behind them).
+class GroupedOperations : public lattice::emu::AsyncWork {
+ public:
+  explicit GroupedOperations(std::vector<std::unique_ptr<lattice::emu::AsyncWork>> operations)
+      : operations_(std::move(operations)) {}
+
+  void start() override {
+    for (auto& op : operations_) op->start();
+  }
+
+  bool finished() override {
+    bool all = true;
+    for (auto& op : operations_) all = op->finished() && all;  // polls every one
+    return all;
+  }
+
+ private:
+  std::vector<std::unique_ptr<lattice::emu::AsyncWork>> operations_;
+};
+
+// The checks every operation makes, then the operation queued on `stream` (in a group: held until
+// ncclGroupEnd).
 struct Buffer {
   const void* ptr;
   size_t bytes;
@@ -165,7 +200,16 @@ ncclResult_t enqueue(const char* call, ncclComm_t comm, size_t count, ncclDataTy
       return refuse(comm, ncclInvalidArgument,
                     fmt::format("{}: {} ({} bytes at {}) is not device memory", call, b.what, b.bytes, b.ptr));
   }
-  lattice::emu::enqueue(stream, std::make_unique<MpiOperation>(comm->state, std::move(post)));
+  auto operation = std::make_unique<MpiOperation>(comm->state, std::move(post));
+  if (open_group.depth == 0) {
+    lattice::emu::enqueue(stream, std::move(operation));
+    return ncclSuccess;
+  }
+  if (!open_group.operations.empty() && stream != open_group.stream)
+    return refuse(comm, ncclInvalidUsage, fmt::format("{}: a group's calls on more than one stream are not emulated",
+                                                      call));
+  open_group.stream = stream;
+  open_group.operations.push_back(std::move(operation));
   return ncclSuccess;
 }
 
@@ -367,4 +411,19 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
                  [=](MPI_Comm mpi, std::vector<char>&, MPI_Request* request) {
                    return MPI_Irecv(recvbuff, static_cast<int>(count), type, peer, 0, mpi, request);
                  });
+}
+
+ncclResult_t ncclGroupStart() {
+  ++open_group.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (open_group.depth == 0) return refuse(nullptr, ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--open_group.depth > 0) return ncclSuccess;  // nested: the outermost end issues the group
+  OpenGroup group = std::exchange(open_group, OpenGroup{});
+  if (group.failed) return ncclInvalidArgument;  // nothing of a group with a refused call is issued
+  if (!group.operations.empty())
+    lattice::emu::enqueue(group.stream, std::make_unique<GroupedOperations>(std::move(group.operations)));
+  return ncclSuccess;
 }

@@ -1,7 +1,8 @@
 // The emulated NCCL's own contract (nccl_emu.cc), under mpirun with 2 ranks, on the NCCL API
 // directly: NCCL's in-place forms of reduce-scatter and all-gather (which are not MPI's), a
 // broadcast from a separate send buffer, and the refusals a GPU's NCCL would make (a host buffer,
-// a peer outside the communicator) named by ncclGetLastError.
+// a peer outside the communicator) named by ncclGetLastError; groups of sends and receives, which
+// progress together (all_to_all's), and a group with a refused call, which issues nothing.
 #include <cstring>
 #include <vector>
 
@@ -94,6 +95,54 @@ TEST_CASE("the emulated NCCL refuses a host buffer and a peer outside the commun
   CHECK(ncclAllReduce(device, device, host.size(), ncclFloat32, ncclProd, world_comm(), s) == ncclInvalidArgument);
   finish(s);
   cuda::release(device);
+  cudaStreamDestroy(s);
+}
+
+// Each rank sends `values` to the next rank and receives from the previous one in one group; the
+// received values.
+std::vector<float> exchange_in_group(const std::vector<float>& values, cudaStream_t s) {
+  const int r = world().rank(), n = world().size();
+  float* send = device_floats(values);
+  float* recv = device_floats(std::vector<float>(values.size(), 0.0f));
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclSend(send, values.size(), ncclFloat32, (r + 1) % n, world_comm(), s) == ncclSuccess);
+  REQUIRE(ncclRecv(recv, values.size(), ncclFloat32, (r + n - 1) % n, world_comm(), s) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  finish(s);
+  std::vector<float> got(recv, recv + values.size());
+  cuda::release(send);
+  cuda::release(recv);
+  return got;
+}
+
+TEST_CASE("a group's sends and receives progress together; a group with a refused call issues nothing") {
+  const int r = world().rank(), n = world().size();
+  cudaStream_t s = nullptr;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  // 4 MiB each way, past MPI's eager limit: one after the other on the stream, each rank's send
+  // would wait for a receive queued behind it.
+  const size_t count = size_t{1} << 20;
+  std::vector<float> mine(count);
+  for (size_t i = 0; i < count; ++i) mine[i] = static_cast<float>(r * 1000003 + i % 4093);
+  const std::vector<float> got = exchange_in_group(mine, s);
+  const int from = (r + n - 1) % n;
+  int64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += got[i] != static_cast<float>(from * 1000003 + i % 4093);
+  CHECK(wrong == 0);
+  // A valid send, then a host buffer: the group fails at its end and its send is never issued (the
+  // next exchange would otherwise receive it).
+  std::vector<float> host(16, 1.0f);
+  float* stray = device_floats(std::vector<float>(16, -7.0f));
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  CHECK(ncclSend(stray, 16, ncclFloat32, (r + 1) % n, world_comm(), s) == ncclSuccess);
+  CHECK(ncclRecv(host.data(), 16, ncclFloat32, from, world_comm(), s) == ncclInvalidArgument);
+  CHECK(ncclGroupEnd() == ncclInvalidArgument);
+  CHECK_THAT(ncclGetLastError(world_comm()), Catch::Contains("ncclRecv: recvbuff") &&
+                                                 Catch::Contains("is not device memory"));
+  CHECK(exchange_in_group(std::vector<float>(16, static_cast<float>(r)), s) ==
+        std::vector<float>(16, static_cast<float>(from)));
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);  // no group is open
+  cuda::release(stray);
   cudaStreamDestroy(s);
 }
 

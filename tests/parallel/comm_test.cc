@@ -315,7 +315,7 @@ TEST_CASE("send/recv around a ring, and a short message is an error") {
   tx.wait();
 }
 
-TEST_CASE("all_to_all transposes blocks") {
+TEST_CASE("all_to_all transposes blocks, and refuses aliased or mismatched buffers") {
   auto& w = world();
   const int n = w.size(), r = w.rank();
   const int k = 2;
@@ -327,6 +327,10 @@ TEST_CASE("all_to_all transposes blocks") {
   // Block i of rank r's output = block r of rank i's input.
   for (int i = 0; i < n; ++i)
     for (int e = 0; e < k; ++e) CHECK(out.f32()[i * k + e] == static_cast<float>(i * 100 + r * 10 + e));
+  // No in-place form (MPI_Alltoall's buffers must not alias): one error naming it, not garbage.
+  CHECK_THROWS_WITH(w.all_to_all(in, in), Catch::Contains("all_to_all has no in-place form"));
+  CHECK_THROWS_WITH(w.all_to_all(in, Tensor::empty({n * k + 1}, DType::kF32)),
+                    Catch::Contains("must have the same dtype and element count"));
 }
 
 TEST_CASE("barrier completes") {
