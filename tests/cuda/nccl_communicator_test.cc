@@ -223,8 +223,9 @@ TEST_CASE("a collective stalled past the timeout is reported naming the group an
     NcclCommunicator comm(world().split(0, world().rank(), name, "injected stall"));
     comm.watchdog().set_timeout_s(0.2);
     comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
-    stall_compute_stream(1500);
+    // Before the stall: to_device's copy waits for the compute stream (on a GPU too).
     Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
+    stall_compute_stream(1500);
     if (stream_wait) {
       comm.all_reduce_async(t).wait_on(gpu().stream());  // no host wait here
       CHECK_THROWS(comm.watchdog().wait_in_flight());    // the step's read-back would wait here
