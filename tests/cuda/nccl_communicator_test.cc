@@ -1,13 +1,14 @@
 // NcclCommunicator on GPUs, under mpirun with one rank per visible GPU (tools/gpu/check.sh: one
 // rank on the lent H200; more where more GPUs are visible), and on the CPU emulator's NCCL with 1-3
-// ranks (tests/cuda_emu: all but the cases that stall the compute stream). Each collective on CUDA tensors gives
-// exactly what the MPI path gives on the same values (integers, so any summation order is exact);
-// NCCL reads what the compute stream wrote before the call (a poisoned buffer, overwritten only
-// after a stall on the compute stream, must never reach the output); CPU tensors go to MPI; split
-// groups work; a stream wait on a collective orders the compute stream without a host wait (the
-// watchdog keeps it in flight), and a stalled one is caught by the watchdog's wait for in-flight
-// operations; a collective stalled past the watchdog's timeout is reported naming the group and
-// the operation, and aborts the communicator; results are the same bits run after run.
+// ranks (tests/cuda_emu, whose compute stream runs behind the host as a GPU's does). Each
+// collective on CUDA tensors gives exactly what the MPI path gives on the same values (integers, so
+// any summation order is exact); NCCL reads what the compute stream wrote before the call (a
+// poisoned buffer, overwritten only after a stall on the compute stream, must never reach the
+// output); CPU tensors go to MPI; split groups work; a stream wait on a collective orders the
+// compute stream without a host wait (the watchdog keeps it in flight), and a stalled one is caught
+// by the watchdog's wait for in-flight operations; a collective stalled past the watchdog's timeout
+// is reported naming the group and the operation, and aborts the communicator; results are the
+// same bits run after run.
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -119,7 +120,7 @@ TEST_CASE("all_reduce, reduce_scatter, all_gather, broadcast and all_to_all on C
   }
 }
 
-TEST_CASE("NCCL reads what the compute stream wrote before the call, not what was there before", "[stalls-compute-stream]") {
+TEST_CASE("NCCL reads what the compute stream wrote before the call, not what was there before") {
   const int64_t n = 1 << 22;
   Tensor buffer = gpu().empty({n});
   ops::fill(buffer, -1.0f);  // the poison
@@ -160,7 +161,7 @@ TEST_CASE("the same inputs give the same bits run after run") {
   CHECK(bytes_of(gpu().to_host(a)) == bytes_of(gpu().to_host(b)));
 }
 
-TEST_CASE("a stream wait on an NCCL collective orders the compute stream without a host wait", "[stalls-compute-stream]") {
+TEST_CASE("a stream wait on an NCCL collective orders the compute stream without a host wait") {
   const Tensor host = rank_values(1 << 16, DType::kF32, world().rank());
   Tensor t = gpu().to_device(host);
   cuda::synchronize();
@@ -215,7 +216,7 @@ TEST_CASE("a traced group puts its collectives on a lane of their own, timed on 
 
 // A watchdog whose action returns: the wait then throws the report (the default ends the job). The
 // groups share the world's watchdog: shortened here, restored below.
-TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation, and aborts", "[stalls-compute-stream]") {
+TEST_CASE("a collective stalled past the timeout is reported naming the group and the operation, and aborts") {
   for (const bool stream_wait : {false, true}) {
     INFO((stream_wait ? "stream wait, then the watchdog's wait for operations in flight" : "host wait"));
     std::string report;

@@ -1,7 +1,8 @@
 // kernels/cuda/matmul.h for the emulated CUDA backend: the CPU's sgemm (OpenBLAS) in place of
 // cuBLASLt, with cuBLASLt's contracts: bf16 operands widened exactly, f32 accumulation, one
 // rounding of a bf16 result; the bias epilogue adds the bias to the f32 product before that one
-// rounding. It checks the ops layer's use of these entries, not cuBLASLt.
+// rounding. Each call is one item of the compute stream, as a cuBLASLt call is. It checks the ops
+// layer's use of these entries, not cuBLASLt.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/matmul.h"
+#include "tests/cuda_emu/streams.h"
 
 namespace lattice::cuda {
 namespace {
@@ -30,57 +32,64 @@ std::vector<float> widen_operand(const void* p, bool trans, int64_t r, int64_t c
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  emu::run_on(nullptr, [=] { cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
 }
 
 void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                            int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
                            float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
-  for (int64_t i = 0; i < batch; ++i) {
-    cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c,
-               ldc);
-  }
+  emu::run_on(nullptr, [=] {
+    for (int64_t i = 0; i < batch; ++i) {
+      cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c,
+                 ldc);
+    }
+  });
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-               int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc) {
-  const std::vector<float> wa = widen_operand(a, trans_a, m, k, lda);
-  const std::vector<float> wb = widen_operand(b, trans_b, k, n, ldb);
-  if (!c_is_bf16) {
-    cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, static_cast<float*>(c), ldc);
-    return;
-  }
-  auto* cb = static_cast<uint16_t*>(c);
-  std::vector<float> wc = beta != 0.0f ? widen(cb, m, n, ldc) : std::vector<float>(static_cast<size_t>(m * ldc), 0.0f);
-  cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, wc.data(), ldc);
-  for (int64_t i = 0; i < m; ++i) cpu::f32_to_bf16(wc.data() + i * ldc, cb + i * ldc, n);
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
+               const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc) {
+  emu::run_on(nullptr, [=] {
+    const std::vector<float> wa = widen_operand(a, trans_a, m, k, lda);
+    const std::vector<float> wb = widen_operand(b, trans_b, k, n, ldb);
+    if (!c_is_bf16) {
+      cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, static_cast<float*>(c), ldc);
+      return;
+    }
+    auto* cb = static_cast<uint16_t*>(c);
+    std::vector<float> wc =
+        beta != 0.0f ? widen(cb, m, n, ldc) : std::vector<float>(static_cast<size_t>(m * ldc), 0.0f);
+    cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, wc.data(), ldc);
+    for (int64_t i = 0; i < m; ++i) cpu::f32_to_bf16(wc.data() + i * ldc, cb + i * ldc, n);
+  });
 }
 
 bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc) {
   if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;  // as cuBLASLt's
-  std::vector<float> wa, wb;
-  const float* fa = static_cast<const float*>(a);
-  const float* fb = static_cast<const float*>(b);
-  if (ab_bf16) {
-    wa = widen_operand(a, trans_a, m, k, lda);
-    wb = widen_operand(b, trans_b, k, n, ldb);
-    fa = wa.data();
-    fb = wb.data();
-  }
-  std::vector<float> product(static_cast<size_t>(m * n), 0.0f);
-  cpu::sgemm(trans_a, trans_b, m, n, k, 1.0f, fa, lda, fb, ldb, 0.0f, product.data(), n);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const float bj =
-          c_bf16 ? bfloat16_to_float(static_cast<const uint16_t*>(bias)[j]) : static_cast<const float*>(bias)[j];
-      const float v = product[i * n + j] + bj;
-      if (c_bf16) {
-        static_cast<uint16_t*>(c)[i * ldc + j] = float_to_bfloat16(v);
-      } else {
-        static_cast<float*>(c)[i * ldc + j] = v;
-      }
+  emu::run_on(nullptr, [=] {
+    std::vector<float> wa, wb;
+    const float* fa = static_cast<const float*>(a);
+    const float* fb = static_cast<const float*>(b);
+    if (ab_bf16) {
+      wa = widen_operand(a, trans_a, m, k, lda);
+      wb = widen_operand(b, trans_b, k, n, ldb);
+      fa = wa.data();
+      fb = wb.data();
     }
+    std::vector<float> product(static_cast<size_t>(m * n), 0.0f);
+    cpu::sgemm(trans_a, trans_b, m, n, k, 1.0f, fa, lda, fb, ldb, 0.0f, product.data(), n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const float bj =
+            c_bf16 ? bfloat16_to_float(static_cast<const uint16_t*>(bias)[j]) : static_cast<const float*>(bias)[j];
+        const float v = product[i * n + j] + bj;
+        if (c_bf16) {
+          static_cast<uint16_t*>(c)[i * ldc + j] = float_to_bfloat16(v);
+        } else {
+          static_cast<float*>(c)[i * ldc + j] = v;
+        }
+      }
+  });
   return true;
 }
 

@@ -1,7 +1,9 @@
 // kernels/cuda/runtime.h for the emulated CUDA backend: "device" memory is host memory, poisoned
-// when allocated (all bits set: NaN as floats) so a kernel that reads what nothing wrote shows it;
-// the compute and copy streams are synchronous, the others queues (streams.h). It has one GPU, or
-// LATTICE_EMULATED_GPUS of them (the emulated NCCL's multi-rank tests: NCCL needs a GPU per rank).
+// when allocated (all bits set: NaN as floats) so a kernel that reads what nothing wrote shows it,
+// and freed in the compute stream's order, as cudaFreeAsync frees it; the copies to and from the
+// host wait for the compute stream as the real ones do, the copy stream is synchronous, and the
+// other streams are queues (streams.h). It has one GPU, or LATTICE_EMULATED_GPUS of them (the
+// emulated NCCL's multi-rank tests: NCCL needs a GPU per rank).
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -24,8 +26,6 @@ std::unordered_map<void*, size_t>& live() {
 }
 size_t used = 0, peak = 0;
 
-cudaStream_t stream_handle(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
-
 }  // namespace
 
 int visible_device_count() {
@@ -39,8 +39,8 @@ std::string select_device(int local_rank, int local_size) {
                      local_size);
 }
 
-cudaStream_t compute_stream() { return stream_handle(1); }
-cudaStream_t copy_stream() { return stream_handle(2); }
+cudaStream_t compute_stream() { return emu::compute_stream(); }
+cudaStream_t copy_stream() { return reinterpret_cast<cudaStream_t>(uintptr_t{2}); }  // no queue: synchronous
 
 void* allocate(size_t bytes) {
   void* p = std::malloc(bytes > 0 ? bytes : 1);
@@ -55,12 +55,14 @@ void* allocate(size_t bytes) {
 
 void release(void* ptr) {
   if (ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(pool_mutex);
-  auto it = live().find(ptr);
-  if (it == live().end()) std::abort();  // freeing what the pool never gave: a bug worth a core dump
-  used -= it->second;
-  live().erase(it);
-  std::free(ptr);
+  emu::run_on(compute_stream(), [ptr] {  // the work queued before may still read it
+    std::lock_guard<std::mutex> lock(pool_mutex);
+    auto it = live().find(ptr);
+    if (it == live().end()) std::abort();  // freeing what the pool never gave: a bug worth a core dump
+    used -= it->second;
+    live().erase(it);
+    std::free(ptr);
+  });
 }
 
 size_t pool_used_bytes() {
@@ -73,11 +75,16 @@ size_t pool_peak_bytes() {
   return peak;
 }
 
+// As the real ones: a copy in the compute stream's order, and the host waits for it.
 void copy_to_host(const void* device_src, void* host_dst, int64_t bytes) {
-  if (bytes > 0) std::memcpy(host_dst, device_src, static_cast<size_t>(bytes));
+  if (bytes <= 0) return;
+  emu::run_on(compute_stream(), [=] { std::memcpy(host_dst, device_src, static_cast<size_t>(bytes)); });
+  synchronize();
 }
 void copy_from_host(const void* host_src, void* device_dst, int64_t bytes) {
-  if (bytes > 0) std::memcpy(device_dst, host_src, static_cast<size_t>(bytes));
+  if (bytes <= 0) return;
+  emu::run_on(compute_stream(), [=] { std::memcpy(device_dst, host_src, static_cast<size_t>(bytes)); });
+  synchronize();
 }
 
 void* allocate_pinned(size_t bytes) {
@@ -86,11 +93,12 @@ void* allocate_pinned(size_t bytes) {
   return p;
 }
 void free_pinned(void* ptr) { std::free(ptr); }
-void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {
-  copy_from_host(pinned_src, device_dst, bytes);
+void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {  // the host does not wait
+  if (bytes <= 0) return;
+  emu::run_on(compute_stream(), [=] { std::memcpy(device_dst, pinned_src, static_cast<size_t>(bytes)); });
 }
 
-void synchronize() {}
+void synchronize() { cudaStreamSynchronize(compute_stream()); }
 
 std::shared_ptr<void> record_on(cudaStream_t stream) {
   cudaEvent_t event = nullptr;

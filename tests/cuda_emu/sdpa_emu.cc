@@ -1,7 +1,8 @@
 // The bf16 attention entries of kernels/cuda/cudnn_sdpa.h that the CUDA backend calls, for the
 // emulated backend: cuDNN cannot run here, so q, k, v (and dout, out) are widened exactly, the
 // emulated f32 flash kernels run, and out, dq, dk, dv are rounded once to bf16 (lse stays f32).
-// That checks the backend's bf16 attention plumbing and dtypes, not cuDNN's kernels.
+// Each call is one item of the compute stream, as a cuDNN graph's execution is. That checks the
+// backend's bf16 attention plumbing and dtypes, not cuDNN's kernels.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "kernels/cpu/cast.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cudnn_sdpa.h"
+#include "tests/cuda_emu/streams.h"
 
 namespace lattice::cuda {
 namespace {
@@ -28,27 +30,31 @@ int64_t kv_elements(const AttentionShape& s) { return s.batch * s.seq * s.kv_hea
 
 }  // namespace
 
-void cudnn_sdpa_forward(const AttentionShape& s, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                        uint16_t* out, float* lse) {
-  const std::vector<float> fq = widen(q, q_elements(s)), fk = widen(k, kv_elements(s)), fv = widen(v, kv_elements(s));
-  std::vector<float> fo(static_cast<size_t>(q_elements(s)));
-  attention_forward_flash(fq.data(), fk.data(), fv.data(), fo.data(), lse, s);
-  round_into(fo, out);
+void cudnn_sdpa_forward(const AttentionShape& s, const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
+                        float* lse) {
+  emu::run_on(nullptr, [=] {
+    const std::vector<float> fq = widen(q, q_elements(s)), fk = widen(k, kv_elements(s)), fv = widen(v, kv_elements(s));
+    std::vector<float> fo(static_cast<size_t>(q_elements(s)));
+    attention_forward_flash(fq.data(), fk.data(), fv.data(), fo.data(), lse, s);
+    round_into(fo, out);
+  });
 }
 
 void cudnn_sdpa_backward(const AttentionShape& s, SdpaDirection, const uint16_t* dout, const uint16_t* q,
                          const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse, uint16_t* dq,
                          uint16_t* dk, uint16_t* dv) {
-  const std::vector<float> fdo = widen(dout, q_elements(s)), fq = widen(q, q_elements(s)),
-                           fk = widen(k, kv_elements(s)), fv = widen(v, kv_elements(s)),
-                           fo = widen(out, q_elements(s));
-  std::vector<float> fdq(static_cast<size_t>(q_elements(s))), fdk(static_cast<size_t>(kv_elements(s))),
-      fdv(static_cast<size_t>(kv_elements(s)));
-  attention_backward_flash(fdo.data(), fq.data(), fk.data(), fv.data(), fo.data(), lse, fdq.data(), fdk.data(),
-                           fdv.data(), s);
-  round_into(fdq, dq);
-  round_into(fdk, dk);
-  round_into(fdv, dv);
+  emu::run_on(nullptr, [=] {
+    const std::vector<float> fdo = widen(dout, q_elements(s)), fq = widen(q, q_elements(s)),
+                             fk = widen(k, kv_elements(s)), fv = widen(v, kv_elements(s)),
+                             fo = widen(out, q_elements(s));
+    std::vector<float> fdq(static_cast<size_t>(q_elements(s))), fdk(static_cast<size_t>(kv_elements(s))),
+        fdv(static_cast<size_t>(kv_elements(s)));
+    attention_backward_flash(fdo.data(), fq.data(), fk.data(), fv.data(), fo.data(), lse, fdq.data(), fdk.data(),
+                             fdv.data(), s);
+    round_into(fdq, dq);
+    round_into(fdk, dk);
+    round_into(fdv, dv);
+  });
 }
 
 }  // namespace lattice::cuda

@@ -2,6 +2,7 @@
 #include "tests/cuda_emu/streams.h"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -27,13 +28,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Never destroyed: a tensor freed during exit still queues its release on the compute stream.
 std::recursive_mutex& streams_mutex() {  // recursive: a work item's start() may issue more work
-  static std::recursive_mutex m;
-  return m;
+  static auto* m = new std::recursive_mutex;
+  return *m;
 }
 std::vector<CUstream_st*>& queued_streams() {
-  static std::vector<CUstream_st*> streams;
-  return streams;
+  static auto* streams = new std::vector<CUstream_st*>;
+  return *streams;
 }
 
 bool is_queued(cudaStream_t stream) {
@@ -52,6 +54,35 @@ class WaitForItem : public AsyncWork {
   std::shared_ptr<StreamItem> item_;
 };
 
+// Device work (run_on): done when its function has returned (not while it runs, should it move the queues).
+thread_local bool in_device_work = false;
+
+class DeviceWork : public AsyncWork {
+ public:
+  explicit DeviceWork(std::function<void()> fn) : fn_(std::move(fn)) {}
+  void start() override {
+    in_device_work = true;
+    struct Reset {
+      ~Reset() { in_device_work = false; }
+    } reset;
+    fn_();
+    returned_ = true;
+  }
+  bool finished() override { return returned_; }
+
+ private:
+  std::function<void()> fn_;
+  bool returned_ = false;
+};
+
+void finish(CUstream_st* s) {
+  StreamItem& head = *s->queue.front();
+  head.done = true;
+  head.finished_at = Clock::now();
+  head.work.reset();
+  s->queue.pop_front();
+}
+
 void progress_locked() {
   std::vector<CUstream_st*>& all = queued_streams();
   for (size_t i = 0; i < all.size();) {
@@ -60,13 +91,15 @@ void progress_locked() {
       StreamItem& head = *s->queue.front();
       if (!head.started) {
         head.started = true;
-        head.work->start();
+        try {
+          head.work->start();
+        } catch (...) {  // an emulator error in a kernel: reported to the thread that moved the queue
+          finish(s);
+          throw;
+        }
       }
       if (!head.work->finished()) break;
-      head.done = true;
-      head.finished_at = Clock::now();
-      head.work.reset();
-      s->queue.pop_front();
+      finish(s);
     }
     if (s->destroyed && s->queue.empty()) {
       all.erase(all.begin() + static_cast<std::ptrdiff_t>(i));
@@ -96,6 +129,23 @@ void host_wait(cudaEvent_t event) {
 void progress() {
   std::lock_guard<std::recursive_mutex> lock(streams_mutex());
   progress_locked();
+}
+
+cudaStream_t compute_stream() {
+  static const cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, 0);
+    return s;
+  }();
+  return stream;
+}
+
+void run_on(cudaStream_t stream, std::function<void()> fn) {
+  if (in_device_work) {
+    fn();
+    return;
+  }
+  enqueue(stream != nullptr ? stream : compute_stream(), std::make_unique<DeviceWork>(std::move(fn)));
 }
 
 void enqueue(cudaStream_t stream, std::unique_ptr<AsyncWork> work) {
@@ -190,16 +240,27 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return cudaSuccess;
 }
 
+// As CUDA does, the function runs on a thread of its own, so one that sleeps holds up its stream, not the host.
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
   class HostFunction : public lattice::emu::AsyncWork {
    public:
     HostFunction(cudaHostFn_t fn, void* data) : fn_(fn), data_(data) {}
-    void start() override { fn_(data_); }
-    bool finished() override { return true; }
+    ~HostFunction() override {
+      if (thread_.joinable()) thread_.join();
+    }
+    void start() override {
+      thread_ = std::thread([this] {
+        fn_(data_);
+        done_ = true;
+      });
+    }
+    bool finished() override { return done_; }
 
    private:
     cudaHostFn_t fn_;
     void* data_;
+    std::thread thread_;
+    std::atomic<bool> done_{false};
   };
   lattice::emu::enqueue(stream, std::make_unique<HostFunction>(fn, data));
   return cudaSuccess;

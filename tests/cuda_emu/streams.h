@@ -1,15 +1,18 @@
-// Streams and events of the emulated CUDA runtime (tests/cuda_emu). The compute and copy streams
-// are synchronous: a kernel or copy runs when it is issued, so their events are complete when
-// recorded and a wait on one of them is a host wait. A stream made with cudaStreamCreate* is a
-// queue, as a GPU's is: each item starts once the one before it has finished, and the queues move
-// whenever the host records, queries or waits for an event (or issues more work). The emulated
-// NCCL (nccl_emu.cc) puts its operations there as MPI non-blocking calls, so a send that waits for
-// its receiver holds up what its stream has after it, cudaEventQuery answers cudaErrorNotReady
-// while an operation is in flight, and a stream that waits for an event does not start its later
-// work before it.
+// Streams and events of the emulated CUDA runtime (tests/cuda_emu). A stream is a queue, as a
+// GPU's is: each item starts once the one before it has finished, and the queues move whenever the
+// host records, queries or waits for an event, or issues more work (on any host thread: the
+// watchdog's polls move them too). The compute stream's work (kernels, copies, GEMMs, frees) runs
+// as it is issued while nothing holds the stream back; behind a host function that is still
+// running, or a wait for an event not yet reached, it waits its turn, so the host runs ahead of it
+// as it does of a GPU, and a missing event shows. The copy stream (runtime_emu.cc) is synchronous:
+// its work runs when issued and a wait on it is a host wait. The emulated NCCL (nccl_emu.cc) puts
+// its operations on queued streams as MPI non-blocking calls, so a send that waits for its receiver
+// holds up what its stream has after it, and cudaEventQuery answers cudaErrorNotReady while an
+// operation is in flight.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "tests/cuda_emu/shim/cuda_types.h"
@@ -26,8 +29,15 @@ class AsyncWork {
 
 struct StreamItem;
 
-// Queues `work` on `stream`; on the synchronous streams it runs now (the host waits for it).
+// Queues `work` on `stream`; on a synchronous stream it runs now (the host waits for it).
 void enqueue(cudaStream_t stream, std::unique_ptr<AsyncWork> work);
+
+// The compute stream (kernels/cuda/runtime.h's compute_stream()).
+cudaStream_t compute_stream();
+
+// Device work that finishes when `fn` returns (a kernel launch, a copy, a GEMM), as one item of
+// `stream` (null: the compute stream). Issued while an item runs, it is part of that item and runs now.
+void run_on(cudaStream_t stream, std::function<void()> fn);
 
 // Moves every queue as far as it goes now.
 void progress();

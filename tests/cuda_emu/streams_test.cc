@@ -1,8 +1,12 @@
 // The emulated runtime's queued streams (streams.h), which the emulated NCCL's operations run on:
 // a stream's work runs one item after another, events are not ready until the work before them has
 // finished, a stream that waits for an event starts nothing after the wait before it, and a
-// destroyed stream still finishes its work.
+// destroyed stream still finishes its work; the compute stream runs work as it is issued unless a
+// host function or a wait holds it back, and the copy stream is synchronous.
+#include <atomic>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -69,27 +73,71 @@ TEST_CASE("a queued stream runs its work in order, and its events wait for it") 
   cudaStreamDestroy(t);
 }
 
-TEST_CASE("the synchronous streams run work when it is issued, and a wait on them is a host wait") {
+TEST_CASE("the compute stream runs work when issued unless held back, and then the host runs ahead of it") {
   std::vector<std::string> started;
   bool open = true;
-  const auto compute = reinterpret_cast<cudaStream_t>(uintptr_t{1});
-  enqueue(compute, std::make_unique<Gate>("now", &open, &started));
+  enqueue(compute_stream(), std::make_unique<Gate>("now", &open, &started));
   CHECK(started == std::vector<std::string>{"now"});
-  // A host function on a queued stream runs in its turn.
+  int ran = 0;
+  run_on(compute_stream(), [&] {
+    run_on(compute_stream(), [&] { ran += 10; });  // issued inside an item: part of it
+    CHECK(ran == 10);
+    ++ran;
+  });
+  CHECK(ran == 11);
+  // An emulator error in work run as it is issued reaches the issuer, and the stream goes on.
+  CHECK_THROWS_WITH(run_on(compute_stream(), [] { throw std::runtime_error("bad launch"); }), "bad launch");
+  run_on(compute_stream(), [&] { ++ran; });
+  CHECK(ran == 12);
+
+  // A host function that has not returned holds the stream back, not the host: what follows waits,
+  // and so does a queued stream that waits for it.
+  static std::atomic<bool> release{false};
+  cudaLaunchHostFunc(
+      compute_stream(), [](void*) { while (!release) std::this_thread::yield(); }, nullptr);
+  run_on(compute_stream(), [&] { ++ran; });
+  cudaEvent_t after_host_function, behind_done;
+  cudaEventCreateWithFlags(&after_host_function, 0);
+  cudaEventCreateWithFlags(&behind_done, 0);
+  cudaEventRecord(after_host_function, compute_stream());
   cudaStream_t s = nullptr;
   cudaStreamCreateWithFlags(&s, 0);
+  cudaStreamWaitEvent(s, after_host_function, 0);
+  enqueue(s, std::make_unique<Gate>("behind", &open, &started));
+  cudaEventRecord(behind_done, s);
+  CHECK(ran == 12);
+  CHECK(cudaEventQuery(after_host_function) == cudaErrorNotReady);
+  CHECK(started == std::vector<std::string>{"now"});
+  release = true;
+  CHECK(cudaStreamSynchronize(compute_stream()) == cudaSuccess);
+  CHECK(ran == 13);
+  CHECK(cudaEventQuery(behind_done) == cudaSuccess);
+  CHECK(started == std::vector<std::string>{"now", "behind"});
+
+  // The compute stream waits for a queued stream's event without the host waiting.
   bool gate_open = false;
-  static int calls = 0;
-  enqueue(s, std::make_unique<Gate>("first", &gate_open, &started));
-  cudaLaunchHostFunc(s, [](void*) { ++calls; }, nullptr);
-  CHECK(calls == 0);
-  cudaEvent_t done;
-  cudaEventCreateWithFlags(&done, 0);
-  cudaEventRecord(done, s);
+  cudaEvent_t gate_done;
+  cudaEventCreateWithFlags(&gate_done, 0);
+  enqueue(s, std::make_unique<Gate>("gate", &gate_open, &started));
+  cudaEventRecord(gate_done, s);
+  cudaStreamWaitEvent(compute_stream(), gate_done, 0);
+  run_on(compute_stream(), [&] { ++ran; });
+  CHECK(ran == 13);
   gate_open = true;
-  cudaStreamWaitEvent(compute, done, 0);  // the host waits: the compute stream's next work runs now
-  CHECK(calls == 1);
-  cudaEventDestroy(done);
+  CHECK(cudaStreamSynchronize(compute_stream()) == cudaSuccess);
+  CHECK(ran == 14);
+
+  // The copy stream is synchronous: work runs when issued, and a wait on it is a host wait.
+  const auto copy = reinterpret_cast<cudaStream_t>(uintptr_t{2});
+  bool last_open = false;
+  enqueue(s, std::make_unique<Gate>("last", &last_open, &started));
+  cudaEventRecord(gate_done, s);
+  run_on(copy, [&] { ++ran; });
+  CHECK(ran == 15);
+  last_open = true;
+  cudaStreamWaitEvent(copy, gate_done, 0);
+  CHECK(cudaEventQuery(gate_done) == cudaSuccess);
+  for (cudaEvent_t e : {after_host_function, behind_done, gate_done}) cudaEventDestroy(e);
   cudaStreamDestroy(s);
 }
 

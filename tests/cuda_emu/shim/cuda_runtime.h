@@ -61,15 +61,16 @@ inline unsigned long long atomicMin(unsigned long long* address, unsigned long l
   return old;
 }
 
-// ---- the runtime calls the kernels' host code makes: copies run when issued (the compute and copy
-// streams are synchronous); the queued streams and events are in tests/cuda_emu/streams.h ----
+// ---- the runtime calls the kernels' host code makes: copies run in their stream's turn; the
+// streams and events are in tests/cuda_emu/streams.h ----
 
-inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
-  std::memset(p, value, bytes);
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream = nullptr) {
+  ::lattice::emu::run_on(stream, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t = nullptr) {
-  std::memcpy(dst, src, bytes);
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                                   cudaStream_t stream = nullptr) {
+  ::lattice::emu::run_on(stream, [=] { std::memcpy(dst, src, bytes); });
   return cudaSuccess;
 }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }  // the emulator throws at a bad launch
