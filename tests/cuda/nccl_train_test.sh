@@ -3,7 +3,8 @@
 # every loss and grad norm bit for bit the host-staged MPI path's — one rank, and with two GPUs
 # data=2, tensor=2, pipeline=2, and pipeline=2 interleaved (v=2; also with CUDA_DEVICE_MAX_CONNECTIONS=1,
 # the second device model the pipeline's transfer lanes are proven in: parallel/p2p_order.h).
-# Two-rank sums are exact in either order, so NCCL and MPI must agree to the bit.
+# Two-rank sums are exact in either order, so NCCL and MPI must agree to the bit. A hang ends in the
+# watchdog's report (parallel.timeout_s = 60) naming the operation, before the 180 s timeout.
 # usage: nccl_train_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR GPUS   (from the repository root)
 # NCCL needs a GPU per rank: with GPUS < 2 the two-rank layouts are NOT RUN, and it says so.
 # Prints "PASS <name>" or "FAIL <name>" per check and ends with "nccl_train_test: N passed, M failed".
@@ -20,7 +21,8 @@ train() {  # train NAME RANKS BACKEND [--set ...]
   shift 3
   timeout 180 $MPIRUN --oversubscribe -np "$np" "$BIN" train --config configs/test-tiny-gpt2.json --set device=cuda \
     --set data.path="$DATA" --set training.train_iters=20 --set training.eval_interval=0 \
-    --set parallel.backend="$backend" --set logging.metrics_file="$WORK/$name.jsonl" "$@" >"$WORK/$name.log" 2>&1 ||
+    --set parallel.backend="$backend" --set parallel.timeout_s=60 --set logging.metrics_file="$WORK/$name.jsonl" \
+    "$@" >"$WORK/$name.log" 2>&1 ||
     { echo "  $name exited $?: $( (grep -a -m2 '\[error\]' "$WORK/$name.log" || tail -3 "$WORK/$name.log") | tr -d '\0')"
       return 1; }
 }

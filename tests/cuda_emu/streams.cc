@@ -3,8 +3,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -19,6 +23,7 @@ namespace lattice::emu {
 
 struct StreamItem {
   std::unique_ptr<AsyncWork> work;
+  uint64_t number = 0;  // in issue order, over all queued streams
   bool started = false;
   bool done = false;
   std::chrono::steady_clock::time_point finished_at;
@@ -36,6 +41,21 @@ std::recursive_mutex& streams_mutex() {  // recursive: a work item's start() may
 std::vector<CUstream_st*>& queued_streams() {
   static auto* streams = new std::vector<CUstream_st*>;
   return *streams;
+}
+
+// One hardware queue (streams.h), as CUDA_DEVICE_MAX_CONNECTIONS=1 makes the device.
+bool one_queue = [] {
+  const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  return connections != nullptr && std::string_view(connections) == "1";
+}();
+// `issued` numbers the queued streams' items in issue order and `next_to_start` counts those started:
+// under one hardware queue they start in that order, so it is the number of the next to start (both
+// under streams_mutex).
+uint64_t issued = 0, next_to_start = 0;
+
+void push(CUstream_st* s, std::shared_ptr<StreamItem> item) {
+  item->number = issued++;
+  s->queue.push_back(std::move(item));
 }
 
 bool is_queued(cudaStream_t stream) {
@@ -83,29 +103,37 @@ void finish(CUstream_st* s) {
   s->queue.pop_front();
 }
 
+// Passes over the streams until none moves: what finishes on one stream may let another start.
 void progress_locked() {
   std::vector<CUstream_st*>& all = queued_streams();
-  for (size_t i = 0; i < all.size();) {
-    CUstream_st* s = all[i];
-    while (!s->queue.empty()) {
-      StreamItem& head = *s->queue.front();
-      if (!head.started) {
-        head.started = true;
-        try {
-          head.work->start();
-        } catch (...) {  // an emulator error in a kernel: reported to the thread that moved the queue
-          finish(s);
-          throw;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t i = 0; i < all.size();) {
+      CUstream_st* s = all[i];
+      while (!s->queue.empty()) {
+        StreamItem& head = *s->queue.front();
+        if (!head.started) {
+          if (one_queue && head.number != next_to_start) break;  // work issued before it has not started
+          head.started = true;
+          ++next_to_start;
+          moved = true;
+          try {
+            head.work->start();
+          } catch (...) {  // an emulator error in a kernel: reported to the thread that moved the queue
+            finish(s);
+            throw;
+          }
         }
+        if (!head.work->finished()) break;
+        finish(s);
+        moved = true;
       }
-      if (!head.work->finished()) break;
-      finish(s);
-    }
-    if (s->destroyed && s->queue.empty()) {
-      all.erase(all.begin() + static_cast<std::ptrdiff_t>(i));
-      delete s;
-    } else {
-      ++i;
+      if (s->destroyed && s->queue.empty()) {
+        all.erase(all.begin() + static_cast<std::ptrdiff_t>(i));
+        delete s;
+      } else {
+        ++i;
+      }
     }
   }
 }
@@ -131,6 +159,18 @@ void progress() {
   progress_locked();
 }
 
+bool one_hardware_queue() {
+  std::lock_guard<std::recursive_mutex> lock(streams_mutex());
+  return one_queue;
+}
+
+void set_one_hardware_queue(bool one) {
+  std::lock_guard<std::recursive_mutex> lock(streams_mutex());
+  progress_locked();
+  if (next_to_start != issued) throw std::logic_error("set_one_hardware_queue: work is waiting to start");
+  one_queue = one;
+}
+
 cudaStream_t compute_stream() {
   static const cudaStream_t stream = [] {
     cudaStream_t s = nullptr;
@@ -153,7 +193,7 @@ void enqueue(cudaStream_t stream, std::unique_ptr<AsyncWork> work) {
   auto item = std::make_shared<StreamItem>();
   item->work = std::move(work);
   if (is_queued(stream)) {
-    stream->queue.push_back(std::move(item));
+    push(stream, std::move(item));
     progress_locked();
     return;
   }
@@ -222,8 +262,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   std::unique_lock<std::recursive_mutex> lock(streams_mutex());
   if (lattice::emu::is_queued(stream)) {
     if (event->after != nullptr && !event->after->done) {
-      stream->queue.push_back(std::make_shared<lattice::emu::StreamItem>());
-      stream->queue.back()->work = std::make_unique<lattice::emu::WaitForItem>(event->after);
+      auto wait = std::make_shared<lattice::emu::StreamItem>();
+      wait->work = std::make_unique<lattice::emu::WaitForItem>(event->after);
+      lattice::emu::push(stream, std::move(wait));
     }
     lattice::emu::progress_locked();
     return cudaSuccess;

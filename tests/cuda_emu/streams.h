@@ -1,14 +1,15 @@
-// Streams and events of the emulated CUDA runtime (tests/cuda_emu). A stream is a queue, as a
-// GPU's is: each item starts once the one before it has finished, and the queues move whenever the
-// host records, queries or waits for an event, or issues more work (on any host thread: the
-// watchdog's polls move them too). The compute stream's work (kernels, copies, GEMMs, frees) runs
-// as it is issued while nothing holds the stream back; behind a host function that is still
-// running, or a wait for an event not yet reached, it waits its turn, so the host runs ahead of it
-// as it does of a GPU, and a missing event shows. The copy stream (runtime_emu.cc) is synchronous:
-// its work runs when issued and a wait on it is a host wait. The emulated NCCL (nccl_emu.cc) puts
-// its operations on queued streams as MPI non-blocking calls, so a send that waits for its receiver
-// holds up what its stream has after it, and cudaEventQuery answers cudaErrorNotReady while an
-// operation is in flight.
+// Streams and events of the emulated CUDA runtime (tests/cuda_emu). A stream is a queue, as a GPU's
+// is: each item starts once the one before it has finished, and the queues move whenever the host
+// records, queries or waits for an event, or issues more work (on any host thread: the watchdog's
+// polls move them too). The compute stream's work (kernels, copies, GEMMs, frees) runs as it is
+// issued while nothing holds the stream back; behind a host function that is still running, or a
+// wait for an event not yet reached, it waits its turn, so the host runs ahead of it as it does of
+// a GPU, and a missing event shows. The streams progress on their own, or, as under
+// CUDA_DEVICE_MAX_CONNECTIONS=1, through one hardware queue (below). The copy stream
+// (runtime_emu.cc) is synchronous: its work runs when issued and a wait on it is a host wait. The
+// emulated NCCL (nccl_emu.cc) puts its operations on queued streams as MPI non-blocking calls, so a
+// send that waits for its receiver holds up what its stream has after it, and cudaEventQuery
+// answers cudaErrorNotReady while an operation is in flight.
 #pragma once
 
 #include <chrono>
@@ -41,6 +42,15 @@ void run_on(cudaStream_t stream, std::function<void()> fn);
 
 // Moves every queue as far as it goes now.
 void progress();
+
+// One hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment at start): the queued
+// streams' work starts in issue order, so an item that cannot start yet (behind its stream's
+// unfinished work, a wait for an event not reached) holds back everything issued after it, on every
+// stream; work that has started runs beside what follows. That is parallel/p2p_order.h's
+// kOneHardwareQueue. The copy stream stays synchronous, outside the queue. The setter is for tests,
+// and refuses while work waits to start.
+bool one_hardware_queue();
+void set_one_hardware_queue(bool one);
 
 }  // namespace lattice::emu
 

@@ -2,7 +2,8 @@
 // a stream's work runs one item after another, events are not ready until the work before them has
 // finished, a stream that waits for an event starts nothing after the wait before it, and a
 // destroyed stream still finishes its work; the compute stream runs work as it is issued unless a
-// host function or a wait holds it back, and the copy stream is synchronous.
+// host function or a wait holds it back, and the copy stream is synchronous; under one hardware
+// queue, work that cannot start holds back what was issued after it on every stream.
 #include <atomic>
 #include <stdexcept>
 #include <string>
@@ -139,6 +140,32 @@ TEST_CASE("the compute stream runs work when issued unless held back, and then t
   CHECK(cudaEventQuery(gate_done) == cudaSuccess);
   for (cudaEvent_t e : {after_host_function, behind_done, gate_done}) cudaEventDestroy(e);
   cudaStreamDestroy(s);
+}
+
+TEST_CASE("under one hardware queue, work that cannot start holds back all issued after it, on every stream") {
+  const bool from_environment = one_hardware_queue();
+  for (const bool one_queue : {false, true}) {
+    INFO((one_queue ? "one hardware queue" : "streams on their own"));
+    set_one_hardware_queue(one_queue);
+    std::vector<std::string> started;
+    bool a_open = false, b_open = true;
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, 0);
+    enqueue(s, std::make_unique<Gate>("a", &a_open, &started));  // starts, and runs beside what follows
+    int ran = 0;
+    run_on(compute_stream(), [&] { ++ran; });
+    CHECK(ran == 1);
+    enqueue(s, std::make_unique<Gate>("b", &b_open, &started));  // cannot start before a finishes
+    run_on(compute_stream(), [&] { ++ran; });
+    CHECK(ran == (one_queue ? 1 : 2));
+    CHECK(started == std::vector<std::string>{"a"});
+    a_open = true;
+    CHECK(cudaStreamSynchronize(compute_stream()) == cudaSuccess);
+    CHECK(ran == 2);
+    CHECK(started == std::vector<std::string>{"a", "b"});
+    cudaStreamDestroy(s);
+  }
+  set_one_hardware_queue(from_environment);
 }
 
 }  // namespace
