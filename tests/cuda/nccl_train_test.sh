@@ -23,7 +23,8 @@ train() {  # train NAME RANKS BACKEND [--set ...]
     --set data.path="$DATA" --set training.train_iters=20 --set training.eval_interval=0 \
     --set parallel.backend="$backend" --set parallel.timeout_s=60 --set logging.metrics_file="$WORK/$name.jsonl" \
     "$@" >"$WORK/$name.log" 2>&1 ||
-    { echo "  $name exited $?: $( (grep -a -m2 '\[error\]' "$WORK/$name.log" || tail -3 "$WORK/$name.log") | tr -d '\0')"
+    { echo "  $name exited $?: $( (grep -a -m2 -E '\[(error|critical)\]' "$WORK/$name.log" ||
+      tail -3 "$WORK/$name.log") | tr -d '\0')"
       return 1; }
 }
 same_steps() {  # same_steps A B: every step's loss and grad norm equal bit for bit

@@ -78,12 +78,11 @@ size_t pool_peak_bytes() {
 // As the real ones: a copy in the compute stream's order, and the host waits for it.
 void copy_to_host(const void* device_src, void* host_dst, int64_t bytes) {
   if (bytes <= 0) return;
-  emu::run_on(compute_stream(), [=] { std::memcpy(host_dst, device_src, static_cast<size_t>(bytes)); });
+  cudaMemcpyAsync(host_dst, device_src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, compute_stream());
   synchronize();
 }
 void copy_from_host(const void* host_src, void* device_dst, int64_t bytes) {
-  if (bytes <= 0) return;
-  emu::run_on(compute_stream(), [=] { std::memcpy(device_dst, host_src, static_cast<size_t>(bytes)); });
+  copy_from_pinned(host_src, device_dst, bytes);
   synchronize();
 }
 
@@ -94,8 +93,9 @@ void* allocate_pinned(size_t bytes) {
 }
 void free_pinned(void* ptr) { std::free(ptr); }
 void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {  // the host does not wait
-  if (bytes <= 0) return;
-  emu::run_on(compute_stream(), [=] { std::memcpy(device_dst, pinned_src, static_cast<size_t>(bytes)); });
+  if (bytes > 0) {
+    cudaMemcpyAsync(device_dst, pinned_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, compute_stream());
+  }
 }
 
 void synchronize() { cudaStreamSynchronize(compute_stream()); }
