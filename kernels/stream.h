@@ -31,6 +31,9 @@ class Event {
   // Seconds from `start` to this event, both recorded on one device: on a GPU the time the device
   // took to execute the work between them, not the time the host took to launch it.
   double seconds_since(const Event& start) const;
+  // When the host recorded the event (CPU: when the work before it finished; a device: when the
+  // host enqueued the record). Tracer anchors use it, so a CPU span's times share one clock read.
+  std::chrono::steady_clock::time_point host_time() const { return host_time_; }
 
  private:
   friend class Stream;  // Stream::wait hands the device event to the backend

@@ -126,7 +126,10 @@ TraceScope Tracer::scope(std::string_view name, std::string_view category, Trace
 TraceAnchor Tracer::anchor(const Stream& stream) const {
   TraceAnchor a;
   a.event = stream.record();
-  a.host_us = now_us();
+  // The event's own host stamp, not a second clock read: on the CPU every span is then placed from
+  // one reading per event, so a span anchored in one place nests exactly inside one anchored in
+  // another (a preemption between two reads would shift one anchor's spans against the other's).
+  a.host_us = std::chrono::duration<double, std::micro>(a.event.host_time() - origin_).count();
   return a;
 }
 

@@ -1,6 +1,7 @@
 // The Chrome-trace Tracer: event fields, disabled = no file, per-rank file names, valid JSON with
 // nested scopes inside their parents, concurrent emission, the event cap, the message of a failed write.
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -184,6 +185,30 @@ TEST_CASE("an event-timed span lies where its events were recorded, inside the h
   CHECK(fwd["dur"].get<double>() >= 2000);
   CHECK(fwd["ts"].get<double>() >= step["ts"].get<double>());
   CHECK(fwd["ts"].get<double>() + fwd["dur"].get<double>() <= step["ts"].get<double>() + step["dur"].get<double>());
+}
+
+TEST_CASE("on the CPU a span starts exactly where its start event was recorded, whichever anchor places it") {
+  // Two anchors (the step's and the pipeline's) place spans of one step. Had an anchor read the
+  // clock again after recording its event, a preemption between the two reads would shift all its
+  // spans (CI saw a forward start before its step); from the event's own stamp both agree exactly.
+  const fs::path dir = temp_dir("trace_anchor_clock");
+  Tracer t((dir / "t.json").string(), 0);
+  const Stream stream;
+  const TraceAnchor step_anchor = t.anchor(stream);
+  const Event step_start = stream.record();
+  const TraceAnchor pipeline_anchor = t.anchor(stream);
+  const Event start = stream.record(), end = stream.record();
+  t.span("step", "compute", step_anchor, step_start, end);
+  t.span("forward", "compute", pipeline_anchor, start, end);
+  t.flush();
+  const json trace = read_json(dir / "t.rank0.json");
+  const double origin_us = trace["otherData"]["steady_clock_origin_us"].get<double>();
+  const auto on_trace_us = [&](const Event& e) {
+    return std::chrono::duration<double, std::micro>(e.host_time().time_since_epoch()).count() - origin_us;
+  };
+  // The file prints microseconds with 3 decimals (1 ns); a second clock read takes longer than that.
+  CHECK(std::abs(events_named(trace, "step").at(0)["ts"].get<double>() - on_trace_us(step_start)) <= 0.002);
+  CHECK(std::abs(events_named(trace, "forward").at(0)["ts"].get<double>() - on_trace_us(start)) <= 0.002);
 }
 
 TEST_CASE("a span waits for nothing: it is kept until its end event completes, and flush waits for the rest") {
