@@ -146,7 +146,7 @@ PipelineExecutor::Step PipelineExecutor::begin_step(const std::vector<Action>& a
     if (!is_compute(a.type)) expected_peer(s, a);
   }
   s.held.reserve(16);
-  s.anchor = tracer_.anchor(ctx_.stream());
+  s.anchor = trace_anchor_.event.recorded() ? trace_anchor_ : tracer_.anchor(ctx_.stream());
   s.timing.start = ctx_.stream().record();
   return s;
 }

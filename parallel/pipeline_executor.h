@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernels/device_context.h"
@@ -100,8 +101,15 @@ class PipelineExecutor {
   void reserve(int64_t buffers, const Shape& shape, DType dtype = DType::kF32);
   int64_t pool_size() const { return static_cast<int64_t>(pool_.size()); }
 
-  // The "step" arg of the forward/backward trace events of the following runs (-1 = none given).
-  void set_trace_step(int64_t step) { trace_step_ = step; }
+  // The "step" arg of the forward/backward trace events of the following runs (-1 = none given),
+  // and the anchor that places their spans: the caller's step span's, so that on a GPU, where the
+  // host runs ahead of the device, every span of a step is placed from one anchor and nests in the
+  // step by device time (a second anchor would put its host launch time in place of the device's).
+  // Without one (never recorded), each run anchors at its start.
+  void set_trace_step(int64_t step, TraceAnchor anchor = {}) {
+    trace_step_ = step;
+    trace_anchor_ = std::move(anchor);
+  }
 
  private:
   struct Slot {
@@ -143,6 +151,7 @@ class PipelineExecutor {
   DType dtype_ = DType::kF32;
   std::vector<Slot> pool_;
   int64_t trace_step_ = -1;
+  TraceAnchor trace_anchor_;
 };
 
 }  // namespace lattice

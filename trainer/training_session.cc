@@ -284,7 +284,7 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   batches_->begin(train_data_, step - 1, step);
   for (int ch = 0; ch < v_; ++ch)
     stages_[ch]->begin_run(slots_.slot[ch], slots_.last_backward[ch], step_losses_, grad_scale_);
-  executor_->set_trace_step(step);
+  executor_->set_trace_step(step, anchor);
   const PipelineStepTiming pipe = executor_->run(actions_, stage_ptrs_);
   grad_sync_->finish();  // tp / embedding sums, then the dp buckets (launched during backward)
 

@@ -3,11 +3,18 @@
 // GradBuckets::last_stats()). On a GPU reading an event's time waits for it, so one read inside the
 // step would make the host wait for the device's queue. Checked with fake device events whose times
 // may only be read once they are complete, and that complete only when the test says so (as the
-// step's read-back would).
+// step's read-back would). And a traced step's spans nest in the step by device time.
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "kernels/device_context.h"
 #include "kernels/device_time_sum.h"
@@ -83,4 +90,51 @@ TEST_CASE("a pipeline step reads no event: its times come from stats() after the
   CHECK(stats.forward_s == Approx(2 * m * 2e-3));
   CHECK(stats.backward_s == Approx(2 * m * 3e-3));
   CHECK(stats.step_s >= stats.compute_s());
+}
+
+TEST_CASE("a traced step's forwards and backwards nest in its step span, however far the host runs ahead") {
+  // On a GPU the host enqueues ahead of the device, so a span is placed from an anchor's host time
+  // plus device time since the anchor's event. Here the host spends 200 ms between the step's
+  // anchor and the pipeline while the device advances 1 ms (one fake event): the pipeline's spans
+  // must still lie inside the step, which they do when both are placed from the step's anchor.
+  const Backend device = FakeEvents::device();
+  test::ScopedBackend registered(Device::kCuda, &device);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::filesystem::path path =
+      std::filesystem::path(tmp != nullptr ? tmp : std::filesystem::temp_directory_path().string()) / "step.json";
+  const DeviceContext ctx(Device::kCuda);
+  LocalCommunicator pp("pp");
+  Tracer tracer(path.string(), 0);
+  PipelineExecutor executor(pp, tracer, ctx);
+  EventStage a(ctx), b(ctx);
+  const TraceAnchor anchor = tracer.anchor(ctx.stream());
+  const Event step_start = ctx.stream().record();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  executor.set_trace_step(1, anchor);
+  (void)executor.run(make_schedule(ScheduleKind::kInterleaved, 1, 2, 4, 0), {&a, &b});
+  const Event step_end = ctx.stream().record();
+  tracer.span("step 1", "compute", anchor, step_start, step_end);
+  FakeEvents::completed = FakeEvents::recorded;
+  tracer.flush();
+
+  std::ifstream in(Tracer::trace_path_for_rank(path.string(), 0));
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  double step_begin = -1, step_finish = -1;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "step 1") {
+      step_begin = e["ts"].get<double>();
+      step_finish = step_begin + e["dur"].get<double>();
+    }
+  }
+  REQUIRE(step_finish > step_begin);
+  int computes = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string name = e.value("name", "");
+    if (name != "forward" && name != "backward") continue;
+    ++computes;
+    INFO(e.dump());
+    CHECK(e["ts"].get<double>() >= step_begin);
+    CHECK(e["ts"].get<double>() + e["dur"].get<double>() <= step_finish + 1e-3);
+  }
+  CHECK(computes == 16);  // 2 chunks x 4 micro-batches, forward and backward
 }
