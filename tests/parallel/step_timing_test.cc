@@ -5,8 +5,6 @@
 // may only be read once they are complete, and that complete only when the test says so (as the
 // step's read-back would). And a traced step's spans nest in the step by device time.
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -23,6 +21,7 @@
 #include "parallel/schedule.h"
 #include "parallel/trace.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/input_error_testing.h"
 #include "tests/kernels/fake_events.h"
 
 using namespace lattice;
@@ -99,12 +98,10 @@ TEST_CASE("a traced step's forwards and backwards nest in its step span, however
   // must still lie inside the step, which they do when both are placed from the step's anchor.
   const Backend device = FakeEvents::device();
   test::ScopedBackend registered(Device::kCuda, &device);
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::filesystem::path path =
-      std::filesystem::path(tmp != nullptr ? tmp : std::filesystem::temp_directory_path().string()) / "step.json";
+  const std::string path = testing::temp_path("step.json");
   const DeviceContext ctx(Device::kCuda);
   LocalCommunicator pp("pp");
-  Tracer tracer(path.string(), 0);
+  Tracer tracer(path, 0);
   PipelineExecutor executor(pp, tracer, ctx);
   EventStage a(ctx), b(ctx);
   const TraceAnchor anchor = tracer.anchor(ctx.stream());
@@ -117,7 +114,7 @@ TEST_CASE("a traced step's forwards and backwards nest in its step span, however
   FakeEvents::completed = FakeEvents::recorded;
   tracer.flush();
 
-  std::ifstream in(Tracer::trace_path_for_rank(path.string(), 0));
+  std::ifstream in(Tracer::trace_path_for_rank(path, 0));
   const nlohmann::json trace = nlohmann::json::parse(in);
   double step_begin = -1, step_finish = -1;
   for (const auto& e : trace["traceEvents"]) {
