@@ -6,20 +6,21 @@ LATTICE=trainer/lattice
 WORK=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0
 
-# expect CODE PATTERN -- command...: the exit code and a fragment of stderr+stdout.
+# expect CODE PATTERN -- command...: the exit code and a fragment of stderr+stdout. Each line says
+# how long its command took, so that a slow or hung one is named in the log.
 expect() {
   local code=$1 pattern=$2
   shift 3
-  local out
+  local out start=$SECONDS
   out=$("$@" 2>&1)
   local got=$?
   if [[ $got -ne $code ]] || ! grep -qF -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> exit $got (want $code), output:"
+    echo "FAIL ($((SECONDS - start)) s): $* -> exit $got (want $code), output:"
     echo "$out" | head -5
     echo "  (wanted a message containing: $pattern)"
     failures=$((failures + 1))
   else
-    echo "ok: $* -> $code"
+    echo "ok ($((SECONDS - start)) s): $* -> $code"
   fi
 }
 
