@@ -56,6 +56,8 @@ struct Backend {
   std::string (*select_device)(int local_rank, int local_size);
   size_t (*peak_memory_bytes)();  // the most device memory in use at once so far
   void (*set_tf32)(bool enabled);  // f32 matmuls in TF32 from now on (training.tf32)
+  // Optional: gemm_gelu and gemm_dgelu take problems from now on (training.gelu_fusion).
+  void (*set_gelu_fusion)(bool enabled);
 
   // ---- elementwise and reductions ----
   void (*fill)(float* x, int64_t n, float value);
@@ -86,6 +88,15 @@ struct Backend {
   // runs matmul and add_bias).
   bool (*gemm_bias)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                     const void* b, int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc);
+  // Optional, the same kind of entries for a GELU MLP (pre, out, dx and bias of c's dtype; alpha 1,
+  // beta 0; false, having done nothing, for what they do not take):
+  //   gemm_gelu: pre = op(a) op(b) (+ bias[N] when bias is not null), out = gelu(pre), in one GEMM;
+  //   gemm_dgelu: dx = gelu'(pre) * (op(a) op(b)) elementwise, in one GEMM.
+  bool (*gemm_gelu)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                    const void* b, int64_t ldb, bool ab_bf16, const void* bias, void* pre, void* out, bool c_bf16,
+                    int64_t ldc);
+  bool (*gemm_dgelu)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                     const void* b, int64_t ldb, bool ab_bf16, const void* pre, void* dx, bool c_bf16, int64_t ldc);
 
   // ---- embeddings ----
   // Throws lattice::Error naming `op`, the first id outside [0, vocab) and its position.

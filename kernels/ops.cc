@@ -255,6 +255,53 @@ void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   add_bias(c, bias);
 }
 
+void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& pre,
+                      Tensor& out) {
+  const char* op = "matmul_bias_gelu";
+  const Backend& be = backend_for(op, {&a, &b, &bias, &pre, &out});
+  const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, pre);
+  need_data(op, "out", out);
+  LATTICE_CHECK(out.dtype() == pre.dtype() && out.numel() == pre.numel(), "{}: out {} must match pre {}", op,
+                out.describe(), pre.describe());
+  LATTICE_CHECK(!overlaps(out, a) && !overlaps(out, b) && !overlaps(out, pre), "{}: output out {} overlaps an input",
+                op, out.describe());
+  if (bias.defined()) {
+    need_data(op, "bias", bias);
+    need_numel(op, "bias", bias, n, fmt::format("last dim of pre {}", pre.describe()).c_str());
+    LATTICE_CHECK(!overlaps(pre, bias) && !overlaps(out, bias), "{}: an output overlaps bias {}", op, bias.describe());
+  }
+  if (m == 0 || n == 0) return;
+  if (be.gemm_gelu != nullptr && k > 0 && a.dtype() == b.dtype() && (!bias.defined() || bias.dtype() == pre.dtype()) &&
+      be.gemm_gelu(trans_a, trans_b, m, n, k, a.raw(), a_cols, b.raw(), b_cols, a.dtype() == DType::kBF16,
+                   bias.defined() ? bias.raw() : nullptr, pre.raw(), out.raw(), pre.dtype() == DType::kBF16, n)) {
+    return;
+  }
+  if (bias.defined()) {
+    matmul_bias(a, trans_a, b, trans_b, bias, pre);
+  } else {
+    matmul(a, trans_a, b, trans_b, pre);
+  }
+  gelu_forward(pre, out);
+}
+
+void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& pre, Tensor& dx) {
+  const char* op = "matmul_gelu_backward";
+  const Backend& be = backend_for(op, {&a, &b, &pre, &dx});
+  const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, dx);
+  need_data(op, "pre", pre);
+  LATTICE_CHECK(pre.dtype() == dx.dtype() && pre.numel() == dx.numel(), "{}: pre {} must match dx {}", op,
+                pre.describe(), dx.describe());
+  LATTICE_CHECK(!overlaps(dx, pre), "{}: output dx {} overlaps pre {}", op, dx.describe(), pre.describe());
+  if (m == 0 || n == 0) return;
+  if (be.gemm_dgelu != nullptr && k > 0 && a.dtype() == b.dtype() &&
+      be.gemm_dgelu(trans_a, trans_b, m, n, k, a.raw(), a_cols, b.raw(), b_cols, a.dtype() == DType::kBF16, pre.raw(),
+                    dx.raw(), dx.dtype() == DType::kBF16, n)) {
+    return;
+  }
+  matmul(a, trans_a, b, trans_b, dx);
+  gelu_backward(dx, pre, dx);
+}
+
 void add_bias(Tensor& y, const Tensor& bias) {
   const Backend& be = backend_for("add_bias", {&y, &bias});
   need_data("add_bias", "y", y);

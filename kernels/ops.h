@@ -55,6 +55,19 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
 // then add_bias, which a device may fuse (CUDA: cuBLASLt's bias epilogue, one pass over c instead
 // of three; a bf16 c is then rounded once, not after the product and again after the bias).
 void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c);
+// A GELU MLP's two GEMMs, each with its GELU (pre, out and dx [M, N] of one dtype; bias[N] or
+// undefined). As written they are matmul_bias (matmul without a bias) then gelu_forward, and matmul
+// into dx then gelu_backward in place: bit for bit those ops, on every device, unless
+// training.gelu_fusion lets the device fuse them (CUDA: cuBLASLt's GELU_AUX(_BIAS) and DGELU
+// epilogues, one pass over the [M, N] matrices less each). Fused, the GELU is cuBLASLt's, applied to
+// the f32 result rather than to a pre already rounded to bf16, so a bf16 run differs from the unfused
+// one by rounding, and a selective recompute of out from pre no longer repeats it bit for bit.
+// pre = op(a) op(b) + bias, out = gelu(pre).
+void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& pre,
+                      Tensor& out);
+// dx = gelu'(pre) * (op(a) op(b)) elementwise (overwrite): the gradient of the GELU's input, from
+// the product that gives the gradient of its output.
+void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& pre, Tensor& dx);
 
 // y[N, F] += bias[F] (broadcast over rows).
 void add_bias(Tensor& y, const Tensor& bias);

@@ -1,6 +1,6 @@
-// cuBLASLt matmul (f32, and bf16 into bf16 or f32; optionally with the bias epilogue) with
-// descriptors and the heuristic's algorithm cached per problem, and one 32 MiB workspace (Hopper's
-// recommended size; ../shared/GPU.md §2).
+// cuBLASLt matmul (f32, and bf16 into bf16 or f32; optionally with the bias, GELU-aux or DGELU
+// epilogue) with descriptors and the heuristic's algorithm cached per problem, and one 32 MiB
+// workspace (Hopper's recommended size; ../shared/GPU.md §2).
 #include "kernels/cuda/matmul.h"
 
 #include <cublasLt.h>
@@ -47,27 +47,45 @@ int alignment(const void* p, int element) {
 
 // One row-major problem as the callers state it: C[M, N] = alpha op(A) op(B) + beta C, `batch` times
 // with element strides between consecutive matrices; A and B are of one type, C (and D, the same
-// memory) of another. bias: the epilogue adds a vector of C's type, bias[N], to every row.
+// memory) of another. The epilogue (row-major terms): kBias adds a vector of C's type, bias[N], to
+// every row; kGeluAux(Bias) writes GELU(product (+ bias)) to C and the GELU's input to an aux matrix
+// of C's type and shape (row stride ldc); kDGelu multiplies the product by GELU'(aux), aux read.
+enum class Epilogue { kNone, kBias, kGeluAux, kGeluAuxBias, kDGelu };
 struct Problem {
   bool ta, tb;
   int64_t m, n, k, lda, ldb, ldc;
   int64_t batch, stride_a, stride_b, stride_c;
   cudaDataType_t ab_type, c_type;
-  bool bias = false;
+  Epilogue epilogue = Epilogue::kNone;
 };
 
+bool has_bias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kGeluAuxBias; }
+bool has_aux(Epilogue e) { return e == Epilogue::kGeluAux || e == Epilogue::kGeluAuxBias || e == Epilogue::kDGelu; }
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::kNone: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 // What the descriptors and the chosen algorithm depend on: the column-major problem cuBLASLt runs,
-// the types, beta != 0, the operands' alignments, TF32 and the bias epilogue.
+// the types, beta != 0, the operands' alignments, TF32 and the epilogue.
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, cudaDataType_t, cudaDataType_t, bool, int, int, int, bool, bool>;
+                       int64_t, cudaDataType_t, cudaDataType_t, bool, int, int, int, bool, Epilogue>;
 
 std::atomic<bool> tf32_enabled{false};
+std::atomic<bool> gelu_fusion_enabled{false};
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  bool found = false;  // false only for a bias plan the heuristic has no algorithm for (declined)
+  bool found = false;  // false only for an epilogue plan the heuristic has no algorithm for (declined)
 };
 
 struct Lt {
@@ -102,7 +120,7 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
 
 Plan make_plan(const Key& key) {
   const auto [ta, tb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, ab_type, c_type, has_beta, align_a,
-              align_b, align_c, tf32, bias] = key;
+              align_b, align_c, tf32, epilogue] = key;
   Plan p;
   // f32 accumulation and f32 alpha / beta for every type (bf16 inputs too: CUBLAS_COMPUTE_32F).
   LATTICE_CUBLAS_CHECK(
@@ -110,14 +128,25 @@ Plan make_plan(const Key& key) {
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  if (bias) {
+  if (epilogue != Epilogue::kNone) {
+    const cublasLtEpilogue_t lt_e = lt_epilogue(epilogue);
+    LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_e, sizeof(lt_e)));
+  }
+  if (has_bias(epilogue)) {
     // Column-major D is [m, n] here (our n rows): the epilogue's bias has one entry per row of D.
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     const cudaDataType_t bias_type = c_type;
     LATTICE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    LATTICE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  if (has_aux(epilogue)) {
+    // The aux matrix has D's shape and leading dimension, and D's type (stated, not left to the
+    // default, so that an f32 D cannot silently get another).
+    const int64_t aux_ld = ldc;
+    const int32_t aux_type = c_type;
+    LATTICE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    LATTICE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type, sizeof(aux_type)));
   }
   // Column-major shapes as stored (before the op): A is m×k (k×m when transposed), B is k×n (n×k).
   p.a = ta ? layout(ab_type, k, m, lda, batch, stride_a) : layout(ab_type, m, k, lda, batch, stride_a);
@@ -142,22 +171,23 @@ Plan make_plan(const Key& key) {
   int found = 0;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
   cublasLtMatmulPreferenceDestroy(pref);
-  if (found == 0 && bias) return p;  // gemm_bias declines: the caller adds the bias itself
+  if (found == 0 && epilogue != Epilogue::kNone) return p;  // declined: the caller runs the unfused ops
   if (found == 0) {
     throw Error(fmt::format("cuBLASLt has no {} x {} -> {} algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, "
-                            "batch {}, alignment {} {} {}; beta {}{})",
+                            "batch {}, alignment {} {} {}; beta {})",
                             type_name(ab_type), type_name(ab_type), type_name(c_type), m, n, k, ta, tb, lda, ldb, ldc,
-                            batch, align_a, align_b, align_c, has_beta ? "!= 0" : "0", bias ? "; bias epilogue" : ""));
+                            batch, align_a, align_b, align_c, has_beta ? "!= 0" : "0"));
   }
   p.algo = result.algo;
   p.found = true;
   return p;
 }
 
-// Runs a row-major problem with its cached plan; `op` names the caller in errors. `bias`: the
-// epilogue's vector when p.bias. false: a bias problem cuBLASLt has no algorithm for (nothing ran).
+// Runs a row-major problem with its cached plan; `op` names the caller in errors. `bias` and `aux`:
+// the epilogue's vector and matrix, where p.epilogue has them. false: an epilogue problem cuBLASLt
+// has no algorithm for (nothing ran).
 bool run(const char* op, const Problem& p, float alpha, const void* a, const void* b, float beta, void* c,
-         const void* bias = nullptr) {
+         const void* bias = nullptr, const void* aux = nullptr) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return true;
   LATTICE_CHECK(p.k > 0, "{}: k = 0", op);
   // Every matrix of a batch must meet the alignment the plan promises: the stride counts too.
@@ -174,18 +204,22 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
   const Key key{p.tb, p.ta, p.n, p.m, p.k, p.ldb, p.lda, p.ldc, p.batch, p.stride_b, p.stride_a, p.stride_c,
                 p.ab_type, p.c_type, beta != 0.0f,
                 align(b, p.stride_b, p.ab_type), align(a, p.stride_a, p.ab_type), align(c, p.stride_c, p.c_type),
-                tf32, p.bias};
+                tf32, p.epilogue};
   Lt& state = lt();
-  // Held through the call: a bias plan's descriptor takes this call's bias pointer, which the
-  // call reads when it is made (the descriptor is shared by every call of the shape).
+  // Held through the call: an epilogue plan's descriptor takes this call's bias and aux pointers,
+  // which the call reads when it is made (the descriptor is shared by every call of the shape).
   std::lock_guard<std::mutex> lock(state.mutex);
   auto it = state.plans.find(key);
   if (it == state.plans.end()) it = state.plans.emplace(key, make_plan(key)).first;
   const Plan* plan = &it->second;
   if (!plan->found) return false;
-  if (p.bias) {
+  if (has_bias(p.epilogue)) {
     LATTICE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  if (has_aux(p.epilogue)) {
+    LATTICE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
   LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
                                       plan->c, &plan->algo, state.workspace, kWorkspaceBytes, compute_stream()));
@@ -195,6 +229,7 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
 }  // namespace
 
 void set_tf32(bool enabled) { tf32_enabled.store(enabled, std::memory_order_relaxed); }
+void set_gelu_fusion(bool enabled) { gelu_fusion_enabled.store(enabled, std::memory_order_relaxed); }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -235,8 +270,36 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
   const cudaDataType_t c_type = c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
   Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, ab_bf16 ? CUDA_R_16BF : CUDA_R_32F, c_type};
-  p.bias = true;
+  p.epilogue = Epilogue::kBias;
   return run("gemm_bias", p, 1.0f, a, b, 0.0f, c, bias);
+}
+
+namespace {
+// What the GELU epilogues take besides an epilogue plan: training.gelu_fusion on, a non-empty
+// product, an aux row stride (n, in elements) divisible by 8, and 16-byte aligned vectors (the
+// epilogue's vector loads; the header states the ld rule, the alignment is the bias's).
+bool gelu_epilogue_takes(int64_t m, int64_t n, int64_t k, int64_t ldc, const void* bias, const void* aux) {
+  return gelu_fusion_enabled.load(std::memory_order_relaxed) && m > 0 && n > 0 && k > 0 && ldc == n && n % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(bias) % 16 == 0 && reinterpret_cast<uintptr_t>(aux) % 16 == 0;
+}
+}  // namespace
+
+bool gemm_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+               int64_t ldb, bool ab_bf16, const void* bias, void* pre, void* out, bool c_bf16, int64_t ldc) {
+  if (!gelu_epilogue_takes(m, n, k, ldc, bias, pre)) return false;
+  Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, ab_bf16 ? CUDA_R_16BF : CUDA_R_32F,
+            c_bf16 ? CUDA_R_16BF : CUDA_R_32F};
+  p.epilogue = bias != nullptr ? Epilogue::kGeluAuxBias : Epilogue::kGeluAux;
+  return run("gemm_gelu", p, 1.0f, a, b, 0.0f, out, bias, pre);
+}
+
+bool gemm_dgelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+                int64_t ldb, bool ab_bf16, const void* pre, void* dx, bool c_bf16, int64_t ldc) {
+  if (!gelu_epilogue_takes(m, n, k, ldc, nullptr, pre)) return false;
+  Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, ab_bf16 ? CUDA_R_16BF : CUDA_R_32F,
+            c_bf16 ? CUDA_R_16BF : CUDA_R_32F};
+  p.epilogue = Epilogue::kDGelu;
+  return run("gemm_dgelu", p, 1.0f, a, b, 0.0f, dx, nullptr, pre);
 }
 
 }  // namespace lattice::cuda

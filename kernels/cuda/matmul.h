@@ -21,6 +21,19 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc);
 
+// training.gelu_fusion, the GELU MLP's two GEMMs with cuBLASLt's GELU epilogues (a and b f32 or both
+// bf16; pre, out, dx and the bias of c's type; alpha 1, beta 0). false (nothing run) while fusion is
+// off, for an empty product, a row stride ldc != n, n not a multiple of 8, a bias or pre pointer
+// not 16-byte aligned, or a problem the heuristic has no algorithm for: the caller then runs the
+// unfused ops. The epilogue applies cuBLASLt's GELU to the f32 result, not kernels' formula to a
+// rounded pre (tests/cuda/cuda_ops_test.cc measures the difference).
+//   gemm_gelu: pre = op(a) op(b) (+ bias[N] on every row when bias is not null), out = GELU(pre).
+bool gemm_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+               int64_t ldb, bool ab_bf16, const void* bias, void* pre, void* out, bool c_bf16, int64_t ldc);
+//   gemm_dgelu: dx = GELU'(pre) ⊙ op(a) op(b).
+bool gemm_dgelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+                int64_t ldb, bool ab_bf16, const void* pre, void* dx, bool c_bf16, int64_t ldc);
+
 // `batch` independent products of the same shape: the i-th reads a + i·stride_a and b + i·stride_b
 // and writes c + i·stride_c (strides in elements). k > 0.
 void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -29,5 +42,7 @@ void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int
 
 // training.tf32: later matmuls use the tensor cores in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32).
 void set_tf32(bool enabled);
+// training.gelu_fusion: gemm_gelu and gemm_dgelu run from now on (off: they decline).
+void set_gelu_fusion(bool enabled);
 
 }  // namespace lattice::cuda

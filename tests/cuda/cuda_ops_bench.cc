@@ -8,7 +8,8 @@
 // of one micro-batch's forward and backward plus one optimizer step. Each linear layer is timed as
 // the model calls it (model/linear.cc: weight [out, in], the bias in the GEMM's epilogue, the weight
 // gradient added into fp32 with beta 1). f32 attention is timed on both CUDA paths (flash kernel,
-// GEMMs), bf16 attention is cuDNN's SDPA.
+// GEMMs), bf16 attention is cuDNN's SDPA. The GELU MLP's two fused GEMMs (training.gelu_fusion) are
+// timed beside the unfused ops, outside the total.
 //
 // Run by tools/gpu/check.sh; not a test (it asserts nothing but that the ops run). `--smoke` runs
 // every op once at small sizes, on the CPU and on the CUDA emulator, so the bench's own code is
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/device_context.h"
 #include "kernels/ops.h"
 
@@ -162,6 +164,22 @@ class Bench {
       Tensor g = ctx_.empty({N, 4 * H}, act_), dg = ctx_.empty({N, 4 * H}, act_);
       time("gelu forward [N,3072]", [&] { ops::gelu_forward(fc, g); }, 0, 2.0 * N * 4 * H * a, L);
       time("gelu backward", [&] { ops::gelu_backward(dfc, fc, dg); }, 0, 3.0 * N * 4 * H * a, L);
+    }
+    {
+      // training.gelu_fusion (off by default, so x0: not in the total): fc's forward with its GELU and
+      // fc proj's dgrad with the GELU's backward, each one GEMM with cuBLASLt's epilogue, against
+      // "fc fwd + bias" + "gelu forward" and "fc proj dgrad" + "gelu backward" above.
+      const Backend& be = backend_for("cuda_ops_bench", ctx_.device());
+      if (be.set_gelu_fusion != nullptr) be.set_gelu_fusion(true);
+      const Tensor x = act({N, H}, 73), w_fc = act({4 * H, H}, 74), b_fc = act({4 * H}, 75), dy = act({N, H}, 76),
+                   w_proj = act({H, 4 * H}, 77);
+      Tensor pre = ctx_.empty({N, 4 * H}, act_), out = ctx_.empty({N, 4 * H}, act_), dpre = ctx_.empty({N, 4 * H}, act_);
+      const double flops = 2.0 * N * H * 4 * H;
+      time("fc fwd + bias + GELU (training.gelu_fusion)",
+           [&] { ops::matmul_bias_gelu(x, false, w_fc, true, b_fc, pre, out); }, flops, 0, 0);
+      time("fc proj dgrad + GELU backward (gelu_fusion)",
+           [&] { ops::matmul_gelu_backward(dy, false, w_proj, false, pre, dpre); }, flops, 0, 0);
+      if (be.set_gelu_fusion != nullptr) be.set_gelu_fusion(false);
     }
     {
       const Tensor tok = ids(N, static_cast<int32_t>(V), 81), wte = act({V, H}, 82), wpe = act({T, H}, 83),

@@ -195,6 +195,58 @@ TEST_CASE("matmul_bias at GPT-2 124M sizes, f32 and bf16, aligned and odd bias o
   }
 }
 
+// training.gelu_fusion on while a test runs, off after (the default every other test sees).
+struct GeluFusionOn {
+  GeluFusionOn() { backend_for("gelu fusion test", Device::kCuda).set_gelu_fusion(true); }
+  ~GeluFusionOn() { backend_for("gelu fusion test", Device::kCuda).set_gelu_fusion(false); }
+};
+
+// training.gelu_fusion: the GELU MLP's up projection (cuBLASLt's GELU_AUX_BIAS epilogue) and
+// down_proj's input gradient with the GELU's backward (DGELU), against the CPU's unfused ops.
+// f32: kF32Tol, as every f32 op — so this also measures whether cuBLASLt's undocumented GELU is the
+// tanh approximation kernels use (the exact erf GELU differs from it by up to ~1e-3 of |x|).
+// bf16: the CPU rounds pre after the product and again after the bias and applies the GELU to the
+// rounded pre; the epilogue rounds pre once and applies the GELU to the f32 value. So pre is within
+// matmul_bias's bound (one extra ulp, 2^-8), out one ulp more (a GELU's slope is below 1.13, and out
+// is rounded once more), and dx, the f32 product times GELU'(pre) rounded once where the CPU rounds
+// the product first, within the GEMM's bound plus one ulp.
+TEST_CASE("GELU epilogues (training.gelu_fusion) at GPT-2 124M sizes and ragged ones, f32 and bf16") {
+  const GeluFusionOn fusion;
+  const Backend& be = backend_for("gelu fusion test", Device::kCuda);
+  const DeviceContext gpu(Device::kCuda);
+  struct Mlp {
+    int64_t m, f, h;  // tokens, ffn width (the GELU's), hidden
+    bool fused;       // whether the epilogue takes it (f a multiple of 8), else the unfused ops run
+  };
+  for (const Mlp g : {Mlp{8192, 3072, 768, true}, Mlp{333, 104, 129, true}, Mlp{70, 97, 33, false}}) {
+    const Tensors draws{random_tensor({g.m, g.h}, 1), random_tensor({g.f, g.h}, 2), random_tensor({g.f}, 3),
+                        random_tensor({g.m, g.f}, 4), random_tensor({g.m, g.f}, 5), random_tensor({g.h, g.f}, 6),
+                        random_tensor({g.m, g.f}, 7, -3, 3)};
+    for (const bool bf16 : {false, true}) {
+      const Tensors inputs = bf16 ? test::with_bf16(draws, {0, 1, 2, 3, 4, 5, 6}) : draws;
+      // That the epilogue ran (a declined call falls back to the unfused ops, which would pass too).
+      Tensors d;
+      for (const Tensor& t : inputs) d.push_back(gpu.to_device(t));
+      CHECK(be.gemm_gelu(false, true, g.m, g.f, g.h, d[0].raw(), g.h, d[1].raw(), g.h, bf16, d[2].raw(), d[3].raw(),
+                         d[4].raw(), bf16, g.f) == g.fused);
+      CHECK(be.gemm_dgelu(false, false, g.m, g.f, g.h, d[0].raw(), g.h, d[5].raw(), g.f, bf16, d[6].raw(), d[3].raw(),
+                          bf16, g.f) == g.fused);
+
+      const std::string shape = fmt::format("{}x{}x{} {}", g.m, g.f, g.h, bf16 ? "bf16" : "f32");
+      const double gemm_tol = bf16 ? bf16_matmul_tolerance(g.h, true) : kF32Tol;
+      // Forward: pre = x W^T + b, out = gelu(pre). Backward: dx = gelu'(pre) * (dy W_down), with the
+      // draws reused as dy [m, h], W_down [h, f] and pre [m, f], dx overwriting t[3].
+      auto [cpu_f, gpu_f] =
+          run_both(inputs, [&](Tensors& t) { ops::matmul_bias_gelu(t[0], false, t[1], true, t[2], t[3], t[4]); });
+      require_close("matmul_bias_gelu pre " + shape, cpu_f, gpu_f, {3}, bf16 ? gemm_tol + 1.0 / 256 : gemm_tol);
+      require_close("matmul_bias_gelu out " + shape, cpu_f, gpu_f, {4}, bf16 ? gemm_tol + 2.0 / 256 : gemm_tol);
+      auto [cpu_b, gpu_b] =
+          run_both(inputs, [&](Tensors& t) { ops::matmul_gelu_backward(t[0], false, t[5], false, t[6], t[3]); });
+      require_close("matmul_gelu_backward dx " + shape, cpu_b, gpu_b, {3}, bf16 ? gemm_tol + 1.0 / 256 : gemm_tol);
+    }
+  }
+}
+
 TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backward, both CUDA paths") {
   struct Att {
     int64_t b, t, hq, hkv, d;

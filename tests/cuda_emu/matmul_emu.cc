@@ -1,13 +1,16 @@
 // kernels/cuda/matmul.h for the emulated CUDA backend: the CPU's sgemm (OpenBLAS) in place of
 // cuBLASLt, with cuBLASLt's contracts: bf16 operands widened exactly, f32 accumulation, one
 // rounding of a bf16 result; the bias epilogue adds the bias to the f32 product before that one
-// rounding. Each call is one item of the compute stream, as a cuBLASLt call is. It checks the ops
-// layer's use of these entries, not cuBLASLt.
+// rounding; the GELU epilogues apply kernels' GELU (kernels/cpu/activation.h) to that f32 result
+// and decline what cuBLASLt's wrapper declines. Each call is one item of the compute stream, as a
+// cuBLASLt call is. It checks the ops layer's use of these entries, not cuBLASLt.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/matmul.h"
@@ -26,6 +29,43 @@ std::vector<float> widen(const uint16_t* p, int64_t rows, int64_t cols, int64_t 
 // A stored operand whose op() is r x c: r x c as stored, c x r if transposed.
 std::vector<float> widen_operand(const void* p, bool trans, int64_t r, int64_t c, int64_t ld) {
   return trans ? widen(static_cast<const uint16_t*>(p), c, r, ld) : widen(static_cast<const uint16_t*>(p), r, c, ld);
+}
+
+// op(a) op(b) in f32 ([m, n], row stride n): bf16 operands (ab_bf16) widened exactly first.
+std::vector<float> product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                           const void* b, int64_t ldb, bool ab_bf16) {
+  std::vector<float> wa, wb;
+  const float* fa = static_cast<const float*>(a);
+  const float* fb = static_cast<const float*>(b);
+  if (ab_bf16) {
+    wa = widen_operand(a, trans_a, m, k, lda);
+    wb = widen_operand(b, trans_b, k, n, ldb);
+    fa = wa.data();
+    fb = wb.data();
+  }
+  std::vector<float> out(static_cast<size_t>(m * n), 0.0f);
+  cpu::sgemm(trans_a, trans_b, m, n, k, 1.0f, fa, lda, fb, ldb, 0.0f, out.data(), n);
+  return out;
+}
+
+// Element i of a bf16 (is_bf16) or f32 array, and its store with one rounding.
+float load(const void* p, bool is_bf16, int64_t i) {
+  return is_bf16 ? bfloat16_to_float(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+}
+void store(void* p, bool is_bf16, int64_t i, float v) {
+  if (is_bf16) {
+    static_cast<uint16_t*>(p)[i] = float_to_bfloat16(v);
+  } else {
+    static_cast<float*>(p)[i] = v;
+  }
+}
+
+std::atomic<bool> gelu_fusion_enabled{false};
+
+// As the cuBLASLt wrapper's gelu_epilogue_takes (kernels/cuda/matmul.cc).
+bool gelu_epilogue_takes(int64_t m, int64_t n, int64_t k, int64_t ldc, const void* bias, const void* aux) {
+  return gelu_fusion_enabled.load() && m > 0 && n > 0 && k > 0 && ldc == n && n % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(bias) % 16 == 0 && reinterpret_cast<uintptr_t>(aux) % 16 == 0;
 }
 
 }  // namespace
@@ -67,32 +107,45 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
                int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc) {
   if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;  // as cuBLASLt's
   emu::run_on(nullptr, [=] {
-    std::vector<float> wa, wb;
-    const float* fa = static_cast<const float*>(a);
-    const float* fb = static_cast<const float*>(b);
-    if (ab_bf16) {
-      wa = widen_operand(a, trans_a, m, k, lda);
-      wb = widen_operand(b, trans_b, k, n, ldb);
-      fa = wa.data();
-      fb = wb.data();
-    }
-    std::vector<float> product(static_cast<size_t>(m * n), 0.0f);
-    cpu::sgemm(trans_a, trans_b, m, n, k, 1.0f, fa, lda, fb, ldb, 0.0f, product.data(), n);
+    const std::vector<float> p = product(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16);
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        const float bj =
-            c_bf16 ? bfloat16_to_float(static_cast<const uint16_t*>(bias)[j]) : static_cast<const float*>(bias)[j];
-        const float v = product[i * n + j] + bj;
-        if (c_bf16) {
-          static_cast<uint16_t*>(c)[i * ldc + j] = float_to_bfloat16(v);
-        } else {
-          static_cast<float*>(c)[i * ldc + j] = v;
-        }
-      }
+      for (int64_t j = 0; j < n; ++j) store(c, c_bf16, i * ldc + j, p[i * n + j] + load(bias, c_bf16, j));
+  });
+  return true;
+}
+
+bool gemm_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+               int64_t ldb, bool ab_bf16, const void* bias, void* pre, void* out, bool c_bf16, int64_t ldc) {
+  if (!gelu_epilogue_takes(m, n, k, ldc, bias, pre)) return false;
+  emu::run_on(nullptr, [=] {
+    std::vector<float> p = product(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16);
+    if (bias != nullptr)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) p[i * n + j] += load(bias, c_bf16, j);
+    std::vector<float> g(p.size());
+    cpu::gelu_forward(p.data(), g.data(), m * n);
+    for (int64_t i = 0; i < m * n; ++i) {
+      store(pre, c_bf16, i, p[i]);
+      store(out, c_bf16, i, g[i]);
+    }
+  });
+  return true;
+}
+
+bool gemm_dgelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+                int64_t ldb, bool ab_bf16, const void* pre, void* dx, bool c_bf16, int64_t ldc) {
+  if (!gelu_epilogue_takes(m, n, k, ldc, nullptr, pre)) return false;
+  emu::run_on(nullptr, [=] {
+    const std::vector<float> p = product(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16);
+    std::vector<float> x(p.size()), d(p.size());
+    for (int64_t i = 0; i < m * n; ++i) x[i] = load(pre, c_bf16, i);
+    cpu::gelu_backward(p.data(), x.data(), d.data(), m * n);
+    for (int64_t i = 0; i < m * n; ++i) store(dx, c_bf16, i, d[i]);
   });
   return true;
 }
 
 void set_tf32(bool) {}  // the CPU has no TF32: exact f32 either way
+void set_gelu_fusion(bool enabled) { gelu_fusion_enabled.store(enabled); }
 
 }  // namespace lattice::cuda

@@ -251,6 +251,25 @@ std::vector<OpCase> op_cases() {
                  return none();
                },
                {{0, 1, 2, 3}}});
+  // A GELU MLP's GEMMs with their GELU, with and without a bias (a fused epilogue where the device
+  // has one and training.gelu_fusion is on; the unfused ops otherwise, as here).
+  c.push_back({"matmul_bias_gelu", "", 1e-5,
+               [](In& in) {
+                 return T{in.uniform({7, 9}), in.uniform({16, 9}), in.uniform({16}), in.uniform({7, 16}),
+                          in.uniform({7, 16})};
+               },
+               [](T& t) { ops::matmul_bias_gelu(t[0], false, t[1], true, t[2], t[3], t[4]); return none(); },
+               {{0, 1, 2, 3, 4}, {0, 1}}});
+  c.push_back({"matmul_bias_gelu", "no bias", 1e-5,
+               [](In& in) { return T{in.uniform({9, 7}), in.uniform({9, 8}), in.uniform({7, 8}), in.uniform({7, 8})}; },
+               [](T& t) { ops::matmul_bias_gelu(t[0], true, t[1], false, Tensor{}, t[2], t[3]); return none(); },
+               {{0, 1, 2, 3}}});
+  c.push_back({"matmul_gelu_backward", "", 1e-5,
+               [](In& in) {
+                 return T{in.uniform({7, 5}), in.uniform({5, 16}), in.uniform({7, 16}, -3, 3), in.uniform({7, 16})};
+               },
+               [](T& t) { ops::matmul_gelu_backward(t[0], false, t[1], false, t[2], t[3]); return none(); },
+               {{0, 1, 2, 3}, {0, 1}}});
   c.push_back({"matmul", "k = 0", 0, [](In& in) { return T{in.uniform({0, 7}), in.uniform({0, 5}), in.uniform({7, 5})}; },
                [](T& t) { ops::matmul(t[0], true, t[1], false, t[2], 1.0f, 0.5f); return none(); }, {{0, 1, 2}}});
   return c;

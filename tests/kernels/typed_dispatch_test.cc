@@ -277,10 +277,16 @@ Backend typed_stand_in(const TypedKernels* table) {
   return b;
 }
 
-// The typed entry each harness case's op reaches (-1: none): the plain and [B, T, H] forms go to
-// the shard and token entries, matmul only for k = 0, a c = beta c (scale), and matmul_bias (no
-// fused GEMM on the stand-in: matmul, then add_bias) for its bias add.
-int entry_of(const test::OpCase& c) {
+// The typed entries each harness case's op reaches, each once (none: empty): the plain and
+// [B, T, H] forms go to the shard and token entries, matmul only for k = 0, a c = beta c (scale),
+// and the GEMMs with more (no fused GEMM on the stand-in) for what follows the product: matmul_bias
+// its bias add, matmul_bias_gelu its bias add (where it has a bias) and the GELU, and
+// matmul_gelu_backward the GELU's backward.
+std::vector<int> entries_of(const test::OpCase& c) {
+  if (c.op == "matmul_bias_gelu") {
+    return c.what == "no bias" ? std::vector<int>{k_gelu_forward} : std::vector<int>{k_add_bias, k_gelu_forward};
+  }
+  if (c.op == "matmul_gelu_backward") return {k_gelu_backward};
   static const std::map<std::string, int> kEntryOf = {
       {"fill", k_fill},
       {"scale", k_scale},
@@ -311,9 +317,9 @@ int entry_of(const test::OpCase& c) {
       {"cross_entropy_shard_sums", k_cross_entropy_shard_sums},
       {"cross_entropy_shard_backward", k_cross_entropy_shard_backward},
   };
-  if (c.op == "matmul") return c.what == "k = 0" ? k_scale : -1;
+  if (c.op == "matmul") return c.what == "k = 0" ? std::vector<int>{k_scale} : std::vector<int>{};
   const auto it = kEntryOf.find(c.op);
-  return it == kEntryOf.end() ? -1 : it->second;
+  return it == kEntryOf.end() ? std::vector<int>{} : std::vector<int>{it->second};
 }
 
 std::vector<test::OpMismatch> compare_with(const TypedKernels& table) {
@@ -370,16 +376,18 @@ TEST_CASE("each op reaches its typed entry once, with all-f32 operands as with b
       } catch (const Error&) {
         threw = true;  // the op's checks come before any kernel
       }
-      const int want = threw ? -1 : entry_of(c);
-      // matmul_bias reaches the table through its bias add, which sees the bias and c (arguments 2, 3).
-      const bool bf16_call = c.op == "matmul_bias"
+      const std::vector<int> want = threw ? std::vector<int>{} : entries_of(c);
+      // The GEMMs with more reach the table after the product, through kernels that see only the
+      // arguments after the two GEMM operands (2 and on).
+      const bool bf16_call = c.op.rfind("matmul_", 0) == 0
                                  ? std::any_of(bf16_args.begin(), bf16_args.end(), [](int a) { return a >= 2; })
                                  : !bf16_args.empty();
       INFO(test::case_name(c, bf16_args) << (threw ? " (throws)" : ""));
       for (int i = 0; i < kEntries; ++i) {
         INFO("entry " << kEntryNames[i]);
-        CHECK(g_f32_calls[i] == (i == want && !bf16_call ? 1 : 0));
-        CHECK(g_bf16_calls[i] == (i == want && bf16_call ? 1 : 0));
+        const bool reached = std::find(want.begin(), want.end(), i) != want.end();
+        CHECK(g_f32_calls[i] == (reached && !bf16_call ? 1 : 0));
+        CHECK(g_bf16_calls[i] == (reached && bf16_call ? 1 : 0));
       }
     }
   }
@@ -397,7 +405,7 @@ TEST_CASE("a typed entry that rounds or reads wrongly shows up as mismatches of 
       CHECK(m.op.find("bf16") != std::string::npos);
     }
   }
-  SECTION("gelu_forward ignores the dtype flag of x: its f32 run differs") {
+  SECTION("gelu_forward ignores the dtype flag of x: its f32 run differs (and matmul_bias_gelu's, which calls it)") {
     TypedKernels broken = kCountedHost;
     broken.gelu_forward = &host::gelu_forward_flag_ignored;
     const std::vector<test::OpMismatch> found = compare_with(broken);
@@ -405,7 +413,7 @@ TEST_CASE("a typed entry that rounds or reads wrongly shows up as mismatches of 
     bool f32_run = false;
     for (const test::OpMismatch& m : found) {
       INFO(m.op << ": " << m.detail);
-      CHECK(op_of(m.op) == "gelu_forward");
+      CHECK((op_of(m.op) == "gelu_forward" || op_of(m.op) == "matmul_bias_gelu"));
       f32_run = f32_run || m.op == "gelu_forward";
     }
     CHECK(f32_run);
