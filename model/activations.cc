@@ -61,9 +61,11 @@ void LayerScratch::allocate(const DeviceContext& ctx, const ModelConfig& c, cons
   dq = ctx.empty({B, T, Hq, D}, dtype);
   dk = ctx.empty({B, T, Hkv, D}, dtype);
   dv = ctx.empty({B, T, Hkv, D}, dtype);
-  d_act = ctx.empty({N, F}, dtype);
   d_up = ctx.empty({N, F}, dtype);
-  if (c.activation == Activation::kSwiglu) d_gate = ctx.empty({N, F}, dtype);
+  if (c.activation == Activation::kSwiglu) {  // GELU's backward runs with down_proj's (ops::matmul_gelu_backward)
+    d_act = ctx.empty({N, F}, dtype);
+    d_gate = ctx.empty({N, F}, dtype);
+  }
   if (layout.sequence_parallel) {
     norm_local = ctx.empty({n, H}, dtype);
     partial = ctx.empty({N, H}, dtype);

@@ -49,7 +49,7 @@ struct LayerScratch {
   Tensor d_mid;          // [n, H]
   Tensor d_attn;         // [B, T, Hq/tp, D]
   Tensor dq, dk, dv;     // [B, T, Hq/tp|Hkv/tp, D]
-  Tensor d_act, d_up, d_gate;  // [N, F/tp]
+  Tensor d_act, d_up, d_gate;  // [N, F/tp]; d_act and d_gate for SwiGLU only
   // Sequence parallelism only (undefined otherwise).
   Tensor norm_local;     // [n, H] forward: a norm's output before it is gathered
   Tensor partial;        // [N, H] forward: row-parallel partial sums before the reduce-scatter

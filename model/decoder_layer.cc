@@ -108,9 +108,13 @@ void DecoderLayer::save_activations(LayerActivations& s, LayerScratch& w) const 
 
   // MLP.
   enter_region(norm2_, s.mid, s.norm2_out, s.norm2, w);
-  up_proj_.forward(s.norm2_out, s.up);
-  if (config_.activation == Activation::kSwiglu) gate_proj_.forward(s.norm2_out, s.gate);
-  activate(s);
+  if (config_.activation == Activation::kSwiglu) {
+    up_proj_.forward(s.norm2_out, s.up);
+    gate_proj_.forward(s.norm2_out, s.gate);
+    activate(s);
+  } else {
+    up_proj_.forward_gelu(s.norm2_out, s.up, s.act);  // activate(s) as one op with the GEMM
+  }
 }
 
 void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, LayerScratch& g, Tensor& d_x) {
@@ -121,13 +125,14 @@ void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, Laye
   const bool swiglu = config_.activation == Activation::kSwiglu;
 
   // MLP branch: out = mid + down(act(up(norm2(mid)))).
-  down_proj_.backward(matrix(s.act, F), matrix(d_out, H), g.d_act, false, g.d_full);
   if (swiglu) {
+    down_proj_.backward(matrix(s.act, F), matrix(d_out, H), g.d_act, false, g.d_full);
     ops::swiglu_backward(g.d_act, s.gate, s.up, g.d_gate, g.d_up);
     gate_proj_.backward_input(g.d_gate, g.d_hidden);
     up_proj_.backward_input(g.d_up, g.d_hidden, /*accumulate_dx=*/true);
   } else {
-    ops::gelu_backward(g.d_act, s.up, g.d_up);
+    // The GELU's backward with down_proj's input gradient: one op (d_act is not needed).
+    down_proj_.backward(matrix(s.act, F), matrix(d_out, H), g.d_up, false, g.d_full, s.up);
     up_proj_.backward_input(g.d_up, g.d_hidden);
   }
   Tensor d_h2;

@@ -31,7 +31,13 @@ void Linear::forward(const Tensor& x, Tensor& y, const Tensor& workspace) const 
   if (bias_.defined()) ops::add_bias(y, bias_);
 }
 
-void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumulate_dx, const Tensor& workspace) {
+void Linear::forward_gelu(const Tensor& x, Tensor& pre, Tensor& out) const {
+  LATTICE_CHECK(kind_ != LinearKind::kRow, "forward_gelu is for plain and column-parallel layers");
+  ops::matmul_bias_gelu(x, false, weight_, true, bias_, pre, out);
+}
+
+void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumulate_dx, const Tensor& workspace,
+                      const Tensor& gelu_pre) {
   // The bias was added to the reduced output: its gradient comes from this rank's rows of dy
   // (under SP a partial sum over tokens, summed over tp by the trainer's GradSync).
   if (bias_.defined()) ops::bias_backward(dy, bias_grad_);
@@ -43,7 +49,12 @@ void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumu
   }
   // Row-parallel without SP: the reduce-from-region backward is the identity.
   ops::matmul(*grad, true, x, false, weight_grad_, 1.0f, 1.0f);  // dW[out, in] += dy^T x
-  if (dx.defined()) ops::matmul(*grad, false, weight_, false, dx, 1.0f, accumulate_dx ? 1.0f : 0.0f);
+  if (gelu_pre.defined()) {
+    LATTICE_CHECK(dx.defined() && !accumulate_dx, "a GELU input's gradient is overwritten, not accumulated");
+    ops::matmul_gelu_backward(*grad, false, weight_, false, gelu_pre, dx);
+  } else if (dx.defined()) {
+    ops::matmul(*grad, false, weight_, false, dx, 1.0f, accumulate_dx ? 1.0f : 0.0f);
+  }
 }
 
 void Linear::backward_input(const Tensor& dy, Tensor& dx, bool accumulate_dx) const {

@@ -28,11 +28,15 @@ class Linear {
   // kRow under SP: x [N, in/tp] -> y [N/tp, out], `workspace` [N, out] receives the partial sums.
   // Otherwise y [N, out] and workspace is unused.
   void forward(const Tensor& x, Tensor& y, const Tensor& workspace = {}) const;
+  // A GELU MLP's up projection, for the plain and column kinds: pre [N, out] = the forward's y,
+  // out = gelu(pre), through ops::matmul_bias_gelu (one GEMM where training.gelu_fusion fuses it).
+  void forward_gelu(const Tensor& x, Tensor& pre, Tensor& out) const;
   // dx overwritten (or accumulated when accumulate_dx), dW/db accumulated. dx may be undefined
   // when the input's gradient is not needed. kRow under SP: dy is [N/tp, out] and is all-gathered
-  // into `workspace` [N, out] first.
+  // into `workspace` [N, out] first. gelu_pre defined: x is gelu(gelu_pre), and dx (overwritten) is
+  // the gradient of gelu_pre instead, through ops::matmul_gelu_backward.
   void backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumulate_dx = false,
-                const Tensor& workspace = {});
+                const Tensor& workspace = {}, const Tensor& gelu_pre = {});
   // The two halves of backward for the plain and column kinds, so that a caller can start
   // reducing dx over tp and compute the weight gradients while it travels.
   void backward_input(const Tensor& dy, Tensor& dx, bool accumulate_dx = false) const;

@@ -52,6 +52,12 @@ struct TrainingConfig {
   // f32 matrix products on the GPU's tensor cores in TF32 (10-bit mantissa inputs, f32 accumulate):
   // several times faster, results no longer within 1e-5 of the CPU's. Off: exact f32 (the default).
   bool tf32 = false;
+  // A GELU MLP's up projection with its GELU, and down_proj's input gradient with the GELU's backward,
+  // each as one cuBLASLt GEMM with a GELU epilogue on the GPU (llm.c's gelu_fusion; Megatron fuses
+  // bias and GELU in a kernel of its own). Off (the default): bit for bit the unfused ops, so a
+  // selective recompute repeats the forward exactly and results match the CPU's within 1e-5 in f32.
+  // No effect on the CPU, for SwiGLU, or where cuBLASLt declines a shape (ops.h matmul_bias_gelu).
+  bool gelu_fusion = false;
   // bf16: Megatron's mixed precision — bf16 parameter copies and activations, fp32 gradient
   // accumulation, fp32 master weights and moments in the optimizer; statistics and the loss in fp32.
   Precision precision = Precision::kFp32;

@@ -131,6 +131,8 @@ std::vector<ConfigField> build_schema() {
                    "log a short sample every this many steps; 0 = never");
   training.text("sample_prompt", &TrainingConfig::sample_prompt, {}, "the text the samples continue");
   training.boolean("tf32", &TrainingConfig::tf32, "GPU f32 matmuls in TF32 (faster, ~1e-3 relative); false = exact f32");
+  training.boolean("gelu_fusion", &TrainingConfig::gelu_fusion,
+                   "GPU: the GELU and its backward in cuBLASLt GEMM epilogues; false = our own GELU kernels, bit for bit");
   training.choice("precision", &TrainingConfig::precision, {Precision::kFp32, Precision::kBf16}, precision_name,
                   "fp32, or bf16 compute with fp32 master weights and gradient accumulation");
 

@@ -18,6 +18,7 @@ void select_training_device(const Config& config) {
   const Device device = config_device(config);
   if (device == Device::kCpu) {
     if (config.training.tf32) spdlog::warn("training.tf32 has no effect on the CPU: its matmuls are exact f32");
+    if (config.training.gelu_fusion) spdlog::warn("training.gelu_fusion has no effect on the CPU: it has no fused GEMMs");
     return;
   }
   if (!has_backend(device)) {
@@ -29,6 +30,8 @@ void select_training_device(const Config& config) {
   spdlog::info("{}", backend.select_device(placement.local_rank, placement.local_size));
   backend.set_tf32(config.training.tf32);
   spdlog::info("matmul precision: {}", config.training.tf32 ? "TF32 tensor cores (training.tf32)" : "exact f32");
+  if (backend.set_gelu_fusion != nullptr) backend.set_gelu_fusion(config.training.gelu_fusion);
+  if (config.training.gelu_fusion) spdlog::info("GELU in the MLP's GEMM epilogues (training.gelu_fusion)");
   selected = true;
 }
 

@@ -50,7 +50,7 @@ int64_t layer_activation_bytes(const Shapes& s, unsigned groups) {
 // model/activations.cc LayerScratch::allocate: one per chunk.
 int64_t layer_scratch_bytes(const Shapes& s) {
   int64_t b = rounded(s.N * s.H * s.cs) + rounded(s.n * s.H * s.cs) + 2 * rounded(s.N * s.Hq * s.D * s.cs) +
-              2 * rounded(s.N * s.Hkv * s.D * s.cs) + rounded(s.N * s.F * s.cs) * (s.swiglu ? 3 : 2);
+              2 * rounded(s.N * s.Hkv * s.D * s.cs) + rounded(s.N * s.F * s.cs) * (s.swiglu ? 3 : 1);
   if (s.sp) b += 2 * rounded(s.n * s.H * s.cs) + 2 * rounded(s.N * s.H * s.cs);
   return b;
 }

@@ -3,7 +3,8 @@
 # (every loss and grad norm within 1e-5 relative, exported weights within the equivalence
 # tolerance: tests/parallel/compare_dp_runs.py); two GPU runs bit-identical; resume on the GPU
 # bitwise (tests/checkpoint/compare_resumed.py); model.init_from on the GPU; TP2, PP2×v2 interleaved and DP2 with the
-# distributed optimizer under mpirun on the one shared GPU against the one-process CPU run.
+# distributed optimizer under mpirun on the one shared GPU against the one-process CPU run; bf16
+# against bf16 on the CPU, with and without training.gelu_fusion.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
 # Prints "PASS <name>" or "FAIL <name>: why" per check and ends with "N passed, M failed".
 set -uo pipefail
@@ -130,6 +131,26 @@ for model in gpt2 llama; do
   fi
   check_resume "$model (bf16)" "$cfg" "${model}_bf16_gpu" "${model}_bf16" "${bf[@]}"
 done
+
+# training.gelu_fusion (the GELU in cuBLASLt's GEMM epilogues) in bf16: within the same bounds of
+# the CPU's bf16 run, not bitwise the unfused GPU run (the epilogue's GELU reads the f32 product, so
+# differing losses show that it ran), and its resume bitwise too.
+fuse=(--set training.precision=bf16 --set training.gelu_fusion=true)
+if train gpt2_fused_gpu 1 test-tiny-gpt2.json "${fuse[@]}" --set device=cuda --export "$WORK/gpt2_fused_gpu"; then
+  check "gpt2: bf16 with training.gelu_fusion on the GPU vs bf16 on the CPU" \
+    python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" \
+    --noise "$WORK/gpt2_cpu.jsonl" "$WORK/gpt2_cpu" "$WORK/gpt2_fused_gpu.jsonl" "$WORK/gpt2_fused_gpu"
+  losses() { grep -o '"loss":[^,}]*' "$1"; }
+  if grep -q "GELU in the MLP's GEMM epilogues" "$WORK/gpt2_fused_gpu.log" &&
+    ! cmp -s <(losses "$WORK/gpt2_fused_gpu.jsonl") <(losses "$WORK/gpt2_bf16_gpu.jsonl"); then
+    pass "gpt2: training.gelu_fusion is logged and changes the bf16 run (the epilogues ran)"
+  else
+    flunk "gpt2: training.gelu_fusion is logged and changes the bf16 run (the epilogues ran)"
+  fi
+  check_resume "gpt2 (bf16, training.gelu_fusion)" test-tiny-gpt2.json gpt2_fused_gpu gpt2_fused "${fuse[@]}"
+else
+  flunk "gpt2: bf16 run with training.gelu_fusion"
+fi
 
 echo "train_gpu_test: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

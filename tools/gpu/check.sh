@@ -126,9 +126,14 @@ torch_ref gpt2-124m-bf16 configs/gpt2-124m.json --set training.micro_batch_size=
 # the optimizer's fixed cost spread over a training step's tokens, as the 520K tokens/s target assumes.
 bench gpt2-124m-bf16-accum configs/gpt2-124m.json 6 --set training.micro_batch_size=16 \
   --set training.global_batch_size=64 --set training.precision=bf16
+# The same with the GELU in cuBLASLt's GEMM epilogues (training.gelu_fusion, off by default): whether it pays.
+bench gpt2-124m-bf16-accum-gelu-fusion configs/gpt2-124m.json 6 --set training.micro_batch_size=16 \
+  --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true
 bench gpt2-1.5b configs/bench-gpt2-1.5b.json 6
 torch_ref gpt2-1.5b configs/bench-gpt2-1.5b.json
 bench gpt2-1.5b-bf16 configs/bench-gpt2-1.5b.json 6 --set training.precision=bf16
+bench gpt2-1.5b-bf16-gelu-fusion configs/bench-gpt2-1.5b.json 6 --set training.precision=bf16 \
+  --set training.gelu_fusion=true
 torch_ref gpt2-1.5b-bf16 configs/bench-gpt2-1.5b.json --dtype bf16
 bench llama-1b configs/bench-llama-1b.json 6
 torch_ref llama-1b configs/bench-llama-1b.json
