@@ -263,43 +263,46 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
       alpha, a, b, beta, c);
 }
 
+namespace {
+// A single product (no batch) with `epilogue`, as the epilogue entries state it.
+Problem epilogue_problem(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                         int64_t ldc, bool ab_bf16, bool c_bf16, Epilogue epilogue) {
+  Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, ab_bf16 ? CUDA_R_16BF : CUDA_R_32F,
+            c_bf16 ? CUDA_R_16BF : CUDA_R_32F};
+  p.epilogue = epilogue;
+  return p;
+}
+
+// What the GELU epilogues take besides an epilogue plan: training.gelu_fusion on, and the shape
+// and pointer rules of matmul.h (the header's aux ld rule; the bias's 16-byte vector loads).
+bool gelu_epilogue_takes(int64_t m, int64_t n, int64_t k, int64_t ldc, const void* bias, const void* aux) {
+  return gelu_fusion_enabled.load(std::memory_order_relaxed) && gelu_epilogue_fits(m, n, k, ldc, bias, aux);
+}
+}  // namespace
+
 bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc) {
   // The epilogue reads the bias with vector loads: a bias slice of the flat parameter buffer that is
   // not 16-byte aligned takes the separate add instead.
   if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
-  const cudaDataType_t c_type = c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, ab_bf16 ? CUDA_R_16BF : CUDA_R_32F, c_type};
-  p.epilogue = Epilogue::kBias;
-  return run("gemm_bias", p, 1.0f, a, b, 0.0f, c, bias);
+  return run("gemm_bias", epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16, Epilogue::kBias),
+             1.0f, a, b, 0.0f, c, bias);
 }
-
-namespace {
-// What the GELU epilogues take besides an epilogue plan: training.gelu_fusion on, a non-empty
-// product, an aux row stride (n, in elements) divisible by 8, and 16-byte aligned vectors (the
-// epilogue's vector loads; the header states the ld rule, the alignment is the bias's).
-bool gelu_epilogue_takes(int64_t m, int64_t n, int64_t k, int64_t ldc, const void* bias, const void* aux) {
-  return gelu_fusion_enabled.load(std::memory_order_relaxed) && m > 0 && n > 0 && k > 0 && ldc == n && n % 8 == 0 &&
-         reinterpret_cast<uintptr_t>(bias) % 16 == 0 && reinterpret_cast<uintptr_t>(aux) % 16 == 0;
-}
-}  // namespace
 
 bool gemm_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* pre, void* out, bool c_bf16, int64_t ldc) {
   if (!gelu_epilogue_takes(m, n, k, ldc, bias, pre)) return false;
-  Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, ab_bf16 ? CUDA_R_16BF : CUDA_R_32F,
-            c_bf16 ? CUDA_R_16BF : CUDA_R_32F};
-  p.epilogue = bias != nullptr ? Epilogue::kGeluAuxBias : Epilogue::kGeluAux;
-  return run("gemm_gelu", p, 1.0f, a, b, 0.0f, out, bias, pre);
+  const Epilogue epilogue = bias != nullptr ? Epilogue::kGeluAuxBias : Epilogue::kGeluAux;
+  return run("gemm_gelu", epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16, epilogue), 1.0f,
+             a, b, 0.0f, out, bias, pre);
 }
 
 bool gemm_dgelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                 int64_t ldb, bool ab_bf16, const void* pre, void* dx, bool c_bf16, int64_t ldc) {
   if (!gelu_epilogue_takes(m, n, k, ldc, nullptr, pre)) return false;
-  Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, 1, 0, 0, 0, ab_bf16 ? CUDA_R_16BF : CUDA_R_32F,
-            c_bf16 ? CUDA_R_16BF : CUDA_R_32F};
-  p.epilogue = Epilogue::kDGelu;
-  return run("gemm_dgelu", p, 1.0f, a, b, 0.0f, dx, nullptr, pre);
+  return run("gemm_dgelu",
+             epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16, Epilogue::kDGelu), 1.0f, a, b,
+             0.0f, dx, nullptr, pre);
 }
 
 }  // namespace lattice::cuda

@@ -27,6 +27,12 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 // not 16-byte aligned, or a problem the heuristic has no algorithm for: the caller then runs the
 // unfused ops. The epilogue applies cuBLASLt's GELU to the f32 result, not kernels' formula to a
 // rounded pre (tests/cuda/cuda_ops_test.cc measures the difference).
+// The shape and pointer rules of that list (all but the switch and the heuristic), shared with
+// the CPU emulator's entries (tests/cuda_emu/matmul_emu.cc) so that both decline alike.
+inline bool gelu_epilogue_fits(int64_t m, int64_t n, int64_t k, int64_t ldc, const void* bias, const void* pre) {
+  return m > 0 && n > 0 && k > 0 && ldc == n && n % 8 == 0 && reinterpret_cast<uintptr_t>(bias) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(pre) % 16 == 0;
+}
 //   gemm_gelu: pre = op(a) op(b) (+ bias[N] on every row when bias is not null), out = GELU(pre).
 bool gemm_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* pre, void* out, bool c_bf16, int64_t ldc);

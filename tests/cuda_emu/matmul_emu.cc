@@ -64,8 +64,7 @@ std::atomic<bool> gelu_fusion_enabled{false};
 
 // As the cuBLASLt wrapper's gelu_epilogue_takes (kernels/cuda/matmul.cc).
 bool gelu_epilogue_takes(int64_t m, int64_t n, int64_t k, int64_t ldc, const void* bias, const void* aux) {
-  return gelu_fusion_enabled.load() && m > 0 && n > 0 && k > 0 && ldc == n && n % 8 == 0 &&
-         reinterpret_cast<uintptr_t>(bias) % 16 == 0 && reinterpret_cast<uintptr_t>(aux) % 16 == 0;
+  return gelu_fusion_enabled.load() && gelu_epilogue_fits(m, n, k, ldc, bias, aux);
 }
 
 }  // namespace
