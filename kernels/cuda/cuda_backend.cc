@@ -4,9 +4,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "kernels/cpu/init.h"
 #include "kernels/cuda/activation.h"
@@ -56,18 +61,40 @@ void fill_normal_via_host(float* x, const std::vector<int64_t>& box_shape, const
 }
 
 // bf16 attention: cuDNN's SDPA (flash attention) with the deterministic backward, so that a run
-// gives the same bits every time. The f32 kernels below take what cuDNN does not (a head dim that
-// is not a multiple of 8, or above 256) and LATTICE_CUDA_ATTENTION=flash|gemm (the tests' choice);
-// LATTICE_CUDA_ATTENTION=cudnn or unset lets cuDNN take bf16.
-bool use_cudnn_attention(const AttentionShape& s) {
+// gives the same bits every time. The f32 kernels below take what cuDNN does not: a head dim that
+// is not a multiple of 8 or above 256, a graph the installed cuDNN refuses on this GPU (no engine,
+// cuDNN too old for the frontend's graph), and LATTICE_CUDA_ATTENTION=flash|gemm (the tests'
+// choice). Either of the first two is logged once per shape with the reason, as Transformer
+// Engine falls back from its fused attention; LATTICE_CUDA_ATTENTION=cudnn makes them errors.
+bool cudnn_runs(const AttentionShape& s, SdpaDirection direction) {
   const char* forced = std::getenv("LATTICE_CUDA_ATTENTION");
-  if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "cudnn") != 0) return false;
-  return s.head_dim % 8 == 0 && s.head_dim <= 256;
+  const bool required = forced != nullptr && std::strcmp(forced, "cudnn") == 0;
+  if (forced != nullptr && *forced != '\0' && !required) return false;
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, SdpaDirection>, std::string> refusals;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::tuple{s.batch, s.seq, s.q_heads, s.kv_heads, s.head_dim, direction};
+  auto it = refusals.find(key);
+  if (it == refusals.end()) {
+    std::string why = s.head_dim % 8 != 0 || s.head_dim > 256
+                          ? fmt::format("head_dim={}: cuDNN SDPA needs head_dim a multiple of 8 and at most 256",
+                                        s.head_dim)
+                          : cudnn_sdpa_refusal(s, direction);
+    if (!why.empty() && !required) {
+      spdlog::warn("bf16 attention {} takes the f32 attention kernels (slower) for this shape: {}",
+                   direction == SdpaDirection::kForward ? "forward" : "backward", why);
+    }
+    it = refusals.emplace(key, std::move(why)).first;
+  }
+  if (!it->second.empty() && required) {
+    throw Error(fmt::format("LATTICE_CUDA_ATTENTION=cudnn, but {}", it->second));
+  }
+  return it->second.empty();
 }
 
 bool attention_forward_bf16(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out, float* lse,
                             const AttentionShape& s) {
-  if (!use_cudnn_attention(s)) return false;
+  if (!cudnn_runs(s, SdpaDirection::kForward)) return false;
   cudnn_sdpa_forward(s, q, k, v, out, lse);
   return true;
 }
@@ -75,7 +102,7 @@ bool attention_forward_bf16(const uint16_t* q, const uint16_t* k, const uint16_t
 bool attention_backward_bf16(const uint16_t* dout, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const uint16_t* out, const float* lse, uint16_t* dq, uint16_t* dk, uint16_t* dv,
                              const AttentionShape& s) {
-  if (!use_cudnn_attention(s)) return false;
+  if (!cudnn_runs(s, SdpaDirection::kBackwardDeterministic)) return false;
   cudnn_sdpa_backward(s, SdpaDirection::kBackwardDeterministic, dout, q, k, v, out, lse, dq, dk, dv);
   return true;
 }

@@ -258,6 +258,15 @@ size_t cudnn_sdpa_graph_workspace_bytes(cudnnHandle_t handle, const AttentionSha
   return static_cast<size_t>(planned(handle, shape, direction).workspace_bytes);
 }
 
+std::string cudnn_sdpa_refusal(const AttentionShape& shape, SdpaDirection direction) {
+  try {
+    cudnn_sdpa_graph_workspace_bytes(cudnn_handle(), shape, direction);
+  } catch (const std::exception& e) {  // lattice::Error, or the frontend's own on bad attributes
+    return e.what();
+  }
+  return "";
+}
+
 void cudnn_sdpa_forward(cudnnHandle_t handle, const AttentionShape& shape, const uint16_t* q, const uint16_t* k,
                         const uint16_t* v, uint16_t* out, float* lse, void* workspace) {
   std::unordered_map<int64_t, void*> pack{{kQ, cast(q)}, {kK, cast(k)},   {kV, cast(v)},

@@ -53,6 +53,12 @@ cudnnHandle_t cudnn_handle();
 // Throws lattice::Error (the same message as cudnn_sdpa_check) when cuDNN cannot run it.
 size_t cudnn_sdpa_graph_workspace_bytes(cudnnHandle_t handle, const AttentionShape& shape, SdpaDirection direction);
 
+// Why this process's cuDNN cannot run the graph of (shape, direction) on its GPU, or "" when it
+// can: creates the handle and builds, checks and plans the graph (cached) as the first execution
+// would, and returns that failure's message instead of throwing it. The backend asks before it
+// executes, so that a shape the installed cuDNN refuses takes the f32 kernels (cuda_backend.cc).
+std::string cudnn_sdpa_refusal(const AttentionShape& shape, SdpaDirection direction);
+
 // out and lse overwritten. `workspace` holds at least cudnn_sdpa_graph_workspace_bytes(kForward)
 // bytes from lattice::cuda::allocate (may be null when that is 0). Enqueued on the handle's stream.
 void cudnn_sdpa_forward(cudnnHandle_t handle, const AttentionShape& shape, const uint16_t* q, const uint16_t* k,

@@ -293,6 +293,8 @@ TEST_CASE("bf16 attention through cuDNN's SDPA: MHA at GPT-2 sizes and ragged GQ
     const Tensor dq = Tensor::zeros(q.shape()), dk = Tensor::zeros(k.shape()), dv = Tensor::zeros(v.shape());
     // Everything bf16 but the lse.
     const Tensors inputs = test::with_bf16({q, k, v, out, lse, dout, dq, dk, dv}, {0, 1, 2, 3, 5, 6, 7, 8});
+    // cuDNN must take every one of these shapes: a refusal is an error here, not the f32 fallback.
+    ::setenv("LATTICE_CUDA_ATTENTION", "cudnn", 1);
     const auto run = [](Tensors& t) {
       ops::attention_forward(t[0], t[1], t[2], t[3], t[4]);
       ops::attention_backward(t[5], t[0], t[1], t[2], t[3], t[4], t[6], t[7], t[8]);
@@ -304,6 +306,7 @@ TEST_CASE("bf16 attention through cuDNN's SDPA: MHA at GPT-2 sizes and ragged GQ
     require_close(what + " dq, dk, dv", cpu, gpu, {6, 7, 8}, 3e-2);
     // Deterministic: a second GPU run gives the same bits.
     auto [cpu2, gpu2] = run_both(inputs, run);
+    ::unsetenv("LATTICE_CUDA_ATTENTION");
     for (int i : {3, 4, 6, 7, 8})
       CHECK(std::memcmp(gpu[i].raw(), gpu2[i].raw(), gpu[i].bytes()) == 0);
   }

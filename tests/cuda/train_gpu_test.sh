@@ -126,6 +126,12 @@ for model in gpt2 llama; do
       python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/${model}_bf16_cpu.jsonl" "$WORK/${model}_bf16_cpu" \
       --noise "$WORK/${model}_cpu.jsonl" "$WORK/${model}_cpu" "$WORK/${model}_bf16_gpu.jsonl" "$WORK/${model}_bf16_gpu" \
       "$WORK/${model}_bf16_gpu_dp2.jsonl" "$WORK/${model}_bf16_gpu_dp2"
+    # cuDNN took the attention: a refused graph would have warned and run the f32 kernels instead.
+    if grep -q "takes the f32 attention kernels" "$WORK/${model}_bf16_gpu.log"; then
+      flunk "$model: bf16 attention on cuDNN: $(grep -m1 "takes the f32 attention kernels" "$WORK/${model}_bf16_gpu.log")"
+    else
+      pass "$model: bf16 attention on cuDNN (no fallback to the f32 kernels logged)"
+    fi
   else
     flunk "$model: bf16 runs"
   fi

@@ -5,7 +5,11 @@
 // backend's bf16 attention plumbing and dtypes, not cuDNN's kernels.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "kernels/cpu/cast.h"
 #include "kernels/cuda/attention.h"
@@ -29,6 +33,19 @@ int64_t q_elements(const AttentionShape& s) { return s.batch * s.seq * s.q_heads
 int64_t kv_elements(const AttentionShape& s) { return s.batch * s.seq * s.kv_heads * s.head_dim; }
 
 }  // namespace
+
+// cuDNN's refusal of a graph, injected: LATTICE_EMU_CUDNN_REFUSES=all refuses every graph,
+// =backward only the backward ones (the forward's lse then feeds the f32 backward kernels).
+std::string cudnn_sdpa_refusal(const AttentionShape& s, SdpaDirection direction) {
+  const char* refuses = std::getenv("LATTICE_EMU_CUDNN_REFUSES");
+  if (refuses == nullptr) return "";
+  const std::string which = refuses;
+  if (which == "all" || (which == "backward" && direction != SdpaDirection::kForward)) {
+    return fmt::format("cuDNN SDPA refused batch={} seq={} (emulated: LATTICE_EMU_CUDNN_REFUSES={})", s.batch, s.seq,
+                       which);
+  }
+  return "";
+}
 
 void cudnn_sdpa_forward(const AttentionShape& s, const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
                         float* lse) {
