@@ -5,6 +5,10 @@
 # step's loss (within the bound it states).
 set -euo pipefail
 source tests/parallel/train_test_env.sh
+# One thread: alone, the two runs take ~280 s so (~140 s with two threads), but two OpenMP threads
+# sharing the CI machine's two cores with another test's ranks spend their time at barriers: a CI run
+# beside memory_plan_test's two ranks took over 900 s and timed out.
+export OMP_NUM_THREADS=1
 DATA=$WORK/fortunes
 mapfile -t inputs < <(find "$TEXT" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
 $LATTICE data prepare --input "${inputs[@]}" --output-prefix "$DATA" --tokenizer byte \
