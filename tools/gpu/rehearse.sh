@@ -5,7 +5,8 @@
 # mpirun, the bundle's libraries, every test binary and script. Each GPU test then fails for want of
 # a device. The rehearsal passes when the plumbing held, with one stand-in GPU and with two: every
 # phase ran to its result lines, the one check that needs no GPU (the no-device error) passed, and
-# no library, command or file was missing.
+# no library, command or file was missing. Then `check.sh --bench` with a budget (every benchmark
+# runs to its lines) and with none (every one named NOT RUN).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 [[ -x build/gpu-bundle/bin/lattice ]] || { echo "rehearse.sh: no bundle: run tools/gpu/bundle.sh first" >&2; exit 2; }
@@ -27,8 +28,25 @@ for gpus in 1 2; do
   out+=$(STAND_IN_GPUS=$gpus RESULTS="$fake/results" PATH="$fake:$PATH" timeout 600 tools/gpu/check.sh --quick 2>&1)
   out+=$'\n'
 done
+# The benchmark phase alone: with a budget, every benchmark runs to its lines (each fails for want of
+# a device) and none is left out; with none, every one is named on the NOT RUN line.
+bench_run() {  # bench_run BUDGET [options]
+  STAND_IN_GPUS=1 CHECK_BUDGET_S=$1 RESULTS="$fake/results" PATH="$fake:$PATH" timeout 300 tools/gpu/check.sh \
+    --bench "${@:2}" 2>&1
+}
+bench_out=$(bench_run 400 --no-torch)
+no_budget=$(bench_run 0)
+out+="$bench_out"$'\n'"$no_budget"$'\n'
 echo "$out"
 problems=()
+benches=$(grep -oE '^bench [a-z0-9.-]+' tools/gpu/check.sh | cut -d' ' -f2)
+for name in $benches; do
+  grep -qF "[$name] bench exited" <<<"$bench_out" || problems+=("--bench: $name did not run to its lines")
+  grep -qE "^NOT RUN.*: (.* )?$name( |;)" <<<"$no_budget" || problems+=("no budget: $name not named NOT RUN")
+done
+grep -q "^NOT RUN" <<<"$bench_out" && problems+=("--bench with 400 s: something was left out")
+grep -q "^NOT RUN.* pytorch:gpt2-124m-bf16-accum " <<<"$no_budget" || problems+=("no budget: PyTorch not named NOT RUN")
+grep -q "^== op parity" <<<"$bench_out$no_budget" && problems+=("--bench ran the tests")
 grep -q "^NOT RUN: the 2-rank NCCL layouts" <<<"$out" ||
   problems+=("one GPU: the 2-rank layouts not reported as not run")
 grep -q "^FAIL 2 GPUs, pipeline=2 interleaved v=2, CUDA_DEVICE_MAX_CONNECTIONS=1" <<<"$out" ||

@@ -3,8 +3,9 @@
 
 Why it exists: Lattice's tokens/s means little on its own. This script builds the equivalent
 GPT2LMHeadModel or LlamaForCausalLM (random init from the config, nothing downloaded), trains it
-with AdamW on random token ids at the same micro-batch and sequence length, and prints one line
-to set beside Lattice's own number from `lattice bench`.
+with AdamW on random token ids at the same micro-batch, sequence length and batch per optimizer
+step (training.global_batch_size / micro_batch_size micro-batches accumulated, as one data-parallel
+rank of `lattice bench` runs them), and prints one line to set beside Lattice's own number.
 
   python3 tools/gpu/torch_baseline.py --config configs/gpt2-124m.json [--set key=value ...]
       [--steps 10] [--warmup 3] [--dtype fp32|tf32|bf16] [--compile] [--device cuda]
@@ -104,6 +105,10 @@ def main():
     cfg = load_config(args.config, args.set)
     m, t, o = cfg["model"], cfg.get("training", {}), cfg.get("optimizer", {})
     B, T = t.get("micro_batch_size", 1), m["seq_length"]
+    accum = t.get("global_batch_size", B) // B
+    if accum < 1 or accum * B != t.get("global_batch_size", B):
+        raise ValueError(f"training.global_batch_size {t.get('global_batch_size')} is not a multiple of "
+                         f"micro_batch_size {B}")
 
     import torch
 
@@ -126,9 +131,10 @@ def main():
                 else contextlib.nullcontext())
 
     def step():
-        with autocast:
-            loss = step_model(input_ids=ids, labels=ids).loss
-        loss.backward()
+        for _ in range(accum):
+            with autocast:
+                loss = step_model(input_ids=ids, labels=ids).loss / accum
+            loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
@@ -153,9 +159,9 @@ def main():
         peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # process peak RSS (KiB on Linux)
 
     ms = seconds / max(args.steps, 1) * 1e3
-    tok_s = B * T * args.steps / seconds
+    tok_s = accum * B * T * args.steps / seconds
     label = args.dtype + ("+compile" if args.compile else "")
-    print(f"pytorch: {m.get('arch', 'gpt2')} {label} micro-batch {B} seq {T}: {tok_s:,.0f} tokens/s, "
+    print(f"pytorch: {m.get('arch', 'gpt2')} {label} micro-batch {B} x {accum} seq {T}: {tok_s:,.0f} tokens/s, "
           f"{ms:.2f} ms/step, {n_params / 1e6:.1f}M params, peak memory {peak_gib:.2f} GiB")
 
 
