@@ -1,16 +1,20 @@
-// Training-step throughput against the measured GEMM peak of the device it trains on.
+// Training-step throughput against the measured GEMM peak of the device it trains on (in the run's
+// precision), and on a GPU against its datasheet peak too.
 #include "trainer/benchmark.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
+#include "kernels/backend.h"
 #include "kernels/blas_runtime.h"
 #include "kernels/device_context.h"
 #include "kernels/ops.h"
 #include "trainer/device_selection.h"
+#include "trainer/gpu_spec.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/statistics.h"
@@ -45,9 +49,20 @@ double measure_matmul_gflops(Device device, DType dtype, int64_t n) {
   return 2.0 * n * n * n / median(seconds) / 1e9;
 }
 
-// The peak the step is measured against: the host's sgemm (OpenBLAS) or the device's f32 GEMM.
-double measure_peak_gflops(Device device) {
-  return device == Device::kCpu ? measure_sgemm_peak_gflops() : measure_matmul_gflops(device, DType::kF32, 8192);
+// The peak the step is measured against: the host's sgemm (OpenBLAS), or the device's GEMM in the
+// run's precision (bf16, or f32 / TF32 as training.tf32 set it).
+double measure_peak_gflops(Device device, bool bf16) {
+  if (device == Device::kCpu) return measure_sgemm_peak_gflops();
+  return measure_matmul_gflops(device, bf16 ? DType::kBF16 : DType::kF32, 8192);
+}
+
+// The datasheet's dense peak of the device's model in the run's precision (its gpu_spec preset);
+// 0 when the model has no preset.
+double datasheet_peak_flops(const std::string& preset, const Config& c) {
+  if (preset.empty()) return 0;
+  const GpuSpec s = gpu_spec(preset);
+  if (c.training.precision == Precision::kBf16) return s.peak_bf16_flops;
+  return c.training.tf32 && s.peak_tf32_flops > 0 ? s.peak_tf32_flops : s.peak_fp32_flops;
 }
 
 }  // namespace
@@ -59,11 +74,13 @@ int run_benchmark(Config c, int64_t steps) {
   c.optimizer.decay_iters = 0;
   const Device device = config_device(c);
   select_training_device(c);
+  const bool bf16 = c.training.precision == Precision::kBf16;
   const std::string peak_name = device == Device::kCpu ? "sgemm peak GFLOP/s (measured)"
+                                : bf16                ? "GPU bf16 GEMM GFLOP/s (measured)"
                                 : c.training.tf32     ? "GPU TF32 GEMM GFLOP/s (measured)"
                                                       : "GPU f32 GEMM GFLOP/s (measured)";
   if (device == Device::kCpu) spdlog::info("BLAS: {}", blas_kernel_description());
-  const double peak_before = measure_peak_gflops(device);
+  const double peak_before = measure_peak_gflops(device, bf16);
 
   // Synthetic tokens: throughput does not depend on their values.
   const int32_t vocab = static_cast<int32_t>(c.model.vocab_size);
@@ -76,7 +93,7 @@ int run_benchmark(Config c, int64_t steps) {
     }
   };
   TrainResult r = train_on(c, TrainOptions{}, synthetic, MicroBatchSource{});
-  const double peak_after = measure_peak_gflops(device);
+  const double peak_after = measure_peak_gflops(device, bf16);
   const double peak = std::max(peak_before, peak_after);
   const ModelStats stats = compute_model_stats(c);
 
@@ -91,7 +108,21 @@ int run_benchmark(Config c, int64_t steps) {
   std::printf("tokens/s                     : %.1f\n", r.mean_tokens_per_s);
   std::printf("achieved GFLOP/s (whole step): %.1f\n", r.mean_gflops);
   std::printf("%-29s: %.1f (before %.1f, after %.1f)\n", peak_name.c_str(), peak, peak_before, peak_after);
-  std::printf("ratio achieved / peak        : %.1f%% (target >= 50%%)\n", 100.0 * r.mean_gflops / peak);
+  std::printf("ratio achieved / peak        : %.1f%%%s\n", 100.0 * r.mean_gflops / peak,
+              device == Device::kCpu ? " (target >= 50%)" : "");
+  if (device != Device::kCpu) {
+    // MFU as vendors and Megatron state it: model FLOPs over the datasheet's dense peak.
+    const Backend& backend = backend_for("bench", device);
+    const std::string model = backend.device_model != nullptr ? backend.device_model() : "";
+    const double datasheet = datasheet_peak_flops(gpu_preset_of_model(model), c);
+    if (datasheet > 0) {
+      std::printf("MFU vs the datasheet peak    : %.1f%% of %.0f TFLOP/s (%s, %s, dense)\n",
+                  100.0 * r.mean_gflops * 1e9 / datasheet, datasheet / 1e12, model.c_str(),
+                  bf16 ? "bf16" : c.training.tf32 ? "TF32" : "f32");
+    } else {
+      std::printf("MFU vs the datasheet peak    : not known for '%s' (presets: h100, h200, a100 SXM)\n", model.c_str());
+    }
+  }
   // What `lattice plan --gpu FILE` needs to predict this device: the peak, the share of it the
   // forward + backward reach, and the optimizer's memory bandwidth. From the medians of the timed
   // steps, so that one step the machine stalled does not skew the calibration.

@@ -2,6 +2,7 @@
 #include "trainer/gpu_spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 
@@ -142,6 +143,16 @@ GpuSpec load_spec_file(const std::string& path) {
 }  // namespace
 
 const char* gpu_preset_names() { return "h100, h200, a100, cpu"; }
+
+std::string gpu_preset_of_model(const std::string& model) {
+  std::string lower = model;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (lower.find("pcie") != std::string::npos || lower.find("nvl") != std::string::npos) return "";
+  for (const char* preset : {"h200", "h100", "a100"}) {
+    if (lower.find(preset) != std::string::npos) return preset;
+  }
+  return "";
+}
 
 GpuSpec gpu_spec(const std::string& name_or_file) {
   if (name_or_file == "h100") return h100();

@@ -35,4 +35,9 @@ GpuSpec gpu_spec(const std::string& name_or_file);
 // The names gpu_spec knows without a file.
 const char* gpu_preset_names();
 
+// The preset of a GPU model as its driver names it ("NVIDIA H200" -> "h200", "NVIDIA H100 80GB HBM3"
+// -> "h100"), or "" when none is: the presets are the SXM parts, and the PCIe and NVL ones have
+// other peaks. `lattice bench` takes its datasheet peak from it.
+std::string gpu_preset_of_model(const std::string& model);
+
 }  // namespace lattice

@@ -221,6 +221,7 @@ constexpr Backend kCudaBackend{
     .compute_wait = &compute_wait,
     .event_seconds = &event_seconds,
     .select_device = &select_device,
+    .device_model = &device_model,
     .peak_memory_bytes = &pool_peak_bytes,
     .set_tf32 = &set_tf32,
     .set_gelu_fusion = &set_gelu_fusion,

@@ -105,6 +105,13 @@ std::string select_device(int local_rank, int local_size) {
                      sharing > 1 ? fmt::format("; {} ranks of this node share it", sharing) : "");
 }
 
+std::string device_model() {
+  ensure_started();
+  cudaDeviceProp prop{};
+  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
+  return prop.name;
+}
+
 cudaStream_t compute_stream() {
   ensure_started();
   // The current device is per host thread: the prefetch and checkpoint threads copy too.

@@ -18,6 +18,8 @@ int visible_device_count();
 // Makes GPU local_rank mod visible the process's device (before any other call below). Returns a
 // line for the log naming the device, and whether other local ranks share it.
 std::string select_device(int local_rank, int local_size);
+// The selected device's model name as the driver reports it (cudaDeviceProp::name).
+std::string device_model();
 // The compute stream every kernel runs on (created on first use, non-blocking; on device 0 when
 // select_device was not called).
 cudaStream_t compute_stream();

@@ -39,6 +39,8 @@ std::string select_device(int local_rank, int local_size) {
                      local_size);
 }
 
+std::string device_model() { return "CPU emulator of a GPU"; }
+
 cudaStream_t compute_stream() { return emu::compute_stream(); }
 cudaStream_t copy_stream() { return reinterpret_cast<cudaStream_t>(uintptr_t{2}); }  // no queue: synchronous
 

@@ -111,6 +111,18 @@ TEST_CASE("a GPU count no layout can use is an InputError naming --gpus") {
   testing::require_input_error([&] { gpu_spec("b300"); }, {"--gpu b300", "h100"});
 }
 
+TEST_CASE("a driver's GPU model name maps to its SXM preset, and other parts to none") {
+  // Names as cudaDeviceProp::name gives them.
+  CHECK(gpu_preset_of_model("NVIDIA H200") == "h200");
+  CHECK(gpu_preset_of_model("NVIDIA H100 80GB HBM3") == "h100");
+  CHECK(gpu_preset_of_model("NVIDIA A100-SXM4-80GB") == "a100");
+  CHECK(gpu_preset_of_model("NVIDIA H100 PCIe").empty());  // 756 TFLOP/s bf16, not the SXM's 989
+  CHECK(gpu_preset_of_model("NVIDIA H100 NVL").empty());
+  CHECK(gpu_preset_of_model("NVIDIA GeForce RTX 4090").empty());
+  CHECK(gpu_preset_of_model("CPU emulator of a GPU").empty());
+  CHECK(gpu_spec(gpu_preset_of_model("NVIDIA H200")).peak_bf16_flops == 989e12);
+}
+
 TEST_CASE("the activation slots plan_memory takes from (v + 2)·p micro-batches are those of the full step") {
   // plan_memory plans the slots on at most (v + 2)·p micro-batches (the schedules' in-flight
   // activations stop growing before that); the slot planner on the real count must agree.

@@ -127,7 +127,7 @@ bench() {  # bench NAME CONFIG STEPS [--set ...]
   within "$name" 150 || return 0
   timeout "$limit" "$LATTICE" bench --config "$cfg" --steps "$steps" --set device=cuda "$@" >"$LOGS/bench-$name.log" 2>&1
   local st=$?
-  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|precision|peak cuda" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
+  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|MFU|precision|peak cuda" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
   [[ $st -eq 0 ]] || { echo "  [$name] bench exited $st: $(tail -2 "$LOGS/bench-$name.log")"; }
   save_logs
 }
