@@ -279,13 +279,19 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, std::s
   return nccl;
 }
 
-std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int ranks_per_node) {
+std::string nccl_unfit_reason(int ranks_per_node) {
   const int gpus = cuda::visible_device_count();
-  if (ranks_per_node > gpus)
-    throw InputError(fmt::format("parallel.backend is \"nccl\" but {} ranks share this node's {} visible GPU(s): NCCL "
-                                 "needs a GPU per rank; launch at most {} ranks per node, or set parallel.backend to "
-                                 "\"mpi\" (host-staged, ranks may share a GPU)",
-                                 ranks_per_node, gpus, gpus));
+  if (ranks_per_node <= gpus) return "";
+  return fmt::format("{} ranks share this node's {} visible GPU(s) and NCCL needs a GPU per rank", ranks_per_node,
+                     gpus);
+}
+
+std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int ranks_per_node) {
+  const std::string unfit = nccl_unfit_reason(ranks_per_node);
+  if (!unfit.empty())
+    throw InputError(fmt::format("parallel.backend is \"nccl\" but {}: launch at most one rank per visible GPU on "
+                                 "each node, or set parallel.backend to \"mpi\" (host-staged, ranks may share a GPU)",
+                                 unfit));
   return std::make_unique<NcclCommunicator>(std::move(mpi_world));
 }
 

@@ -8,4 +8,6 @@ std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator>, int) 
                    "or set parallel.backend to \"mpi\"");
 }
 
+std::string nccl_unfit_reason(int) { return "this binary was built without CUDA"; }
+
 }  // namespace lattice

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "parallel/communicator.h"
 #include "parallel/mpi_communicator.h"
@@ -16,5 +17,10 @@ namespace lattice {
 // naming parallel.backend (MPI, host-staged, is the way to share a GPU). A CPU-only build throws
 // InputError "built without CUDA".
 std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int ranks_per_node);
+
+// Why NCCL cannot carry this rank's CUDA tensors ("12 ranks share this node's 8 visible GPU(s)", "this
+// binary was built without CUDA"), or "" when it can: nccl_world's refusal, and parallel.backend
+// "auto"'s choice between NCCL and MPI. Local to the node: the caller makes every rank agree.
+std::string nccl_unfit_reason(int ranks_per_node);
 
 }  // namespace lattice

@@ -25,8 +25,8 @@ enum class DecayStyle { kCosine, kLinear, kConstant };
 enum class Precision { kFp32, kBf16 };
 
 // parallel.backend: what carries a parallel job's collectives. MPI takes any tensor (CUDA ones staged
-// through pinned host buffers); NCCL takes CUDA tensors, one GPU per rank. "auto" is MPI for now:
-// NCCL stays opt-in until tools/gpu/check.sh has run its tests on GPUs (README, "NCCL").
+// through pinned host buffers); NCCL takes CUDA tensors, one GPU per rank. "auto" is NCCL for a CUDA
+// job whose every rank has a GPU of its own, MPI otherwise (trainer/main.cc, job_world).
 enum class CommBackend { kAuto, kNccl, kMpi };
 const char* comm_backend_name(CommBackend b);
 

@@ -227,7 +227,9 @@ std::vector<ConfigField> build_schema() {
   parallel.number("timeout_s", &ParallelConfig::timeout_s, positive(),
                   "seconds before a stuck collective ends the job");
   parallel.choice("backend", &ParallelConfig::backend, {CommBackend::kAuto, CommBackend::kNccl, CommBackend::kMpi},
-                  comm_backend_name, "what carries the collectives: auto (MPI for now), nccl (CUDA tensors), mpi");
+                  comm_backend_name,
+                  "what carries the collectives: auto (NCCL for CUDA tensors where every rank has a GPU, else MPI), "
+                  "nccl, mpi");
 
   SectionFields<CheckpointConfig> checkpoint(all, "checkpoint", &Config::checkpoint);
   checkpoint.text("dir", &CheckpointConfig::dir, {}, "checkpoint root; empty = no saving");

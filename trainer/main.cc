@@ -163,19 +163,29 @@ int run_comm_bench(int* argc, char*** argv) {
 }
 
 // A parallel job's world communicator by parallel.backend: MPI (CUDA tensors staged through pinned
-// host buffers), or NCCL for CUDA tensors. "auto" is MPI until NCCL's GPU tests have run.
+// host buffers), or NCCL for CUDA tensors. "auto" takes NCCL where it can, as Megatron-LM and
+// TorchTitan do: a CUDA job whose every rank has a GPU of its own; ranks sharing a GPU take MPI.
 std::unique_ptr<Communicator> job_world(const Config& c, std::unique_ptr<MpiCommunicator> mpi_world) {
-  if (c.parallel.backend != CommBackend::kNccl) {
-    if (c.device == "cuda")
-      spdlog::info("parallel.backend {}: collectives over MPI, CUDA tensors staged through pinned host buffers{}",
-                   comm_backend_name(c.parallel.backend),
-                   c.parallel.backend == CommBackend::kAuto ? " (NCCL is opt-in: parallel.backend=nccl)" : "");
+  const char* staged = "collectives over MPI, CUDA tensors staged through pinned host buffers";
+  if (c.device != "cuda" || c.parallel.backend == CommBackend::kMpi) {
+    if (c.device == "cuda") spdlog::info("parallel.backend mpi: {}", staged);
     return mpi_world;
   }
   select_training_device(c);  // NCCL binds each communicator to this rank's GPU
-  spdlog::info("parallel.backend nccl: CUDA-tensor collectives and point-to-point over NCCL on their own streams; "
-               "CPU tensors over MPI");
-  return nccl_world(std::move(mpi_world), launcher_placement().local_size);
+  const int ranks_per_node = launcher_placement().local_size;
+  if (c.parallel.backend == CommBackend::kAuto) {
+    // Every rank must choose alike, and a node whose ranks share its GPUs decides for all of them.
+    const std::string unfit = nccl_unfit_reason(ranks_per_node);
+    if (mpi_world->host().any(!unfit.empty(), "parallel.backend auto: NCCL or MPI")) {
+      spdlog::info("parallel.backend auto: {}, as {}", staged,
+                   unfit.empty() ? "another node's ranks share its GPUs" : unfit);
+      return mpi_world;
+    }
+  }
+  spdlog::info("parallel.backend {}: CUDA-tensor collectives and point-to-point over NCCL on their own streams; "
+               "CPU tensors over MPI",
+               comm_backend_name(c.parallel.backend));
+  return nccl_world(std::move(mpi_world), ranks_per_node);
 }
 
 int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_check, int* argc, char*** argv) {

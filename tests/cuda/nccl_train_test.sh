@@ -7,6 +7,8 @@
 # watchdog's report (parallel.timeout_s = 60) naming the operation, before the 180 s timeout.
 # usage: nccl_train_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR GPUS   (from the repository root)
 # NCCL needs a GPU per rank: with GPUS < 2 the two-rank layouts are NOT RUN, and it says so.
+# parallel.backend auto takes NCCL where every rank has a GPU and says so; two ranks made to share one
+# GPU (CUDA_VISIBLE_DEVICES=0, or the emulator's one GPU) take MPI under auto and end with exit 2 under nccl.
 # Prints "PASS <name>" or "FAIL <name>" per check and ends with "nccl_train_test: N passed, M failed".
 set -uo pipefail
 BIN=$1 DATA=$2 WORK=$3 GPUS=$4
@@ -23,9 +25,10 @@ train() {  # train NAME RANKS BACKEND [--set ...]
     --set data.path="$DATA" --set training.train_iters=20 --set training.eval_interval=0 \
     --set parallel.backend="$backend" --set parallel.timeout_s=60 --set logging.metrics_file="$WORK/$name.jsonl" \
     "$@" >"$WORK/$name.log" 2>&1 ||
-    { echo "  $name exited $?: $( (grep -a -m2 -E '\[(error|critical)\]' "$WORK/$name.log" ||
-      tail -3 "$WORK/$name.log") | tr -d '\0')"
-      return 1; }
+    { local rc=$?
+      echo "  $name exited $rc: $( (grep -a -m2 -E '\[(error|critical)\]' "$WORK/$name.log" ||
+        tail -3 "$WORK/$name.log") | tr -d '\0')"
+      return $rc; }
 }
 same_steps() {  # same_steps A B: every step's loss and grad norm equal bit for bit
   python3 - "$WORK/$1.jsonl" "$WORK/$2.jsonl" <<'PY'
@@ -38,6 +41,24 @@ PY
 
 train nccl-1 1 nccl && train mpi-1 1 mpi && same_steps nccl-1 mpi-1
 result "one rank: parallel.backend nccl = mpi (every loss and grad norm)" $?
+took() {  # took NAME TRANSPORT: the run's log says which transport parallel.backend auto chose
+  grep -a -q "parallel.backend auto: .*$2" "$WORK/$1.log" ||
+    { echo "  $1: no 'parallel.backend auto: ... $2' line in its log"; return 1; }
+}
+train auto-1 1 auto && took auto-1 "over NCCL" && same_steps auto-1 mpi-1
+result "one rank: parallel.backend auto takes NCCL, = mpi (every loss and grad norm)" $?
+# Two ranks on one GPU, whatever this machine has: the emulator's LATTICE_EMULATED_GPUS, a GPU's
+# CUDA_VISIBLE_DEVICES (mpirun's ranks inherit both).
+(export LATTICE_EMULATED_GPUS=1 CUDA_VISIBLE_DEVICES=0 && train shared-auto 2 auto --set parallel.data=2 &&
+  train shared-mpi 2 mpi --set parallel.data=2) && took shared-auto "over MPI.*2 ranks share this node's 1 visible GPU" &&
+  same_steps shared-auto shared-mpi
+result "2 ranks sharing 1 GPU, parallel.data=2: parallel.backend auto takes MPI and says why, = mpi" $?
+(export LATTICE_EMULATED_GPUS=1 CUDA_VISIBLE_DEVICES=0 && train shared-nccl 2 nccl --set parallel.data=2)
+st=$?
+grep -a -q 'parallel.backend is "nccl" but 2 ranks share this node.s 1 visible GPU' "$WORK/shared-nccl.log"
+named=$?
+result "2 ranks sharing 1 GPU: parallel.backend nccl is exit 2 naming parallel.backend (exit $st)" \
+  $((st == 2 && named == 0 ? 0 : 1))
 if [[ $GPUS -ge 2 ]]; then
   for layout in "data=2" "tensor=2" "pipeline=2"; do
     name=${layout/=/}
@@ -45,6 +66,8 @@ if [[ $GPUS -ge 2 ]]; then
       same_steps "nccl-$name" "mpi-$name"
     result "2 GPUs, parallel.$layout: parallel.backend nccl = mpi (every loss and grad norm)" $?
   done
+  train auto-data2 2 auto --set parallel.data=2 && took auto-data2 "over NCCL" && same_steps auto-data2 mpi-data2
+  result "2 GPUs, parallel.data=2: parallel.backend auto takes NCCL, = mpi (every loss and grad norm)" $?
   # The interleaved schedule: the pipeline's transfer lanes carry both directions between the 2 ranks.
   v2=(--set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved
     --set model.num_layers=4 --set training.micro_batch_size=1)
@@ -56,7 +79,8 @@ if [[ $GPUS -ge 2 ]]; then
   result "2 GPUs, pipeline=2 interleaved v=2, CUDA_DEVICE_MAX_CONNECTIONS=1: nccl = mpi" $?
 else
   echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved, and that with" \
-    "CUDA_DEVICE_MAX_CONNECTIONS=1, against the MPI path): $GPUS GPU visible, and NCCL needs a GPU per rank"
+    "CUDA_DEVICE_MAX_CONNECTIONS=1, against the MPI path; auto's choice of NCCL for data=2): $GPUS GPU visible," \
+    "and NCCL needs a GPU per rank"
 fi
 echo "nccl_train_test: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
