@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/shard_plan.h"
+#include "kernels/cuda_workspace.h"
 #include "kernels/f32_staging.h"
 #include "model/model_layout.h"
 #include "model/model_parameters.h"
@@ -182,6 +183,13 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
     const int64_t activation = rounded(4 * s.N * std::max({s.F, s.H, s.Hq * s.D}));
     r.workspace_bytes = tables * rounded(4 * s.rows * s.H) + (F32Staging::kMaxStaged - tables) * activation;
   }
+  // The CUDA backend's workspaces (kernels/cuda_workspace.h): cuBLASLt's, kept from the first GEMM,
+  // and in f32 the attention backward's scratch, allocated per call while the activations are held.
+  // bf16 attention is cuDNN's, whose workspace cuDNN sizes as it builds the graph on the GPU: not here.
+  if (config_device(c) == Device::kCuda) {
+    r.workspace_bytes = rounded(kCublasLtWorkspaceBytes);
+    if (!bf16) r.workspace_bytes += rounded(f32_attention_workspace_bytes({s.B, s.T, s.Hq, s.Hkv, s.D}));
+  }
 
   // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes, and,
   // with the distributed optimizer, the flat fp32 state the shards are gathered into.
@@ -280,7 +288,13 @@ std::string format_memory_plan(const MemoryPlan& plan, const Config& config, con
        r.activation_bytes);
   line("scratch, loss head, batches", r.scratch_bytes);
   line("communication buffers", r.comm_bytes);
-  if (r.workspace_bytes > 0) line("bf16 → f32 operand workspace", r.workspace_bytes);
+  if (r.workspace_bytes > 0) {
+    const bool bf16 = config.training.precision == Precision::kBf16;
+    line(config_device(config) == Device::kCpu ? "bf16 → f32 operand workspace"
+         : bf16                                ? "cuBLASLt workspace (cuDNN's: unplanned)"
+                                               : "cuBLASLt + attention workspace",
+         r.workspace_bytes);
+  }
   if (r.checkpoint_bytes > 0) line("checkpoint buffers", r.checkpoint_bytes);
   if (r.transient_bytes > 0) line("fp32 init values (until step 1)", r.transient_bytes);
   if (r.mpi_temporary_bytes > 0) line("MPI collective temporary", r.mpi_temporary_bytes);

@@ -30,7 +30,8 @@ struct RankMemoryPlan {
   std::vector<int> slots;              // activation slots per chunk (micro-batches in flight)
   int64_t scratch_bytes = 0;           // per-chunk layer scratch, recompute sets, embedding/head/loss buffers
   int64_t comm_bytes = 0;              // pipeline p2p buffers, bf16 reduce staging, distributed-optimizer buffers
-  int64_t workspace_bytes = 0;         // bf16 operands widened to f32 for the CPU kernels (largest op)
+  int64_t workspace_bytes = 0;         // CPU: bf16 operands widened to f32 (largest op); CUDA: cuBLASLt's,
+                                       // and f32 attention's (kernels/cuda_workspace.h)
   int64_t checkpoint_bytes = 0;        // checkpoint.dir: the async writer's snapshot (+ the gathered state)
   int64_t transient_bytes = 0;         // bf16 + distributed optimizer: the fp32 init values, freed before step 1
   // The tensors' high mark: the steady state (everything above but the transient) or, at start, the

@@ -20,8 +20,6 @@ namespace lattice::cuda {
 
 namespace {
 
-// Scratch for the score matrices of one chunk of heads (two [T, T] buffers per head).
-constexpr int64_t kScratchBytes = int64_t{512} << 20;
 constexpr int kRowThreads = 256;
 
 // Block-wide reduction of one value per thread (kRowThreads threads); every thread gets the result.
@@ -83,7 +81,7 @@ struct Dims {
 Dims dims(const AttentionShape& s) {
   Dims d{s.batch, s.seq, s.q_heads, s.kv_heads, s.head_dim, s.q_heads / s.kv_heads,
          1.0f / std::sqrt(static_cast<float>(s.head_dim)), 1};
-  d.chunk = std::clamp<int64_t>(kScratchBytes / (2 * d.T * d.T * static_cast<int64_t>(sizeof(float))), 1, d.Hkv);
+  d.chunk = attention_gemm_chunk(s);  // its scratch is kernels/cuda_workspace.h's budget
   return d;
 }
 
@@ -101,10 +99,6 @@ struct Scratch {
 };
 
 }  // namespace
-
-bool attention_gemm_fits(const AttentionShape& s) {
-  return 2 * s.seq * s.seq * static_cast<int64_t>(sizeof(float)) <= kScratchBytes;
-}
 
 void attention_forward_gemm(const float* q, const float* k, const float* v, float* out, float* lse,
                             const AttentionShape& s) {

@@ -9,11 +9,9 @@
 #include <cstdint>
 
 #include "kernels/attention_shape.h"
+#include "kernels/cuda_workspace.h"  // attention_gemm_fits: whether this path takes a shape
 
 namespace lattice::cuda {
-
-// Whether one head's two [T, T] score buffers fit the scratch budget (else: the flash kernel).
-bool attention_gemm_fits(const AttentionShape& s);
 
 void attention_forward_gemm(const float* q, const float* k, const float* v, float* out, float* lse,
                             const AttentionShape& s);

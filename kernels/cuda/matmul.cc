@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda_workspace.h"
 #include "kernels/error.h"
 
 namespace lattice::cuda {
@@ -30,7 +31,7 @@ namespace {
     }                                                                                                    \
   } while (0)
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kWorkspaceBytes = kCublasLtWorkspaceBytes;  // kernels/cuda_workspace.h: the memory plan counts it
 
 // The matrix types used here: f32 and bf16.
 int element_bytes(cudaDataType_t type) { return type == CUDA_R_16BF ? 2 : 4; }
