@@ -55,6 +55,10 @@ struct Backend {
   // (InputError) when no device is visible.
   std::string (*select_device)(int local_rank, int local_size);
   std::string (*device_model)();  // the selected device's model name ("NVIDIA H200"): bench's datasheet peak
+  // The memory check before a run allocates (trainer/memory_check.h): devices this process sees, and
+  // the selected device's memory in all.
+  int (*visible_devices)();
+  size_t (*device_memory_bytes)();
   size_t (*peak_memory_bytes)();  // the most device memory in use at once so far
   void (*set_tf32)(bool enabled);  // f32 matmuls in TF32 from now on (training.tf32)
   // Optional: gemm_gelu and gemm_dgelu take problems from now on (training.gelu_fusion).

@@ -19,6 +19,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "data/inspect.h"
 #include "data/prepare.h"
+#include "kernels/backend.h"
 #include "kernels/blas_runtime.h"
 #include "kernels/error.h"
 #include "parallel/grid.h"
@@ -64,15 +65,25 @@ struct ConfigArgs {
 
 // The memory check's message when this node's ranks need more than the host has (nullopt: fits).
 std::optional<std::string> host_memory_shortfall(const Config& c, const ParallelLayout& layout) {
-  // On a GPU the model's state is in device memory; the host holds staging buffers only. (Device
-  // memory that runs out ends the run at its first allocation with the sizes and what to change.)
+  // On a GPU the model's state is in device memory; the host holds staging buffers only.
   if (config_device(c) != Device::kCpu) return std::nullopt;
   return memory_shortfall(plan_memory(c, layout).peak(), ranks_per_node(), host_memory());
 }
 
+// On a GPU: when the ranks sharing one need more than it has. Selects the device (so only `lattice
+// train` asks: `lattice validate` may run where no GPU is).
+std::optional<std::string> device_memory_shortfall(const Config& c, const ParallelLayout& layout) {
+  const Device device = config_device(c);
+  if (device == Device::kCpu) return std::nullopt;
+  select_training_device(c);
+  const Backend& backend = backend_for("the memory check", device);
+  return memory_shortfall(plan_memory(c, layout).peak(), ranks_per_device(backend), device_memory(backend));
+}
+
 // `lattice train` does not start a run that cannot fit (exit 2), unless told to.
-void check_host_memory(const Config& c, const ParallelLayout& layout, bool ignore) {
-  const std::optional<std::string> shortfall = host_memory_shortfall(c, layout);
+void check_memory(const Config& c, const ParallelLayout& layout, bool ignore) {
+  std::optional<std::string> shortfall = host_memory_shortfall(c, layout);
+  if (!shortfall) shortfall = device_memory_shortfall(c, layout);
   if (!shortfall) return;
   if (ignore) {
     spdlog::warn("{} (starting anyway: --ignore-memory-check)", *shortfall);
@@ -195,7 +206,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   install_preemption_handlers();
   if (!launched_under_mpi()) {
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
-    check_host_memory(c, validate_layout(c, 1), ignore_memory_check);
+    check_memory(c, validate_layout(c, 1), ignore_memory_check);
     check_datasets(c);  // before anything is allocated: a bad token id fails now, not at its sample
     spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
     train(c, options);
@@ -205,7 +216,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   MpiRuntime mpi(argc, argv);
   install_preemption_handlers();  // again: MPI_Init must not have taken SIGTERM / SIGUSR1 / SIGINT over
   const ParallelLayout layout = validate_layout(c, mpi.world_size());
-  check_host_memory(c, layout, ignore_memory_check);  // every rank: the same figures, the same verdict
+  check_memory(c, layout, ignore_memory_check);  // every rank of a node: the same figures, the same verdict
   // Rank 0 checks the datasets (a first read of a large one may take long) while the others wait.
   if (mpi.rank() == 0) {
     try {

@@ -40,6 +40,15 @@ MachineMemory host_memory() {
 
 int ranks_per_node() { return launcher_placement().local_size; }
 
+MachineMemory device_memory(const Backend& backend) {
+  return {static_cast<int64_t>(backend.device_memory_bytes()), backend.device_model(), true};
+}
+
+int ranks_per_device(const Backend& backend) {
+  const int devices = backend.visible_devices();
+  return (ranks_per_node() + devices - 1) / devices;
+}
+
 std::optional<std::string> memory_shortfall(const RankMemoryPlan& rank, int ranks, const MachineMemory& available) {
   const int64_t needed = rank.total_bytes * ranks;
   if (needed <= available.bytes) return std::nullopt;
@@ -47,15 +56,18 @@ std::optional<std::string> memory_shortfall(const RankMemoryPlan& rank, int rank
                           rank.mpi_temporary_bytes;
   return fmt::format(
       "memory: a rank needs about {} (its largest, pipeline stage {}: {} weights + {} gradients + {} main params + {} "
-      "AdamW moments + {} activations + {} buffers){}, but this machine has {} ({}). To fit: a smaller model "
+      "AdamW moments + {} activations + {} buffers){}, but this {} has {} ({}). To fit: a smaller model "
       "(model.num_layers, model.hidden_size, model.vocab_size), a smaller training.micro_batch_size or "
-      "model.seq_length (activations), model.recompute, or more nodes with parallel.tensor / parallel.pipeline / "
+      "model.seq_length (activations), model.recompute, or more {} with parallel.tensor / parallel.pipeline / "
       "parallel.distributed_optimizer",
       format_bytes(rank.total_bytes), rank.pp_rank, format_bytes(rank.weight_bytes), format_bytes(rank.grad_bytes),
       format_bytes(rank.main_param_bytes), format_bytes(rank.optimizer_bytes), format_bytes(rank.activation_bytes),
       format_bytes(buffers),
-      ranks > 1 ? fmt::format(" × {} ranks on this node = {}", ranks, format_bytes(needed)) : std::string(),
-      format_bytes(available.bytes), available.source);
+      ranks > 1 ? fmt::format(" × {} ranks {} = {}", ranks, available.gpu ? "sharing this GPU" : "on this node",
+                              format_bytes(needed))
+                : std::string(),
+      available.gpu ? "GPU" : "machine", format_bytes(available.bytes), available.source,
+      available.gpu ? "GPUs" : "nodes");
 }
 
 }  // namespace lattice

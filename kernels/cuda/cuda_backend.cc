@@ -222,6 +222,8 @@ constexpr Backend kCudaBackend{
     .event_seconds = &event_seconds,
     .select_device = &select_device,
     .device_model = &device_model,
+    .visible_devices = &visible_device_count,
+    .device_memory_bytes = &device_memory_bytes,
     .peak_memory_bytes = &pool_peak_bytes,
     .set_tf32 = &set_tf32,
     .set_gelu_fusion = &set_gelu_fusion,

@@ -112,6 +112,13 @@ std::string device_model() {
   return prop.name;
 }
 
+size_t device_memory_bytes() {
+  ensure_started();
+  cudaDeviceProp prop{};
+  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
+  return prop.totalGlobalMem;
+}
+
 cudaStream_t compute_stream() {
   ensure_started();
   // The current device is per host thread: the prefetch and checkpoint threads copy too.

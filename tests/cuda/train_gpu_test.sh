@@ -4,7 +4,8 @@
 # tolerance: tests/parallel/compare_dp_runs.py); two GPU runs bit-identical; resume on the GPU
 # bitwise (tests/checkpoint/compare_resumed.py); model.init_from on the GPU; TP2, PP2×v2 interleaved and DP2 with the
 # distributed optimizer under mpirun on the one shared GPU against the one-process CPU run; bf16
-# against bf16 on the CPU, with and without training.gelu_fusion.
+# against bf16 on the CPU, with and without training.gelu_fusion; a run larger than the GPU refused
+# before it allocates.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
 # Prints "PASS <name>" or "FAIL <name>: why" per check and ends with "N passed, M failed".
 set -uo pipefail
@@ -156,6 +157,18 @@ if train gpt2_fused_gpu 1 test-tiny-gpt2.json "${fuse[@]}" --set device=cuda --e
   check_resume "gpt2 (bf16, training.gelu_fusion)" test-tiny-gpt2.json gpt2_fused_gpu gpt2_fused "${fuse[@]}"
 else
   flunk "gpt2: bf16 run with training.gelu_fusion"
+fi
+
+# The memory check, before anything is allocated: GPT-2 1.5B with 64 sequences of 1024 per micro-batch
+# needs about 342 GiB (the memory plan), more than any GPU has: exit 2, naming the GPU and its memory.
+out=$("$BIN" train --config configs/bench-gpt2-1.5b.json --set device=cuda --set data.path="$DATA" \
+  --set training.micro_batch_size=64 --set training.global_batch_size=64 2>&1)
+st=$?
+if [[ $st -eq 2 ]] && grep -q "a rank needs about 341.5[0-9]* GiB.*but this GPU has" <<<"$out"; then
+  pass "a run larger than the GPU's memory: exit 2 before it allocates, naming the GPU's memory"
+  grep -o "but this GPU has [^)]*)" <<<"$out" | head -1 | sed 's/^/  /'
+else
+  flunk "a run larger than the GPU's memory: exit $st: $(tail -2 <<<"$out")"
 fi
 
 echo "train_gpu_test: $passed passed, $failed failed"

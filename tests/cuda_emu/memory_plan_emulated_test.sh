@@ -5,7 +5,8 @@
 # predicted tensors. Sequences of 512 make f32 attention's [T, T] score scratch 8 MiB of the tiny
 # model's ~47 MiB, and cuBLASLt's 32 MiB is most of the rest, so leaving either out of the plan fails.
 # In bf16 the plan leaves cuDNN's SDPA workspace out (cuDNN sizes it on the GPU); the emulator's
-# stand-in for cuDNN allocates 16 KiB in its place.
+# stand-in for cuDNN allocates 16 KiB in its place. Also `lattice train`'s check of the plan against
+# the GPU's memory: exit 2 before anything is allocated, or a warning with --ignore-memory-check.
 set -euo pipefail
 source tests/cuda_emu/emulated_train_env.sh
 fail() { echo "FAIL: $*"; exit 1; }
@@ -29,7 +30,30 @@ sys.exit(0 if abs(off) <= 1 else 1)
 PY
 }
 
-check f32 1
+# The memory check against the GPU's memory (here LATTICE_EMULATED_GPU_MEMORY_MIB), before anything
+# is allocated: the f32 run's 47.6 MiB do not fit in 40 MiB, nor two ranks sharing the GPU in 80.
+refused() {  # refused NAME EXPECTED RANKS [--set ...]: exit 2 and the expected message
+  local name=$1 expected=$2 np=$3
+  shift 3
+  local cmd=($LATTICE train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set device=cuda
+    --set model.seq_length=512 "$@")
+  [[ $np -gt 1 ]] && cmd=($MPIRUN --oversubscribe -np "$np" "${cmd[@]}")
+  local st=0
+  timeout 120 "${cmd[@]}" >"$WORK/$name.log" 2>&1 </dev/null || st=$?
+  [[ $st -eq 2 ]] && grep -a -q -- "$expected" "$WORK/$name.log" ||
+    { tail -3 "$WORK/$name.log"; fail "$name: exit $st, expected 2 and \"$expected\""; }
+  echo "$name: exit 2, $(grep -a -m1 -o "a rank needs.*GPU)" "$WORK/$name.log" | sed 's/ (its largest.*buffers)//')"
+}
+export LATTICE_EMULATED_GPU_MEMORY_MIB=40
+refused refused_40mib "a rank needs about 47.6 MiB .*, but this GPU has 40.0 MiB (CPU emulator of a GPU)" 1
+LATTICE_EMULATED_GPU_MEMORY_MIB=80 refused refused_shared_80mib \
+  "× 2 ranks sharing this GPU = 95.3 MiB, but this GPU has 80.0 MiB" 2 --set parallel.data=2
+
+check f32 1 --ignore-memory-check
+grep -a -q "but this GPU has 40.0 MiB.*(starting anyway: --ignore-memory-check)" "$WORK/f32.log" ||
+  fail "f32 with --ignore-memory-check: no warning"
+unset LATTICE_EMULATED_GPU_MEMORY_MIB
 check bf16 1 --set training.precision=bf16
 check tp2_f32 2 --set parallel.tensor=2
-echo "PASS: the pool's high mark within 1% of the memory plan in f32, bf16 and TP2"
+echo "PASS: the pool's high mark within 1% of the memory plan in f32, bf16 and TP2; a run larger than" \
+  "the GPU's memory refused before it allocates, alone and with 2 ranks sharing the GPU"

@@ -3,12 +3,15 @@
 // and freed in the compute stream's order, as cudaFreeAsync frees it; the copies to and from the
 // host wait for the compute stream as the real ones do, the copy stream is synchronous, and the
 // other streams are queues (streams.h). It has one GPU, or LATTICE_EMULATED_GPUS of them (the
-// emulated NCCL's multi-rank tests: NCCL needs a GPU per rank).
+// emulated NCCL's multi-rank tests: NCCL needs a GPU per rank), with the host's memory, or
+// LATTICE_EMULATED_GPU_MEMORY_MIB.
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -40,6 +43,13 @@ std::string select_device(int local_rank, int local_size) {
 }
 
 std::string device_model() { return "CPU emulator of a GPU"; }
+
+// The host's memory, or LATTICE_EMULATED_GPU_MEMORY_MIB (the memory check's tests).
+size_t device_memory_bytes() {
+  const char* mib = std::getenv("LATTICE_EMULATED_GPU_MEMORY_MIB");
+  if (mib != nullptr && std::atoll(mib) > 0) return static_cast<size_t>(std::atoll(mib)) << 20;
+  return static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(::sysconf(_SC_PAGE_SIZE));
+}
 
 cudaStream_t compute_stream() { return emu::compute_stream(); }
 cudaStream_t copy_stream() { return reinterpret_cast<cudaStream_t>(uintptr_t{2}); }  // no queue: synchronous
