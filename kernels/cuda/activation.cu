@@ -28,68 +28,88 @@ __device__ __forceinline__ float clamped_exp(float x) {
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + clamped_exp(-x)); }
 
 __global__ void gelu_forward_kernel(DataIn x, DataOut y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = load(x, i);
-    const float u = kSqrt2OverPi * (v + kCoeff * v * v * v);
-    store(y, i, v * sigmoid(2.0f * u));
-  }
+  for_each_pack(n, [&](int64_t i, int count) {
+    float v[kPack] = {};
+    load_pack(x, i, count, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      const float u = kSqrt2OverPi * (v[k] + kCoeff * v[k] * v[k] * v[k]);
+      v[k] = v[k] * sigmoid(2.0f * u);
+    }
+    store_pack(y, i, count, v);
+  });
 }
 
 __global__ void gelu_backward_kernel(DataIn dy, DataIn x, DataOut dx, int64_t n) {
   // y = x s, s = sigmoid(2u): dy/dx = s + x * 2 s (1 - s) * du/dx, du/dx = sqrt(2/pi) (1 + 3c x^2).
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = load(x, i);
-    const float u = kSqrt2OverPi * (v + kCoeff * v * v * v);
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kCoeff * v * v);
-    const float s = sigmoid(2.0f * u);
-    store(dx, i, load(dy, i) * (s + 2.0f * v * s * (1.0f - s) * du));  // overwritten, as on the CPU
-  }
+  for_each_pack(n, [&](int64_t i, int count) {
+    float v[kPack] = {}, d[kPack] = {};
+    load_pack(x, i, count, v);
+    load_pack(dy, i, count, d);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      const float u = kSqrt2OverPi * (v[k] + kCoeff * v[k] * v[k] * v[k]);
+      const float du = kSqrt2OverPi * (1.0f + 3.0f * kCoeff * v[k] * v[k]);
+      const float s = sigmoid(2.0f * u);
+      d[k] = d[k] * (s + 2.0f * v[k] * s * (1.0f - s) * du);
+    }
+    store_pack(dx, i, count, d);  // overwritten, as on the CPU
+  });
 }
 
 __global__ void swiglu_forward_kernel(DataIn gate, DataIn up, DataOut y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = load(gate, i);
-    store(y, i, g * sigmoid(g) * load(up, i));
-  }
+  for_each_pack(n, [&](int64_t i, int count) {
+    float g[kPack] = {}, u[kPack] = {};
+    load_pack(gate, i, count, g);
+    load_pack(up, i, count, u);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) g[k] = g[k] * sigmoid(g[k]) * u[k];
+    store_pack(y, i, count, g);
+  });
 }
 
 __global__ void swiglu_backward_kernel(DataIn dy, DataIn gate, DataIn up, DataOut dgate, DataOut dup, int64_t n) {
   // silu(g) = g s, silu'(g) = s (1 + g (1 - s)). All loads before the stores: in-place safe.
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = load(gate, i), u = load(up, i), d = load(dy, i);
-    const float s = sigmoid(g);
-    store(dgate, i, d * u * s * (1.0f + g * (1.0f - s)));
-    store(dup, i, d * g * s);
-  }
+  for_each_pack(n, [&](int64_t i, int count) {
+    float g[kPack] = {}, u[kPack] = {}, d[kPack] = {};
+    load_pack(gate, i, count, g);
+    load_pack(up, i, count, u);
+    load_pack(dy, i, count, d);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      const float s = sigmoid(g[k]);
+      const float dg = d[k] * u[k] * s * (1.0f + g[k] * (1.0f - s));
+      u[k] = d[k] * g[k] * s;
+      g[k] = dg;
+    }
+    store_pack(dgate, i, count, g);
+    store_pack(dup, i, count, u);
+  });
 }
 
 }  // namespace
 
 void gelu_forward(DataIn x, DataOut y, int64_t n) {
   if (n <= 0) return;
-  gelu_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, y, n);
+  gelu_forward_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(x, y, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
 void gelu_backward(DataIn dy, DataIn x, DataOut dx, int64_t n) {
   if (n <= 0) return;
-  gelu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(dy, x, dx, n);
+  gelu_backward_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(dy, x, dx, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
 void swiglu_forward(DataIn gate, DataIn up, DataOut y, int64_t n) {
   if (n <= 0) return;
-  swiglu_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(gate, up, y, n);
+  swiglu_forward_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(gate, up, y, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
 void swiglu_backward(DataIn dy, DataIn gate, DataIn up, DataOut dgate, DataOut dup, int64_t n) {
   if (n <= 0) return;
-  swiglu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(dy, gate, up, dgate, dup, n);
+  swiglu_backward_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(dy, gate, up, dgate, dup, n);
   LATTICE_CUDA_LAUNCHED();
 }
 

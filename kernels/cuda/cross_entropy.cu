@@ -19,10 +19,10 @@ namespace {
 
 // Threads per row block: a multiple of 32 and at most 1024, so at most 32 warp partials.
 constexpr int kRowThreads = 512;
-// Threads per block of the (elementwise) backward, and columns each thread covers at most
-// before another column-chunk block is added.
+// Threads per block of the (elementwise) backward, and packs each thread covers at most before
+// another column-chunk block is added.
 constexpr int kBwdThreads = 256;
-constexpr int kBwdColsPerThread = 8;
+constexpr int kBwdPacksPerThread = 2;
 
 // The CPU's max step, exactly (a NaN x never replaces m).
 __device__ __forceinline__ float max_step(float m, float x) { return x > m ? x : m; }
@@ -57,14 +57,29 @@ __device__ float block_reduce(float v, float* smem) {
 // max over x[row, row + n) (-inf when n == 0), on every thread.
 __device__ float row_max(DataIn x, int64_t row, int64_t n, float* smem) {
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = max_step(m, load(x, row + j));
+  for_each_row_pack(n, [&](int64_t c, int count) {
+    float v[kPack] = {};
+    load_pack(x, row + c, count, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      if (k < count) m = max_step(m, v[k]);
+    }
+  });
   return block_reduce<true>(m, smem);
 }
 
-// sum over x[row, row + n) of exp(x - m) in float (as the CPU), on every thread.
+// sum over x[row, row + n) of exp(x - m) in float (as the CPU), on every thread; each thread adds
+// its packs' terms in element order.
 __device__ float row_sum_exp(DataIn x, int64_t row, int64_t n, float m, float* smem) {
   float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(load(x, row + j) - m);
+  for_each_row_pack(n, [&](int64_t c, int count) {
+    float v[kPack] = {};
+    load_pack(x, row + c, count, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      if (k < count) s += expf(v[k] - m);
+    }
+  });
   return block_reduce<false>(s, smem);
 }
 
@@ -115,13 +130,22 @@ __global__ void shard_backward_kernel(DataIn logits, const int32_t* __restrict__
   const float l = lse[r];
   const int64_t t = static_cast<int64_t>(targets[r]) - first_col;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.x;
-  for (int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; j < cols; j += stride) {
-    float v = 0.0f;  // padding columns: no gradient
-    if (j < valid) {
-      v = expf(load(logits, row + j) - l) * grad_scale;
-      if (j == t) v -= grad_scale;  // same two roundings as the CPU's d[t] -= grad_scale
+  for (int64_t p = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; p * kPack < cols; p += stride) {
+    const int64_t j0 = p * kPack;
+    const int count = pack_count(p, cols);
+    float v[kPack] = {};
+    load_pack(logits, row + j0, count, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      const int64_t j = j0 + k;
+      if (j < valid) {
+        v[k] = expf(v[k] - l) * grad_scale;
+        if (j == t) v[k] -= grad_scale;  // same two roundings as the CPU's d[t] -= grad_scale
+      } else {
+        v[k] = 0.0f;  // padding columns: no gradient
+      }
     }
-    store(dlogits, row + j, v);
+    store_pack(dlogits, row + j0, count, v);
   }
 }
 
@@ -140,7 +164,8 @@ void launch_shard_backward(DataIn logits, const int32_t* targets, const float* l
                            DataOut dlogits, int64_t rows, int64_t cols, int64_t first_col, int64_t valid) {
   if (rows <= 0) return;
   // Rows on x (up to 2^31-1 blocks); column chunks on y so a few long rows still fill the GPU.
-  int64_t chunks = (cols + int64_t{kBwdThreads} * kBwdColsPerThread - 1) / (int64_t{kBwdThreads} * kBwdColsPerThread);
+  const int64_t cols_per_block = int64_t{kBwdThreads} * kPack * kBwdPacksPerThread;
+  int64_t chunks = (cols + cols_per_block - 1) / cols_per_block;
   chunks = chunks < 1 ? 1 : (chunks > 65535 ? 65535 : chunks);
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
   shard_backward_kernel<<<grid, kBwdThreads, 0, compute_stream()>>>(logits, targets, lse, grad_scale, dlogits, cols,

@@ -29,20 +29,45 @@ __device__ __forceinline__ int64_t first_index() {
 __device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 __global__ void fill_kernel(DataOut x, int64_t n, float value) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) store(x, i, value);
+  for_each_pack(n, [&](int64_t i, int count) {
+    float v[kPack];
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) v[k] = value;
+    store_pack(x, i, count, v);
+  });
 }
 
 __global__ void scale_kernel(DataOut x, int64_t n, float alpha) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) store(x, i, load(x, i) * alpha);
+  for_each_pack(n, [&](int64_t i, int count) {
+    float v[kPack] = {};
+    load_pack(x, i, count, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) v[k] *= alpha;
+    store_pack(x, i, count, v);
+  });
 }
 
 __global__ void axpy_kernel(float alpha, DataIn x, DataOut y, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) store(y, i, load(y, i) + alpha * load(x, i));
+  for_each_pack(n, [&](int64_t i, int count) {
+    float xv[kPack] = {}, yv[kPack] = {};
+    load_pack(x, i, count, xv);
+    load_pack(y, i, count, yv);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) yv[k] = yv[k] + alpha * xv[k];
+    store_pack(y, i, count, yv);
+  });
 }
 
-// out may alias a or b (each element is read before it is written).
+// out may alias a or b (a pack is read whole before it is written).
 __global__ void add_kernel(DataIn a, DataIn b, DataOut out, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) store(out, i, load(a, i) + load(b, i));
+  for_each_pack(n, [&](int64_t i, int count) {
+    float av[kPack] = {}, bv[kPack] = {};
+    load_pack(a, i, count, av);
+    load_pack(b, i, count, bv);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) av[k] = av[k] + bv[k];
+    store_pack(out, i, count, av);
+  });
 }
 
 // Sums the block's kThreads values of `shared` in a fixed tree; the result is in shared[0].
@@ -94,9 +119,19 @@ void reduce_to(const float* x, int64_t n, double* out) {
   release(partials);  // stream ordered: freed after the kernels ran
 }
 
+// y[r, c] += bias[c]. A pack may cross a row end: its column wraps to 0 there.
 __global__ void add_bias_kernel(DataOut y, DataIn bias, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) store(y, i, load(y, i) + load(bias, i % cols));
+  for_each_pack(rows * cols, [&](int64_t i, int count) {
+    float v[kPack] = {};
+    load_pack(y, i, count, v);
+    int64_t c = i % cols;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      if (k < count) v[k] = v[k] + load(bias, c);
+      c = c + 1 == cols ? 0 : c + 1;
+    }
+    store_pack(y, i, count, v);
+  });
 }
 
 // bias_backward's per-row term for kernels/cuda/column_sums.cuh: dy itself, summed in double.
@@ -108,14 +143,13 @@ struct BiasTerms {
   }
 };
 
-__global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = f32_to_bf16_bits(src[i]);
-}
-
-__global__ void bf16_to_f32_kernel(const uint16_t* src, float* dst, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    dst[i] = bf16_bits_to_f32(src[i]);
-  }
+// The casts are copies through the packs' f32 values: load widens bf16 exactly, store rounds.
+__global__ void cast_kernel(DataIn src, DataOut dst, int64_t n) {
+  for_each_pack(n, [&](int64_t i, int count) {
+    float v[kPack] = {};
+    load_pack(src, i, count, v);
+    store_pack(dst, i, count, v);
+  });
 }
 
 // kernels/cpu/adamw.cc's adamw_loop, the same float operations in the same order. __fsqrt_rn and
@@ -159,13 +193,13 @@ void copy(const void* src, void* dst, int64_t bytes) {
 
 void fill(DataOut x, int64_t n, float value) {
   if (n <= 0) return;
-  fill_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, value);
+  fill_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, value);
   LATTICE_CUDA_LAUNCHED();
 }
 
 void scale(DataOut x, int64_t n, float alpha) {
   if (n <= 0) return;
-  scale_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, alpha);
+  scale_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, alpha);
   LATTICE_CUDA_LAUNCHED();
 }
 
@@ -174,13 +208,13 @@ void scale_f32(float* x, int64_t n, float alpha) { scale(DataOut{x, false}, n, a
 
 void axpy(float alpha, DataIn x, DataOut y, int64_t n) {
   if (n <= 0) return;
-  axpy_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(alpha, x, y, n);
+  axpy_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(alpha, x, y, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
 void add(DataIn a, DataIn b, DataOut out, int64_t n) {
   if (n <= 0) return;
-  add_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(a, b, out, n);
+  add_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(a, b, out, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
@@ -206,7 +240,7 @@ void sum_squares_to(const float* x, int64_t n, double* out) { reduce_to<true>(x,
 
 void add_bias(DataOut y, DataIn bias, int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
-  add_bias_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, compute_stream()>>>(y, bias, rows, cols);
+  add_bias_kernel<<<pack_grid(rows * cols, kThreads), kThreads, 0, compute_stream()>>>(y, bias, rows, cols);
   LATTICE_CUDA_LAUNCHED();
 }
 
@@ -217,13 +251,13 @@ void bias_backward(DataIn dy, DataOut dbias, int64_t rows, int64_t cols) {
 
 void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
   if (n <= 0) return;
-  f32_to_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(src, dst, n);
+  cast_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(DataIn{src, false}, DataOut{dst, true}, n);
   LATTICE_CUDA_LAUNCHED();
 }
 
 void bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   if (n <= 0) return;
-  bf16_to_f32_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(src, dst, n);
+  cast_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(DataIn{src, true}, DataOut{dst, false}, n);
   LATTICE_CUDA_LAUNCHED();
 }
 

@@ -22,8 +22,11 @@ namespace lattice::cuda {
 
 namespace {
 
-// Threads per row block: more for long rows; always a multiple of 32 and at most 1024.
-int row_threads(int64_t hidden) { return hidden >= 4096 ? 512 : (hidden >= 1024 ? 256 : 128); }
+// Threads per row block: one per pack up to 512, a multiple of 32 (hidden 768: 96 threads).
+int row_threads(int64_t hidden) {
+  const int64_t packs = (hidden + kPack - 1) / kPack;
+  return static_cast<int>(std::clamp<int64_t>((packs + 31) / 32 * 32, 32, 512));
+}
 
 // Rows are one block each; cap the grid (rows up to 65536 fit uncapped) and loop beyond it.
 unsigned row_grid(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)); }
@@ -55,7 +58,7 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* sh) {
   b = rb;
 }
 
-// In-place safe (y == x): each y[c] is written by the thread that last reads x[c], after the
+// In-place safe (y == x): each y pack is written by the thread that reads that x pack, after the
 // barriers that end the statistics passes.
 __global__ void layernorm_forward_kernel(DataIn x, DataIn gamma, DataIn beta, float eps, DataOut y, float* mean,
                                          float* rstd, int64_t rows, int64_t hidden, float inv_h) {
@@ -63,29 +66,44 @@ __global__ void layernorm_forward_kernel(DataIn x, DataIn gamma, DataIn beta, fl
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t row = r * hidden;
     float s = 0.0f, unused = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) s += load(x, row + c);
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float xv[kPack] = {};
+      load_pack(x, row + c, count, xv);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) s += xv[k];  // the zeros past count add nothing
+    });
     block_sum2(s, unused, sh);
     const float m = s * inv_h;
     float v = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      const float d = load(x, row + c) - m;
-      v += d * d;
-    }
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float xv[kPack] = {};
+      load_pack(x, row + c, count, xv);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        const float d = xv[k] - m;
+        if (k < count) v += d * d;
+      }
+    });
     block_sum2(v, unused, sh);
     const float rs = 1.0f / sqrtf(v * inv_h + eps);
     if (threadIdx.x == 0) {
       mean[r] = m;
       rstd[r] = rs;
     }
-    if (beta.data != nullptr) {
-      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-        store(y, row + c, (load(x, row + c) - m) * rs * load(gamma, c) + load(beta, c));
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float xv[kPack] = {}, g[kPack] = {}, b[kPack] = {};
+      load_pack(x, row + c, count, xv);
+      load_pack(gamma, c, count, g);
+      if (beta.data != nullptr) {
+        load_pack(beta, c, count, b);
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) xv[k] = (xv[k] - m) * rs * g[k] + b[k];
+      } else {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) xv[k] = (xv[k] - m) * rs * g[k];
       }
-    } else {
-      for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-        store(y, row + c, (load(x, row + c) - m) * rs * load(gamma, c));
-      }
-    }
+      store_pack(y, row + c, count, xv);
+    });
   }
 }
 
@@ -95,16 +113,23 @@ __global__ void rmsnorm_forward_kernel(DataIn x, DataIn gamma, float eps, DataOu
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t row = r * hidden;
     float ss = 0.0f, unused = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      const float v = load(x, row + c);
-      ss += v * v;
-    }
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float xv[kPack] = {};
+      load_pack(x, row + c, count, xv);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) ss += xv[k] * xv[k];
+    });
     block_sum2(ss, unused, sh);
     const float rs = 1.0f / sqrtf(ss * inv_h + eps);
     if (threadIdx.x == 0) rstd[r] = rs;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      store(y, row + c, load(x, row + c) * rs * load(gamma, c));
-    }
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float xv[kPack] = {}, g[kPack] = {};
+      load_pack(x, row + c, count, xv);
+      load_pack(gamma, c, count, g);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) xv[k] = xv[k] * rs * g[k];
+      store_pack(y, row + c, count, xv);
+    });
   }
 }
 
@@ -118,17 +143,32 @@ __global__ void layernorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, 
     const int64_t row = r * hidden;
     const float m = mean[r], rs = rstd[r];
     float sum_g = 0.0f, sum_gx = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      const float g = load(dy, row + c) * load(gamma, c);
-      sum_g += g;
-      sum_gx += g * (load(x, row + c) - m) * rs;
-    }
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float d[kPack] = {}, xv[kPack] = {}, gm[kPack] = {};
+      load_pack(dy, row + c, count, d);
+      load_pack(x, row + c, count, xv);
+      load_pack(gamma, c, count, gm);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        const float g = d[k] * gm[k];
+        sum_g += g;
+        sum_gx += g * (xv[k] - m) * rs;  // g is 0 past count
+      }
+    });
     block_sum2(sum_g, sum_gx, sh);
     const float mg = sum_g * inv_h, mgx = sum_gx * inv_h;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      const float xhat = (load(x, row + c) - m) * rs;
-      store(dx, row + c, rs * (load(dy, row + c) * load(gamma, c) - mg - xhat * mgx));
-    }
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float d[kPack] = {}, xv[kPack] = {}, gm[kPack] = {};
+      load_pack(dy, row + c, count, d);
+      load_pack(x, row + c, count, xv);
+      load_pack(gamma, c, count, gm);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        const float xhat = (xv[k] - m) * rs;
+        d[k] = rs * (d[k] * gm[k] - mg - xhat * mgx);
+      }
+      store_pack(dx, row + c, count, d);
+    });
   }
 }
 
@@ -140,15 +180,28 @@ __global__ void rmsnorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, co
     const int64_t row = r * hidden;
     const float rs = rstd[r];
     float sum_gx = 0.0f, unused = 0.0f;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      sum_gx += load(dy, row + c) * load(gamma, c) * load(x, row + c) * rs;
-    }
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float d[kPack] = {}, xv[kPack] = {}, gm[kPack] = {};
+      load_pack(dy, row + c, count, d);
+      load_pack(x, row + c, count, xv);
+      load_pack(gamma, c, count, gm);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) sum_gx += d[k] * gm[k] * xv[k] * rs;
+    });
     block_sum2(sum_gx, unused, sh);
     const float mgx = sum_gx * inv_h;
-    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-      const float xhat = load(x, row + c) * rs;
-      store(dx, row + c, rs * (load(dy, row + c) * load(gamma, c) - xhat * mgx));
-    }
+    for_each_row_pack(hidden, [&](int64_t c, int count) {
+      float d[kPack] = {}, xv[kPack] = {}, gm[kPack] = {};
+      load_pack(dy, row + c, count, d);
+      load_pack(x, row + c, count, xv);
+      load_pack(gamma, c, count, gm);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        const float xhat = xv[k] * rs;
+        d[k] = rs * (d[k] * gm[k] - xhat * mgx);
+      }
+      store_pack(dx, row + c, count, d);
+    });
   }
 }
 

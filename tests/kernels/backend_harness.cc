@@ -272,6 +272,37 @@ std::vector<OpCase> op_cases() {
                {{0, 1, 2, 3}, {0, 1}}});
   c.push_back({"matmul", "k = 0", 0, [](In& in) { return T{in.uniform({0, 7}), in.uniform({0, 5}), in.uniform({7, 5})}; },
                [](T& t) { ops::matmul(t[0], true, t[1], false, t[2], 1.0f, 0.5f); return none(); }, {{0, 1, 2}}});
+  // Views at odd offsets (slices of the flat parameter and gradient buffers are such views): a
+  // device kernel's wide loads and stores must fall back to element access there. Last, so the
+  // cases before keep their seeds.
+  c.push_back({"add", "operands at odd offsets", 1e-6,
+               [](In& in) { return T{in.uniform({N * H + 3}), in.uniform({N * H + 1}), in.uniform({N * H + 2})}; },
+               [](T& t) {
+                 Tensor out = t[2].slice_flat(2, {N, H});
+                 ops::add(t[0].slice_flat(3, {N, H}), t[1].slice_flat(1, {N, H}), out);
+                 return none();
+               },
+               {{0, 1, 2}, {0, 1}}});
+  c.push_back({"gelu_forward", "operands at odd offsets", 1e-6,
+               [](In& in) { return T{in.uniform({N * H + 1}, -4, 4), in.uniform({N * H + 5})}; },
+               [](T& t) {
+                 Tensor y = t[1].slice_flat(5, {N, H});
+                 ops::gelu_forward(t[0].slice_flat(1, {N, H}), y);
+                 return none();
+               },
+               {{0, 1}}});
+  c.push_back({"layernorm_forward", "operands at odd offsets", 1e-5,
+               [](In& in) {
+                 return T{in.uniform({N * H + 1}), in.uniform({H + 3}), in.uniform({H + 1}), in.uniform({N * H + 7}),
+                          in.uniform({N}), in.uniform({N})};
+               },
+               [](T& t) {
+                 Tensor y = t[3].slice_flat(7, {N, H});
+                 ops::layernorm_forward(t[0].slice_flat(1, {N, H}), t[1].slice_flat(3, {H}), t[2].slice_flat(1, {H}), 1e-5f, y,
+                                        t[4], t[5]);
+                 return none();
+               },
+               {{0, 1, 2, 3}}});
   return c;
 }
 
