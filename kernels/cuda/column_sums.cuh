@@ -43,38 +43,63 @@ struct ColumnGrads {
   DataOut plane[kPlanes];
 };
 
-// terms(r, c, acc) adds row r's kPlanes terms of column c to acc[0..kPlanes) (c < cols, r < rows).
+// terms(r, c, count, acc) adds row r's kPlanes terms of columns c .. c + count to acc[0 .. count)
+// (count <= kPack, c + count <= cols, r < rows). A thread covers the kPack columns of one pack (16-byte
+// loads where aligned; element access left the loads latency-bound), a block kColumnTileCols packs;
+// each column is still summed over its rows in the order the 32-column tiling gave, so the sums are
+// bitwise those of a thread per column.
 template <int kPlanes, class Terms>
 __global__ void column_partials_kernel(Terms terms, int64_t rows, int64_t cols, int64_t chunks,
                                        int64_t rows_per_chunk, double* partials) {
-  __shared__ double sh[kPlanes][kColumnRowLanes][kColumnTileCols];
+  constexpr int kBlockCols = kColumnTileCols * kPack;
+  __shared__ double sh[kPlanes][kColumnRowLanes][kBlockCols];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnTileCols + tx;
+  const int64_t block_c = static_cast<int64_t>(blockIdx.x) * kBlockCols;
+  const int64_t c = block_c + static_cast<int64_t>(tx) * kPack;
+  const int count = c < cols ? (cols - c < kPack ? static_cast<int>(cols - c) : kPack) : 0;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
   const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
-  double acc[kPlanes] = {};
-  if (c < cols) {
-    for (int64_t r = r0 + ty; r < r1; r += kColumnRowLanes) terms(r, c, acc);
+  double acc[kPack][kPlanes] = {};
+  if (count > 0) {
+    // Unrolled so that the next rows' loads can issue before this row's adds (acc is registers).
+#pragma unroll 4
+    for (int64_t r = r0 + ty; r < r1; r += kColumnRowLanes) terms(r, c, count, acc);
   }
-  for (int p = 0; p < kPlanes; ++p) sh[p][ty][tx] = acc[p];
+#pragma unroll
+  for (int k = 0; k < kPack; ++k) {
+    for (int p = 0; p < kPlanes; ++p) sh[p][ty][tx * kPack + k] = acc[k][p];
+  }
   __syncthreads();
-  if (ty == 0 && c < cols) {
+  // Every thread of the block finishes one column of the block's: its row lanes, in order.
+  const int j = ty * kColumnTileCols + tx;
+  if (block_c + j < cols) {
     for (int p = 0; p < kPlanes; ++p) {
       double t = 0.0;
-      for (int k = 0; k < kColumnRowLanes; ++k) t += sh[p][k][tx];
-      partials[(p * chunks + static_cast<int64_t>(blockIdx.y)) * cols + c] = t;
+      for (int k = 0; k < kColumnRowLanes; ++k) t += sh[p][k][j];
+      partials[(p * chunks + static_cast<int64_t>(blockIdx.y)) * cols + block_c + j] = t;
     }
   }
 }
 
-// grads.plane[p][c] += the sum over chunks (in order) of partials[p, chunk, c].
+// grads.plane[p][c] += the sum over chunks (in order) of partials[p, chunk, c]. The loads go eight
+// at a time ahead of their adds: a column's chunks are ~85 loads that one at a time wait in turn.
 template <int kPlanes>
 __global__ void column_finish_kernel(const double* partials, int64_t chunks, int64_t cols, ColumnGrads<kPlanes> grads) {
+  constexpr int kAhead = 8;
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     for (int p = 0; p < kPlanes; ++p) {
+      const double* column = partials + p * chunks * cols + c;
       double s = 0.0;
-      for (int64_t k = 0; k < chunks; ++k) s += partials[(p * chunks + k) * cols + c];
+      int64_t k = 0;
+      for (; k + kAhead <= chunks; k += kAhead) {
+        double v[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) v[u] = column[(k + u) * cols];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) s += v[u];
+      }
+      for (; k < chunks; ++k) s += column[k * cols];
       store(grads.plane[p], c, load(grads.plane[p], c) + static_cast<float>(s));
     }
   }
@@ -93,7 +118,10 @@ void column_sums(Terms terms, int64_t rows, int64_t cols, ColumnGrads<kPlanes> g
   chunks = std::max<int64_t>(1, (rows + rows_per_chunk - 1) / rows_per_chunk);
   Scratch scratch(static_cast<size_t>(kPlanes) * static_cast<size_t>(chunks * cols) * sizeof(double));
   auto* partials = static_cast<double*>(scratch.ptr);
-  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
+  // The chunking above stays that of 32-column tiles (a shape's bits do not change); a block covers
+  // kPack of those tiles.
+  const int64_t block_tiles = (cols + kColumnTileCols * kPack - 1) / (kColumnTileCols * kPack);
+  const dim3 grid(static_cast<unsigned>(block_tiles), static_cast<unsigned>(chunks));
   const dim3 block(kColumnTileCols, kColumnRowLanes);
   column_partials_kernel<kPlanes><<<grid, block, 0, compute_stream()>>>(terms, rows, cols, chunks, rows_per_chunk,
                                                                         partials);

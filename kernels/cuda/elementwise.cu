@@ -134,12 +134,17 @@ __global__ void add_bias_kernel(DataOut y, DataIn bias, int64_t rows, int64_t co
   });
 }
 
-// bias_backward's per-row term for kernels/cuda/column_sums.cuh: dy itself, summed in double.
+// bias_backward's per-row terms for kernels/cuda/column_sums.cuh: dy itself, summed in double.
 struct BiasTerms {
   DataIn dy;
   int64_t cols;
-  __device__ __forceinline__ void operator()(int64_t r, int64_t c, double (&acc)[1]) const {
-    acc[0] += static_cast<double>(load(dy, r * cols + c));
+  __device__ __forceinline__ void operator()(int64_t r, int64_t c, int count, double (&acc)[kPack][1]) const {
+    float d[kPack] = {};
+    load_pack(dy, r * cols + c, count, d);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      if (k < count) acc[k][0] += static_cast<double>(d[k]);
+    }
   }
 };
 

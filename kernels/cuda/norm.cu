@@ -214,13 +214,22 @@ struct NormParamTerms {
   const float* mean;
   const float* rstd;
   int64_t hidden;
-  __device__ __forceinline__ void operator()(int64_t r, int64_t c, double (&acc)[kWithBeta ? 2 : 1]) const {
-    const float d = load(dy, r * hidden + c);
+  __device__ __forceinline__ void operator()(int64_t r, int64_t c, int count,
+                                             double (&acc)[kPack][kWithBeta ? 2 : 1]) const {
+    float d[kPack] = {}, xv[kPack] = {};
+    load_pack(dy, r * hidden + c, count, d);
+    load_pack(x, r * hidden + c, count, xv);
     const float m = mean != nullptr ? mean[r] : 0.0f;
-    const float xhat = (load(x, r * hidden + c) - m) * rstd[r];
-    const float term = d * xhat;
-    acc[0] += static_cast<double>(term);
-    if constexpr (kWithBeta) acc[1] += static_cast<double>(d);
+    const float rs = rstd[r];
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      if (k < count) {
+        const float xhat = (xv[k] - m) * rs;
+        const float term = d[k] * xhat;
+        acc[k][0] += static_cast<double>(term);
+        if constexpr (kWithBeta) acc[k][1] += static_cast<double>(d[k]);
+      }
+    }
   }
 };
 
