@@ -1,13 +1,14 @@
 // Deterministic sums over the rows of [rows, cols] data, per column, without atomics: the norm
 // parameter gradients (kernels/cuda/norm.cu) and the bias gradient (elementwise.cu).
 //
-// Stage 1: blocks of (32 columns, 8 row lanes), one per (column tile, row chunk), sum each column's
-// per-row terms in double, every lane over its rows in order, then the 8 lanes in order, into
-// partials [planes][chunks][cols] (scratch from the stream-ordered pool). Stage 2: grad[c] += the
-// chunks' partials of c, added in chunk order, rounded once to the gradient's type. The chunking
-// depends on (rows, cols) alone, so a shape always gives the same bits. Enough chunks for about
-// 2048 blocks keep every SM's loads in flight even for 768 columns (a thread per column over all
-// rows would leave the memory system idle and sum in float).
+// Stage 1: blocks of (32 packs of 8 columns, 8 row lanes), one per (256 columns, row chunk), sum
+// each column's per-row terms in double, every lane over its rows in order, then the 8 lanes in
+// order, into partials [planes][chunks][cols] (scratch from the stream-ordered pool). Stage 2:
+// grad[c] += the chunks' partials of c, added in chunk order, rounded once to the gradient's type.
+// The chunking depends on (rows, cols) alone, so a shape always gives the same bits: as many chunks
+// as would give about 2048 blocks of 32 columns, which keeps every SM's loads in flight even for
+// 768 columns (a thread per column over all rows would leave the memory system idle and sum in
+// float).
 #pragma once
 
 #include <algorithm>

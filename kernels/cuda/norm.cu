@@ -133,6 +133,15 @@ __global__ void rmsnorm_forward_kernel(DataIn x, DataIn gamma, float eps, DataOu
   }
 }
 
+// A backward pass's operands for the columns [c, c + count) of the row starting at element row.
+__device__ __forceinline__ void load_backward_pack(DataIn dy, DataIn x, DataIn gamma, int64_t row, int64_t c,
+                                                   int count, float (&d)[kPack], float (&xv)[kPack],
+                                                   float (&gm)[kPack]) {
+  load_pack(dy, row + c, count, d);
+  load_pack(x, row + c, count, xv);
+  load_pack(gamma, c, count, gm);
+}
+
 // xhat = (x - mean) * rstd, g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 // In-place safe (dx == dy) for the same reason as the forward.
 __global__ void layernorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, const float* mean,
@@ -145,9 +154,7 @@ __global__ void layernorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, 
     float sum_g = 0.0f, sum_gx = 0.0f;
     for_each_row_pack(hidden, [&](int64_t c, int count) {
       float d[kPack] = {}, xv[kPack] = {}, gm[kPack] = {};
-      load_pack(dy, row + c, count, d);
-      load_pack(x, row + c, count, xv);
-      load_pack(gamma, c, count, gm);
+      load_backward_pack(dy, x, gamma, row, c, count, d, xv, gm);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         const float g = d[k] * gm[k];
@@ -159,9 +166,7 @@ __global__ void layernorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, 
     const float mg = sum_g * inv_h, mgx = sum_gx * inv_h;
     for_each_row_pack(hidden, [&](int64_t c, int count) {
       float d[kPack] = {}, xv[kPack] = {}, gm[kPack] = {};
-      load_pack(dy, row + c, count, d);
-      load_pack(x, row + c, count, xv);
-      load_pack(gamma, c, count, gm);
+      load_backward_pack(dy, x, gamma, row, c, count, d, xv, gm);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         const float xhat = (xv[k] - m) * rs;
@@ -182,9 +187,7 @@ __global__ void rmsnorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, co
     float sum_gx = 0.0f, unused = 0.0f;
     for_each_row_pack(hidden, [&](int64_t c, int count) {
       float d[kPack] = {}, xv[kPack] = {}, gm[kPack] = {};
-      load_pack(dy, row + c, count, d);
-      load_pack(x, row + c, count, xv);
-      load_pack(gamma, c, count, gm);
+      load_backward_pack(dy, x, gamma, row, c, count, d, xv, gm);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) sum_gx += d[k] * gm[k] * xv[k] * rs;
     });
@@ -192,9 +195,7 @@ __global__ void rmsnorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, co
     const float mgx = sum_gx * inv_h;
     for_each_row_pack(hidden, [&](int64_t c, int count) {
       float d[kPack] = {}, xv[kPack] = {}, gm[kPack] = {};
-      load_pack(dy, row + c, count, d);
-      load_pack(x, row + c, count, xv);
-      load_pack(gamma, c, count, gm);
+      load_backward_pack(dy, x, gamma, row, c, count, d, xv, gm);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         const float xhat = xv[k] * rs;
