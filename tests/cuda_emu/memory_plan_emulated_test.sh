@@ -11,13 +11,20 @@ set -euo pipefail
 source tests/cuda_emu/emulated_train_env.sh
 fail() { echo "FAIL: $*"; exit 1; }
 
+train_tiny() {  # train_tiny NAME RANKS SECONDS [--set ...]: the tiny GPT-2 at seq 512 on the emulated GPU, log in $WORK/NAME.log
+  local name=$1 np=$2 seconds=$3
+  shift 3
+  local cmd=($LATTICE train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set device=cuda
+    --set model.seq_length=512 "$@")
+  [[ $np -gt 1 ]] && cmd=($MPIRUN --oversubscribe -np "$np" "${cmd[@]}")
+  timeout "$seconds" "${cmd[@]}" >"$WORK/$name.log" 2>&1 </dev/null
+}
+
 check() {  # check NAME RANKS [--set ...]
   local name=$1 np=$2
   shift 2
-  local cmd=($LATTICE train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set device=cuda
-    --set model.seq_length=512 --set training.train_iters=2 --set logging.metrics_file="$WORK/$name.jsonl" "$@")
-  [[ $np -gt 1 ]] && cmd=($MPIRUN --oversubscribe -np "$np" "${cmd[@]}")
-  timeout 300 "${cmd[@]}" >"$WORK/$name.log" 2>&1 </dev/null || { tail -20 "$WORK/$name.log"; fail "$name: the run failed"; }
+  train_tiny "$name" "$np" 300 --set training.train_iters=2 --set logging.metrics_file="$WORK/$name.jsonl" "$@" ||
+    { tail -20 "$WORK/$name.log"; fail "$name: the run failed"; }
   grep -a -m1 -E "cuBLASLt" "$WORK/$name.log" | sed 's/^.*\] /  /'
   python3 - "$name" "$WORK/$name.jsonl" <<'PY' || fail "$name: the pool's high mark is not within 1% of the plan"
 import json, sys
@@ -35,11 +42,8 @@ PY
 refused() {  # refused NAME EXPECTED RANKS [--set ...]: exit 2 and the expected message
   local name=$1 expected=$2 np=$3
   shift 3
-  local cmd=($LATTICE train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set device=cuda
-    --set model.seq_length=512 "$@")
-  [[ $np -gt 1 ]] && cmd=($MPIRUN --oversubscribe -np "$np" "${cmd[@]}")
   local st=0
-  timeout 120 "${cmd[@]}" >"$WORK/$name.log" 2>&1 </dev/null || st=$?
+  train_tiny "$name" "$np" 120 "$@" || st=$?
   [[ $st -eq 2 ]] && grep -a -q -- "$expected" "$WORK/$name.log" ||
     { tail -3 "$WORK/$name.log"; fail "$name: exit $st, expected 2 and \"$expected\""; }
   echo "$name: exit 2, $(grep -a -m1 -o "a rank needs.*GPU)" "$WORK/$name.log" | sed 's/ (its largest.*buffers)//')"
