@@ -35,7 +35,7 @@ const Backend& backend_for(const char* op, Device device) {
 const Backend& backend_for(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;
   for (const Tensor* t : tensors) {
-    if (!t->defined()) continue;
+    if (t == nullptr || !t->defined()) continue;  // null: an operand the op does not take
     if (first == nullptr) {
       first = t;
     } else if (t->device() != first->device()) {

@@ -187,7 +187,7 @@ struct Backend {
 // `op` (the operation that asked) and the device.
 const Backend& backend_for(const char* op, Device device);
 // The backend of the device that every defined tensor in `tensors` is on (CPU when none is
-// defined); tensors on two devices are an error naming `op` and both tensors.
+// defined; null entries are skipped); tensors on two devices are an error naming `op` and both.
 const Backend& backend_for(const char* op, std::initializer_list<const Tensor*> tensors);
 
 // Whether this binary has a backend for `device` (the CUDA one comes with --config=cuda).

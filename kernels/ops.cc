@@ -718,19 +718,38 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 
 // ---- loss ----
 
-void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse, Ids ids_check) {
-  const char* op = "cross_entropy_forward";
-  const Backend& be = backend_for(op, {&logits, &targets, &losses, &lse});
+namespace {
+// The checks the whole-vocabulary loss ops share: logits [N, V] of data, targets i32[N] (in [0, V)
+// unless already checked), and each f32 statistic (losses, lse) and dlogits given. Returns the
+// backend.
+const Backend& check_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets, const Tensor* losses,
+                                   const Tensor* lse, const Tensor* dlogits, Ids ids_check) {
+  const Backend& be = backend_for(op, {&logits, &targets, losses, lse, dlogits});
   need_data(op, "logits", logits);
   need_i32(op, "targets", targets);
-  need_f32(op, "losses", losses);
-  need_f32(op, "lse", lse);
   const int64_t v = last_dim(logits), n = flat_rows(logits);
   LATTICE_CHECK(v > 0, "{}: logits {} has an empty vocab dimension", op, logits.describe());
   need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
-  need_numel(op, "losses", losses, n, "one per row of logits");
-  need_numel(op, "lse", lse, n, "one per row of logits");
+  for (const auto& [name, t] : {std::pair{"losses", losses}, std::pair{"lse", lse}}) {
+    if (t == nullptr) continue;
+    need_f32(op, name, *t);
+    need_numel(op, name, *t, n, "one per row of logits");
+  }
+  if (dlogits != nullptr) {
+    need_data(op, "dlogits", *dlogits);
+    need_numel(op, "dlogits", *dlogits, logits.numel(), "same as logits");
+    LATTICE_CHECK(last_dim(*dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
+                  dlogits->describe(), logits.describe());
+  }
   if (ids_check == Ids::kCheck) be.check_indices(op, "target", targets.i32(), n, v);
+  return be;
+}
+}  // namespace
+
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse, Ids ids_check) {
+  const char* op = "cross_entropy_forward";
+  const Backend& be = check_cross_entropy(op, logits, targets, &losses, &lse, nullptr, ids_check);
+  const int64_t v = last_dim(logits), n = flat_rows(logits);
   if (be.typed != nullptr) {
     return be.typed->cross_entropy_forward(data_in(logits), targets.i32(), losses.f32(), lse.f32(), n, v);
   }
@@ -741,18 +760,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
                             Tensor& dlogits, Ids ids_check) {
   const char* op = "cross_entropy_backward";
-  const Backend& be = backend_for(op, {&logits, &targets, &lse, &dlogits});
-  need_data(op, "logits", logits);
-  need_i32(op, "targets", targets);
-  need_f32(op, "lse", lse);
-  need_data(op, "dlogits", dlogits);
+  const Backend& be = check_cross_entropy(op, logits, targets, nullptr, &lse, &dlogits, ids_check);
   const int64_t v = last_dim(logits), n = flat_rows(logits);
-  need_numel(op, "targets", targets, n, fmt::format("one per row of logits {}", logits.describe()).c_str());
-  need_numel(op, "lse", lse, n, "one per row of logits");
-  need_numel(op, "dlogits", dlogits, logits.numel(), "same as logits");
-  LATTICE_CHECK(last_dim(dlogits) == v, "{}: dlogits {} must have the vocab dim of logits {}", op,
-                dlogits.describe(), logits.describe());
-  if (ids_check == Ids::kCheck) be.check_indices(op, "target", targets.i32(), n, v);
   if (be.typed != nullptr) {
     return be.typed->cross_entropy_shard_backward(data_in(logits), targets.i32(), lse.f32(), grad_scale,
                                                   data_out(dlogits), n, v, 0, v);
@@ -760,6 +769,19 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   F32Staging f32(be);
   be.cross_entropy_backward(f32.in(logits), targets.i32(), lse.f32(), grad_scale, f32.out(dlogits), n, v);
   f32.finish();
+}
+
+void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, float grad_scale, Tensor& losses,
+                                    Tensor& lse, Tensor& dlogits, Ids ids_check) {
+  const char* op = "cross_entropy_forward_backward";
+  const Backend& be = check_cross_entropy(op, logits, targets, &losses, &lse, &dlogits, ids_check);
+  if (be.typed != nullptr && be.typed->cross_entropy_forward_backward != nullptr) {
+    return be.typed->cross_entropy_forward_backward(data_in(logits), targets.i32(), grad_scale, losses.f32(),
+                                                    lse.f32(), data_out(dlogits), flat_rows(logits),
+                                                    last_dim(logits));
+  }
+  cross_entropy_forward(logits, targets, losses, lse, Ids::kChecked);
+  cross_entropy_backward(logits, targets, lse, grad_scale, dlogits, Ids::kChecked);
 }
 
 // ---- vocab-parallel loss ----

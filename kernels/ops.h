@@ -151,6 +151,14 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
                             Tensor& dlogits, Ids ids_check = Ids::kCheck);
 
+// Training's fused classifier (llm.c's): cross_entropy_forward, then cross_entropy_backward with
+// the lse it saved, in one call, with the results of those two. A device may do both in one pass
+// over the logits (CUDA reads them from memory once instead of three times). dlogits may alias
+// logits, which are then gone: the forward-only uses of the logits (evaluation, sampling) call
+// cross_entropy_forward.
+void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, float grad_scale, Tensor& losses,
+                                    Tensor& lse, Tensor& dlogits, Ids ids_check = Ids::kCheck);
+
 // ---- vocab-parallel loss (tensor parallelism: each tp rank holds some vocabulary columns) ----
 // logits[N, Vl] are global vocab columns [first_col, first_col + Vl); only the first `valid_cols`
 // are real vocabulary (the rest is padding and never affects the loss). The tp ranks combine:

@@ -75,6 +75,10 @@ struct TypedKernels {
   void (*cross_entropy_shard_backward)(DataIn logits, const int32_t* targets, const float* lse, float grad_scale,
                                        DataOut dlogits, int64_t rows, int64_t cols, int64_t first_col,
                                        int64_t valid);
+  // Optional (null: ops runs the forward, then the backward): both in one pass over the logits,
+  // with the bits of the two (training's fused classifier).
+  void (*cross_entropy_forward_backward)(DataIn logits, const int32_t* targets, float grad_scale, float* losses,
+                                         float* lse, DataOut dlogits, int64_t rows, int64_t vocab) = nullptr;
 };
 
 }  // namespace lattice

@@ -13,6 +13,10 @@ namespace lattice::cuda {
 // targets must already be valid.
 void cross_entropy_forward(DataIn logits, const int32_t* targets, float* losses, float* lse, int64_t rows,
                            int64_t vocab);
+// The forward and the backward (dlogits may alias logits) in one kernel: lse and losses bitwise
+// those of cross_entropy_forward, dlogits those of the backward with that lse.
+void cross_entropy_forward_backward(DataIn logits, const int32_t* targets, float grad_scale, float* losses, float* lse,
+                                    DataOut dlogits, int64_t rows, int64_t vocab);
 // Vocab-parallel pieces: logits[rows, cols] are global columns [first_col, first_col + cols), the
 // first `valid` real (the rest padding, ignored).
 // row_max[r] = max over valid columns (-inf when valid == 0).

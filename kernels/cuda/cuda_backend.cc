@@ -201,6 +201,7 @@ constexpr TypedKernels kCudaTyped{
     .cross_entropy_shard_max = &cross_entropy_shard_max,
     .cross_entropy_shard_sums = &cross_entropy_shard_sums,
     .cross_entropy_shard_backward = &cross_entropy_shard_backward,
+    .cross_entropy_forward_backward = &cross_entropy_forward_backward,
 };
 
 // The f32 entries of the ops kCudaTyped covers stay null: ops.cc calls the typed ones for every dtype.

@@ -324,6 +324,25 @@ TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
     require_close("cross-entropy 512 x 50257", cpu, gpu, {2, 3, 4}, kF32Tol);
   }
   {
+    // The fused classifier at the padded vocabulary (rows 16-byte aligned: the packed path), its
+    // gradient in place of the logits as the LM head has it: within the tolerance of the CPU, and
+    // on the GPU the bits of the forward and backward it replaces.
+    const int64_t padded = 50304;
+    const Tensor logits = random_tensor({512, padded}, 23, -4, 4), targets = ids(512, padded, 24);
+    const Tensor losses = Tensor::zeros({512}), lse = Tensor::zeros({512});
+    auto fused = [](Tensors& t) { ops::cross_entropy_forward_backward(t[0], t[1], 1.0f / 512, t[2], t[3], t[0]); };
+    auto [cpu, gpu] = run_both({logits, targets, losses, lse}, fused);
+    require_close("fused cross-entropy 512 x 50304, in place", cpu, gpu, {0, 2, 3}, kF32Tol);
+    auto [cpu2, unfused] = run_both({logits, targets, losses, lse}, [](Tensors& t) {
+      ops::cross_entropy_forward(t[0], t[1], t[2], t[3]);
+      ops::cross_entropy_backward(t[0], t[1], t[3], 1.0f / 512, t[0]);
+    });
+    for (int i : {0, 2, 3}) {
+      INFO("fused against forward + backward on the GPU: output " << i);
+      REQUIRE(std::memcmp(gpu[i].raw(), unfused[i].raw(), gpu[i].bytes()) == 0);
+    }
+  }
+  {
     const Tensor x = random_tensor({rows, hidden}, 31), gamma = random_tensor({hidden}, 32),
                  beta = random_tensor({hidden}, 33), dy = random_tensor({rows, hidden}, 34);
     const Tensor y = Tensor::zeros({rows, hidden}), mean = Tensor::zeros({rows}), rstd = Tensor::zeros({rows});
@@ -407,6 +426,11 @@ TEST_CASE("bf16 loss, norms, embeddings and activations at GPT-2 124M sizes: the
       ops::cross_entropy_forward(t[0], t[1], t[2], t[3]);
       ops::cross_entropy_backward(t[0], t[1], t[3], 1.0f / 512, t[4]);
     });
+    const Tensor padded_logits = random_tensor({512, 50304}, 23, -4, 4), padded_targets = ids(512, 50304, 24);
+    require_staging_bits("fused cross-entropy 512 x 50304, in place", {padded_logits, padded_targets, losses, lse},
+                         {0}, [](Tensors& t) {
+                           ops::cross_entropy_forward_backward(t[0], t[1], 1.0f / 512, t[2], t[3], t[0]);
+                         });
   }
   {
     const Tensor x = random_tensor({rows, hidden}, 31), gamma = random_tensor({hidden}, 32),
@@ -516,8 +540,12 @@ TEST_CASE("the same inputs give the same bits, run after run") {
     Tensor sums = gpu.zeros({2}, DType::kF64);
     ops::sum_squares_to(dx, sums, 0);
     ops::sum_to(dgamma, sums, 1);
+    Tensor logits = gpu.to_device(x), losses = gpu.zeros({600}), row_lse = gpu.zeros({600});
+    const Tensor targets = gpu.to_device(ids(600, 512, 68));
+    ops::cross_entropy_forward_backward(logits, targets, 0.25f, losses, row_lse, logits);
     Tensors host;
-    for (const Tensor& r : {out, lse, dq, dk, dv, y, dx, dgamma, dtable, dbias, sums}) host.push_back(gpu.to_host(r));
+    for (const Tensor& r : {out, lse, dq, dk, dv, y, dx, dgamma, dtable, dbias, sums, logits, losses, row_lse})
+      host.push_back(gpu.to_host(r));
     return host;
   };
   const Tensors first = run(), second = run();

@@ -303,6 +303,30 @@ std::vector<OpCase> op_cases() {
                  return none();
                },
                {{0, 1, 2, 3}}});
+  // The fused classifier: dlogits separate and aliasing logits; then, in f32 only (bf16_ops_test's
+  // bound perturbs every element), rows long enough that each of a device's threads sees several
+  // packs (CUDA: 1024 threads of 8 columns per row) whose maxima grow along the row, as the online
+  // softmax's rescaling needs.
+  c.push_back({"cross_entropy_forward_backward", "", 1e-5,
+               [](In& in) {
+                 return T{in.uniform({N, V}, -3, 3), in.ids({N}, 0, V), in.uniform({N}), in.uniform({N}),
+                          in.uniform({N, V})};
+               },
+               [](T& t) { ops::cross_entropy_forward_backward(t[0], t[1], 0.5f, t[2], t[3], t[4]); return none(); },
+               {{0, 4}, {0}}});
+  c.push_back({"cross_entropy_forward_backward", "dlogits aliases logits", 1e-5,
+               [](In& in) { return T{in.uniform({N, V}, -3, 3), in.ids({N}, 0, V), in.uniform({N}), in.uniform({N})}; },
+               [](T& t) { ops::cross_entropy_forward_backward(t[0], t[1], 0.5f, t[2], t[3], t[0]); return none(); },
+               {{0}}});
+  c.push_back({"cross_entropy_forward_backward", "long rows, rising", 1e-5,
+               [](In& in) {
+                 constexpr int64_t kRow = 20000;
+                 Tensor logits = in.uniform({N, kRow}, -3, 3);
+                 for (int64_t i = 0; i < logits.numel(); ++i)
+                   logits.f32()[i] += 4.0f * static_cast<float>(i % kRow) / kRow;
+                 return T{logits, in.ids({N}, 0, kRow), in.uniform({N}), in.uniform({N})};
+               },
+               [](T& t) { ops::cross_entropy_forward_backward(t[0], t[1], 0.5f, t[2], t[3], t[0]); return none(); }});
   return c;
 }
 

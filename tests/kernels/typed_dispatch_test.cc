@@ -40,7 +40,8 @@ namespace {
   X(embedding_backward_shard) X(add_position_embedding_tokens) X(position_embedding_backward_tokens)           \
   X(layernorm_forward) X(layernorm_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(gelu_forward)            \
   X(gelu_backward) X(swiglu_forward) X(swiglu_backward) X(rope) X(cross_entropy_forward)                       \
-  X(cross_entropy_shard_max) X(cross_entropy_shard_sums) X(cross_entropy_shard_backward)
+  X(cross_entropy_shard_max) X(cross_entropy_shard_sums) X(cross_entropy_shard_backward)                      \
+  X(cross_entropy_forward_backward)
 
 enum Entry {
 #define X(name) k_##name,
@@ -236,6 +237,14 @@ void cross_entropy_shard_backward(DataIn logits, const int32_t* targets, const f
                                     rows, cols, first_col, valid);
   h.finish();
 }
+void cross_entropy_forward_backward(DataIn logits, const int32_t* targets, float grad_scale, float* losses, float* lse,
+                                    DataOut dlogits, int64_t rows, int64_t vocab) {
+  H h;
+  const float* x = h.in(logits, rows * vocab);
+  cpu::cross_entropy_forward(x, targets, losses, lse, rows, vocab);
+  cpu::cross_entropy_backward(x, targets, lse, grad_scale, h.out(dlogits, rows * vocab), rows, vocab);
+  h.finish();
+}
 
 // Deliberately wrong: add rounds its bf16 output by truncation; gelu_forward reads x as bf16
 // whatever its flag says (in bounds: an f32 x has twice the bytes).
@@ -316,6 +325,7 @@ std::vector<int> entries_of(const test::OpCase& c) {
       {"cross_entropy_shard_max", k_cross_entropy_shard_max},
       {"cross_entropy_shard_sums", k_cross_entropy_shard_sums},
       {"cross_entropy_shard_backward", k_cross_entropy_shard_backward},
+      {"cross_entropy_forward_backward", k_cross_entropy_forward_backward},
   };
   if (c.op == "matmul") return c.what == "k = 0" ? std::vector<int>{k_scale} : std::vector<int>{};
   const auto it = kEntryOf.find(c.op);
