@@ -45,8 +45,9 @@ LmHead::LmHead(const ModelConfig& config, const ModelLayout& layout, ParameterSt
   if (layout.sequence_parallel) norm_local_ = ctx.empty({local_tokens, H}, dtype);
 }
 
-void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses) {
+void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses, std::optional<float> grad_scale) {
   Saved& s = saved_.at(static_cast<size_t>(slot));
+  s.logits_grad_scale.reset();
   if (tp_.sequence_parallel) {
     final_norm_.forward(s.hidden, norm_local_, s.norm);
     gather_tokens_forward(tp_, norm_local_, s.norm_out);
@@ -56,7 +57,14 @@ void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses) {
   }
   ops::matmul(s.norm_out, false, head_, true, s.logits);
   if (tp_.size() == 1) {
-    ops::cross_entropy_forward(s.logits, targets, token_losses, s.lse, ops::Ids::kChecked);
+    if (grad_scale) {
+      // The logits buffer becomes its own gradient now, in the pass that computes the loss.
+      ops::cross_entropy_forward_backward(s.logits, targets, *grad_scale, token_losses, s.lse, s.logits,
+                                          ops::Ids::kChecked);
+      s.logits_grad_scale = grad_scale;
+    } else {
+      ops::cross_entropy_forward(s.logits, targets, token_losses, s.lse, ops::Ids::kChecked);
+    }
     return;
   }
   // Vocab-parallel softmax: global row max, then the sums of exponentials and the target logit
@@ -71,8 +79,13 @@ void LmHead::forward(int slot, const Tensor& targets, Tensor& token_losses) {
 
 void LmHead::backward(int slot, const Tensor& targets, float grad_scale, Tensor& d_hidden) {
   Saved& s = saved_.at(static_cast<size_t>(slot));
-  // The logits buffer becomes its own gradient.
-  if (tp_.size() == 1) {
+  // The logits buffer becomes its own gradient (unless the forward made it so already).
+  if (s.logits_grad_scale) {
+    LATTICE_CHECK(*s.logits_grad_scale == grad_scale,
+                  "LM head slot {}: the forward computed the loss gradient at grad_scale {}, the backward asks {}",
+                  slot, *s.logits_grad_scale, grad_scale);
+    s.logits_grad_scale.reset();
+  } else if (tp_.size() == 1) {
     ops::cross_entropy_backward(s.logits, targets, s.lse, grad_scale, s.logits, ops::Ids::kChecked);
   } else {
     ops::cross_entropy_shard_backward(s.logits, targets, s.lse, grad_scale, first_col_, valid_cols_,

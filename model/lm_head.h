@@ -8,6 +8,7 @@
 // count); every tp rank gets all B·T token losses.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -27,14 +28,19 @@ class LmHead {
 
   // The head's input [tokens, H] for `slot`: the last layer writes its output here.
   Tensor& input(int slot) { return saved_.at(static_cast<size_t>(slot)).hidden; }
-  // Runs on input(slot).
-  void forward(int slot, const Tensor& targets, Tensor& token_losses);
+  // Runs on input(slot). With grad_scale (training: the backward's), the loss's gradient is computed
+  // with the loss, into the logits buffer (ops::cross_entropy_forward_backward, the fused
+  // classifier: one pass over the logits instead of three); tensor-parallel heads compute it in
+  // backward as before, their softmax statistics being all-reduced in between.
+  void forward(int slot, const Tensor& targets, Tensor& token_losses,
+               std::optional<float> grad_scale = std::nullopt);
   // Gradients of (grad_scale × sum of token losses): head/norm gradients accumulated, d_hidden
-  // [tokens, H] overwritten.
+  // [tokens, H] overwritten. A forward that took a grad_scale must have taken this one.
   void backward(int slot, const Tensor& targets, float grad_scale, Tensor& d_hidden);
 
   const std::vector<size_t>& parameter_indices() const { return param_indices_; }
-  // The logits [B·T, Vp/tp] of `slot`'s last forward, until its backward overwrites them.
+  // The logits [B·T, Vp/tp] of `slot`'s last forward without a grad_scale, until its backward
+  // overwrites them.
   const Tensor& logits(int slot) const { return saved_.at(static_cast<size_t>(slot)).logits; }
 
  private:
@@ -42,8 +48,10 @@ class LmHead {
     Tensor hidden;    // [tokens, H]
     Tensor norm_out;  // [B·T, H] (gathered under SP)
     NormSaved norm;   // [tokens]
-    Tensor logits;    // [B·T, Vp/tp]; overwritten by its gradient in backward
+    Tensor logits;    // [B·T, Vp/tp]; overwritten by its gradient
     Tensor lse;       // [B·T]
+    // The grad_scale of the gradient the logits buffer holds already (a fused forward), if any.
+    std::optional<float> logits_grad_scale;
   };
 
   ModelConfig config_;

@@ -68,7 +68,7 @@ Shape ModelChunk::activation_shape() const {
 }
 
 void ModelChunk::forward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& input, Tensor& output,
-                         Tensor& token_losses) {
+                         Tensor& token_losses, std::optional<float> loss_grad_scale) {
   LATTICE_CHECK(slot >= 0 && slot < slots_, "activation slot {} out of range [0, {})", slot, slots_);
   auto& saved = saved_[static_cast<size_t>(slot)];
   if (embedding_) {
@@ -85,7 +85,7 @@ void ModelChunk::forward(int slot, const Tensor& ids, const Tensor& targets, con
   }
   if (head_) {
     params_needed(head_->parameter_indices());
-    head_->forward(slot, targets, token_losses);
+    head_->forward(slot, targets, token_losses, loss_grad_scale);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -43,9 +44,11 @@ class ModelChunk {
 
   // ids, targets: i32[B, T]. First chunk: reads ids (input unused); else input is the previous
   // chunk's output (copied). Last chunk: writes token_losses f32[B·T] (output unused); else writes
-  // output [local tokens, H].
+  // output [local tokens, H]. loss_grad_scale: the grad_scale the micro-batch's backward will take,
+  // when one follows (training), so that the last chunk's head computes the loss's gradient with
+  // the loss (LmHead::forward); none for a forward alone.
   void forward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& input, Tensor& output,
-               Tensor& token_losses);
+               Tensor& token_losses, std::optional<float> loss_grad_scale = std::nullopt);
   // Last chunk: the gradient of (grad_scale × sum of its token losses) (grad_output unused); else
   // grad_output is d loss / d output. First chunk: embedding gradients accumulated (grad_input
   // unused); else d loss / d input written to grad_input. Parameter gradients accumulate.

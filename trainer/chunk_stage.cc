@@ -13,7 +13,8 @@ ChunkStage::ChunkStage(ModelChunk& chunk, StepBatches& batches, GradsReady grads
   chunk_.set_params_needed_hook(std::move(params_needed));
 }
 
-void ChunkStage::begin_run(const std::vector<int>& slots, int last_backward, Tensor losses, float grad_scale) {
+void ChunkStage::begin_run(const std::vector<int>& slots, int last_backward, Tensor losses,
+                           std::optional<float> grad_scale) {
   for (int s : slots)
     LATTICE_CHECK(s < chunk_.slots(), "the action list needs activation slot {} but the chunk has {}", s,
                   chunk_.slots());
@@ -40,15 +41,16 @@ void ChunkStage::forward(int microbatch, const Tensor& input, Tensor& output) {
                   losses_.describe(), microbatch);
     losses = losses_.slice_flat(microbatch * n, {n});
   }
-  chunk_.forward(slot, ids, targets, input, output, losses);
+  chunk_.forward(slot, ids, targets, input, output, losses, grad_scale_);
 }
 
 void ChunkStage::backward(int microbatch, const Tensor& grad_output, Tensor& grad_input) {
   const int slot = slot_of(microbatch);
   const Tensor& ids = chunk_.has_embedding() ? batches_.ids(microbatch) : none_;
   const Tensor& targets = chunk_.has_head() ? batches_.targets(microbatch) : none_;
+  LATTICE_CHECK(grad_scale_.has_value(), "micro-batch {}: a backward in a run of forwards alone", microbatch);
   final_backward_ = microbatch == last_backward_;
-  chunk_.backward(slot, ids, targets, grad_output, grad_scale_, grad_input);
+  chunk_.backward(slot, ids, targets, grad_output, *grad_scale_, grad_input);
   final_backward_ = false;
 }
 

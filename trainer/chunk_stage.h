@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -27,8 +28,9 @@ class ChunkStage final : public PipelineStage {
 
   // Before each executor run: slot[microbatch] of this chunk (ActivationSlots::slot[chunk]), the
   // micro-batch whose backward finishes the gradients (-1: none, e.g. evaluation), the loss buffer
-  // f32[micro-batches × B·T] (head chunk only) and the backward's loss scale.
-  void begin_run(const std::vector<int>& slots, int last_backward, Tensor losses, float grad_scale);
+  // f32[micro-batches × B·T] (head chunk only) and the backward's loss scale (none: a run of
+  // forwards alone, e.g. evaluation).
+  void begin_run(const std::vector<int>& slots, int last_backward, Tensor losses, std::optional<float> grad_scale);
 
   Shape activation_shape() const override { return chunk_.activation_shape(); }
   DType activation_dtype() const override { return chunk_.activation_dtype(); }
@@ -45,7 +47,7 @@ class ChunkStage final : public PipelineStage {
   int last_backward_ = -1;
   bool final_backward_ = false;  // inside the backward of last_backward_
   Tensor losses_;
-  float grad_scale_ = 1.0f;
+  std::optional<float> grad_scale_;
   Tensor none_;  // ids/targets/losses of a chunk that does not need them
 };
 

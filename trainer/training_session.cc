@@ -344,7 +344,7 @@ double TrainingSession::evaluate(int64_t step) {
   executor_->set_trace_step(-1);  // evaluation forwards: no training step
   for (int64_t it = 0; it < c_.training.eval_iters; ++it) {
     batches_->begin(valid_data_, it, step);
-    for (int ch = 0; ch < v_; ++ch) stages_[ch]->begin_run(eval_slots_.slot[ch], -1, step_losses_, 0.0f);
+    for (int ch = 0; ch < v_; ++ch) stages_[ch]->begin_run(eval_slots_.slot[ch], -1, step_losses_, std::nullopt);
     executor_->run(eval_actions_, stage_ptrs_);
     if (step_losses_.defined()) readback_->enqueue_loss_sum(it, step_losses_);
   }
