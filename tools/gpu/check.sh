@@ -146,11 +146,11 @@ bench() {  # bench NAME CONFIG STEPS [--set ...]
   [[ $st -eq 0 ]] || { echo "  [$name] bench exited $st: $(tail -2 "$LOGS/bench-$name.log")"; }
   save_logs
 }
-torch_ref() {  # torch_ref NAME CONFIG [--set ...]
+torch_ref() {  # [TORCH_REF_LIMIT=S] torch_ref NAME CONFIG [--set ...]
   [[ $torch -eq 1 ]] || return 0
   local name=$1 cfg=$2
   shift 2
-  within "pytorch:$name" 120 || return 0
+  within "pytorch:$name" "${TORCH_REF_LIMIT:-120}" || return 0
   timeout "$limit" python3 tools/gpu/torch_baseline.py --config "$cfg" --steps 5 --warmup 2 --dtype fp32 "$@" 2>&1 |
     grep "^pytorch" | sed "s/^/  [$name] /"
 }
@@ -166,6 +166,12 @@ bench gpt2-124m-bf16-accum-gelu-fusion configs/gpt2-124m.json 6 "${accum124m[@]}
 bench gpt2-124m-bf16-accum configs/gpt2-124m.json 6 "${accum124m[@]}" --set training.precision=bf16
 bench gpt2-1.5b-bf16-accum-gelu-fusion configs/bench-gpt2-1.5b.json 4 "${accum1_5b[@]}" --set training.precision=bf16 \
   --set training.gelu_fusion=true
+# The same 64 sequences per step in fewer, larger micro-batches (llm.c's 124M runs take 64 at once):
+# larger GEMMs and fewer launches per token, against more activation memory.
+bench gpt2-124m-bf16-1x64-gelu-fusion configs/gpt2-124m.json 4 --set training.micro_batch_size=64 \
+  --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true
+bench gpt2-1.5b-bf16-4x16-gelu-fusion configs/bench-gpt2-1.5b.json 4 --set training.micro_batch_size=16 \
+  --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true
 torch_ref gpt2-1.5b-bf16-accum configs/bench-gpt2-1.5b.json "${accum1_5b[@]}" --dtype bf16
 bench llama-1b-bf16-accum configs/bench-llama-1b.json 4 "${accum_llama[@]}" --set training.precision=bf16
 torch_ref llama-1b-bf16-accum configs/bench-llama-1b.json "${accum_llama[@]}" --dtype bf16
@@ -194,6 +200,9 @@ bench gpt2-1.5b configs/bench-gpt2-1.5b.json 6
 torch_ref gpt2-1.5b configs/bench-gpt2-1.5b.json
 bench llama-1b configs/bench-llama-1b.json 6
 torch_ref llama-1b configs/bench-llama-1b.json
+# PyTorch with torch.compile (its first steps compile, for a minute or more): last, as it fits the budget.
+TORCH_REF_LIMIT=300 torch_ref gpt2-124m-bf16-accum-compile configs/gpt2-124m.json "${accum124m[@]}" --dtype bf16 \
+  --compile
 echo "-- NCCL against the host-staged MPI path (issue 13): GPT-2 124M, 2 GPUs --"
 if [[ $gpus -ge 2 ]]; then
   comm_bench() {  # comm_bench NAME BACKEND [--set ...]: mean step time of steps 2..8, the log's overlap lines
