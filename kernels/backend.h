@@ -93,6 +93,16 @@ struct Backend {
   // runs matmul and add_bias).
   bool (*gemm_bias)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                     const void* b, int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc);
+  // Optional: `batch` products of one shape in one call, the i-th reading a + i·stride_a, b + i·stride_b
+  // (and bias + i·stride_bias) and writing c + i·stride_c, strides in elements (0: one operand
+  // shared by every product): c = alpha op(a) op(b) + beta c, or with a bias (not null; alpha 1,
+  // beta 0) c = op(a) op(b) + bias[N] on every row. a and b both f32 (c f32) or both bf16 (c bf16 or
+  // f32); the bias of c's dtype; k > 0. Returns false, having done nothing, for what it does not take
+  // (ops::matmul_group then runs the products one by one).
+  bool (*gemm_batched)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
+                       int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, bool ab_bf16,
+                       const void* bias, int64_t stride_bias, float beta, void* c, bool c_bf16, int64_t ldc,
+                       int64_t stride_c, int64_t batch);
   // Optional, the same kind of entries for a GELU MLP (pre, out, dx and bias of c's dtype; alpha 1,
   // beta 0; false, having done nothing, for what they do not take):
   //   gemm_gelu: pre = op(a) op(b) (+ bias[N] when bias is not null), out = gelu(pre), in one GEMM;

@@ -3,6 +3,8 @@
 // operands staged through f32 (kernels/f32_staging.h). adamw_update lives in adamw.cc.
 #include "kernels/ops.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "kernels/backend.h"
@@ -300,6 +302,77 @@ void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool t
   }
   matmul(a, trans_a, b, trans_b, dx);
   gelu_backward(dx, pre, dx);
+}
+
+namespace {
+// The element stride at which the tensors of `t` lie in memory (0 for a single tensor), when they
+// share a dtype and each begins that many elements after the one before; none otherwise.
+std::optional<int64_t> uniform_stride(std::span<const Tensor> t) {
+  if (t.size() == 1) return 0;
+  const auto address = [&](size_t i) { return reinterpret_cast<intptr_t>(t[i].raw()); };
+  const intptr_t step = address(1) - address(0);
+  const auto element = static_cast<intptr_t>(dtype_size(t[0].dtype()));
+  if (step <= 0 || step % element != 0) return std::nullopt;
+  for (size_t i = 1; i < t.size(); ++i) {
+    if (t[i].dtype() != t[0].dtype() || address(i) - address(0) != static_cast<intptr_t>(i) * step) return std::nullopt;
+  }
+  return static_cast<int64_t>(step / element);
+}
+}  // namespace
+
+void matmul_group(std::span<const Tensor> a, bool trans_a, std::span<const Tensor> b, bool trans_b,
+                  std::span<const Tensor> bias, std::span<Tensor> c, float alpha, float beta) {
+  const char* op = "matmul_group";
+  const size_t count = c.size();
+  LATTICE_CHECK(count > 0, "{}: no products (c is empty)", op);
+  LATTICE_CHECK((a.size() == 1 || a.size() == count) && (b.size() == 1 || b.size() == count) &&
+                    (bias.empty() || bias.size() == count),
+                "{}: {} products take 1 or {} tensors of a and of b and 0 or {} biases; got {}, {} and {}", op, count,
+                count, count, a.size(), b.size(), bias.size());
+  LATTICE_CHECK(bias.empty() || (alpha == 1.0f && beta == 0.0f), "{}: with biases alpha must be 1 and beta 0", op);
+  const auto nth = [](std::span<const Tensor> t, size_t i) -> const Tensor& { return t[t.size() == 1 ? 0 : i]; };
+  const Backend& be = backend_for(op, {&a[0], &b[0], &c[0]});
+  const GemmShape shape = gemm_shape(op, a[0], trans_a, b[0], trans_b, c[0]);
+  for (size_t i = 0; i < count; ++i) {
+    LATTICE_CHECK(&backend_for(op, {&nth(a, i), &nth(b, i), bias.empty() ? nullptr : &bias[i], &c[i]}) == &be,
+                  "{}: product {} is on another device than product 0", op, i);
+    const GemmShape s = gemm_shape(op, nth(a, i), trans_a, nth(b, i), trans_b, c[i]);
+    LATTICE_CHECK(s.m == shape.m && s.n == shape.n && s.k == shape.k,
+                  "{}: product {} is [{}, {}] x [{}, {}], product 0 [{}, {}] x [{}, {}]: the shapes must match", op, i,
+                  s.m, s.k, s.k, s.n, shape.m, shape.k, shape.k, shape.n);
+    if (!bias.empty()) {
+      need_data(op, "bias", bias[i]);
+      need_numel(op, "bias", bias[i], shape.n, fmt::format("last dim of c {}", c[i].describe()).c_str());
+    }
+    // Run one by one, a product must not change what a later one reads.
+    for (size_t j = 0; j < count; ++j) {
+      LATTICE_CHECK(!overlaps(c[i], nth(a, j)) && !overlaps(c[i], nth(b, j)) &&
+                        (bias.empty() || !overlaps(c[i], bias[j])) && (i == j || !overlaps(c[i], c[j])),
+                    "{}: output c[{}] {} overlaps an input or another output", op, i, c[i].describe());
+    }
+  }
+  if (shape.m == 0 || shape.n == 0) return;
+  const std::span<const Tensor> outputs(c.data(), c.size());
+  const std::optional<int64_t> stride_a = uniform_stride(a), stride_b = uniform_stride(b);
+  const std::optional<int64_t> stride_c = uniform_stride(outputs);
+  const std::optional<int64_t> stride_bias = bias.empty() ? std::optional<int64_t>{0} : uniform_stride(bias);
+  const bool ab_bf16 = a[0].dtype() == DType::kBF16, c_bf16 = c[0].dtype() == DType::kBF16;
+  const bool dtypes_taken = a[0].dtype() == b[0].dtype() && (ab_bf16 || !c_bf16) &&
+                            (bias.empty() || bias[0].dtype() == c[0].dtype());
+  if (count > 1 && be.gemm_batched != nullptr && shape.k > 0 && dtypes_taken && stride_a && stride_b && stride_c &&
+      stride_bias &&
+      be.gemm_batched(trans_a, trans_b, shape.m, shape.n, shape.k, alpha, a[0].raw(), shape.a_cols, *stride_a,
+                      b[0].raw(), shape.b_cols, *stride_b, ab_bf16, bias.empty() ? nullptr : bias[0].raw(),
+                      *stride_bias, beta, c[0].raw(), c_bf16, shape.n, *stride_c, static_cast<int64_t>(count))) {
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (bias.empty()) {
+      matmul(nth(a, i), trans_a, nth(b, i), trans_b, c[i], alpha, beta);
+    } else {
+      matmul_bias(nth(a, i), trans_a, nth(b, i), trans_b, bias[i], c[i]);
+    }
+  }
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/tensor.h"
 
@@ -68,6 +69,16 @@ void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 // dx = gelu'(pre) * (op(a) op(b)) elementwise (overwrite): the gradient of the GELU's input, from
 // the product that gives the gradient of its output.
 void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& pre, Tensor& dx);
+// Products of one shape that share an operand, c[i] = alpha op(a[i]) op(b[i]) + beta c[i], or with
+// biases (alpha 1, beta 0) c[i] = op(a[i]) op(b[i]) + bias[i]: the q, k and v projections of one
+// input, and their weight gradients. a or b may hold a single tensor, shared by every product; bias
+// is empty or holds one tensor per product. As written it is matmul (matmul_bias) for each i in
+// order, bit for bit, unless the device runs them as one batched GEMM (CUDA: cuBLASLt's strided
+// batch), which it does where each operand's tensors lie at one stride apart in memory (slices of
+// one buffer, as the flat parameter buffers and model/activations.cc lay them out). No c may
+// overlap another c or any input.
+void matmul_group(std::span<const Tensor> a, bool trans_a, std::span<const Tensor> b, bool trans_b,
+                  std::span<const Tensor> bias, std::span<Tensor> c, float alpha = 1.0f, float beta = 0.0f);
 
 // y[N, F] += bias[F] (broadcast over rows).
 void add_bias(Tensor& y, const Tensor& bias);

@@ -58,6 +58,8 @@ struct Problem {
   int64_t batch, stride_a, stride_b, stride_c;
   cudaDataType_t ab_type, c_type;
   Epilogue epilogue = Epilogue::kNone;
+  int64_t stride_bias = 0;  // elements between the biases of consecutive products of a batch
+  bool declinable = false;  // no algorithm: return false (the caller has another way) instead of an error
 };
 
 bool has_bias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kGeluAuxBias; }
@@ -75,9 +77,10 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
 }
 
 // What the descriptors and the chosen algorithm depend on: the column-major problem cuBLASLt runs,
-// the types, beta != 0, the operands' alignments, TF32 and the epilogue.
+// the types, beta != 0, the operands' alignments, TF32, the epilogue and its bias stride, and whether
+// a missing algorithm declines.
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, cudaDataType_t, cudaDataType_t, bool, int, int, int, bool, Epilogue>;
+                       int64_t, cudaDataType_t, cudaDataType_t, bool, int, int, int, bool, Epilogue, int64_t, bool>;
 
 std::atomic<bool> tf32_enabled{false};
 std::atomic<bool> gelu_fusion_enabled{false};
@@ -121,7 +124,7 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
 
 Plan make_plan(const Key& key) {
   const auto [ta, tb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, ab_type, c_type, has_beta, align_a,
-              align_b, align_c, tf32, epilogue] = key;
+              align_b, align_c, tf32, epilogue, stride_bias, declinable] = key;
   Plan p;
   // f32 accumulation and f32 alpha / beta for every type (bf16 inputs too: CUBLAS_COMPUTE_32F).
   LATTICE_CUBLAS_CHECK(
@@ -138,6 +141,11 @@ Plan make_plan(const Key& key) {
     const cudaDataType_t bias_type = c_type;
     LATTICE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    if (batch > 1) {
+      const int64_t bias_stride = stride_bias;
+      LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_stride,
+                                                          sizeof(bias_stride)));
+    }
   }
   if (has_aux(epilogue)) {
     // The aux matrix has D's shape and leading dimension, and D's type (stated, not left to the
@@ -172,7 +180,7 @@ Plan make_plan(const Key& key) {
   int found = 0;
   LATTICE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
   cublasLtMatmulPreferenceDestroy(pref);
-  if (found == 0 && epilogue != Epilogue::kNone) return p;  // declined: the caller runs the unfused ops
+  if (found == 0 && (epilogue != Epilogue::kNone || declinable)) return p;  // declined: the caller runs other ops
   if (found == 0) {
     throw Error(fmt::format("cuBLASLt has no {} x {} -> {} algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, "
                             "batch {}, alignment {} {} {}; beta {})",
@@ -205,7 +213,7 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
   const Key key{p.tb, p.ta, p.n, p.m, p.k, p.ldb, p.lda, p.ldc, p.batch, p.stride_b, p.stride_a, p.stride_c,
                 p.ab_type, p.c_type, beta != 0.0f,
                 align(b, p.stride_b, p.ab_type), align(a, p.stride_a, p.ab_type), align(c, p.stride_c, p.c_type),
-                tf32, p.epilogue};
+                tf32, p.epilogue, p.stride_bias, p.declinable};
   Lt& state = lt();
   // Held through the call: an epilogue plan's descriptor takes this call's bias and aux pointers,
   // which the call reads when it is made (the descriptor is shared by every call of the shape).
@@ -288,6 +296,20 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
   return run("gemm_bias", epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16, Epilogue::kBias),
              1.0f, a, b, 0.0f, c, bias);
+}
+
+bool gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
+                  int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, bool ab_bf16, const void* bias,
+                  int64_t stride_bias, float beta, void* c, bool c_bf16, int64_t ldc, int64_t stride_c,
+                  int64_t batch) {
+  // As gemm_bias: the epilogue's vector loads need every bias of the batch 16-byte aligned (matmul.h).
+  if (!batched_gemm_fits(m, n, k, batch, ab_bf16, c_bf16, bias, stride_bias)) return false;
+  Problem p{trans_a, trans_b, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
+            ab_bf16 ? CUDA_R_16BF : CUDA_R_32F, c_bf16 ? CUDA_R_16BF : CUDA_R_32F};
+  p.epilogue = bias != nullptr ? Epilogue::kBias : Epilogue::kNone;
+  p.stride_bias = stride_bias;
+  p.declinable = true;
+  return run("gemm_batched", p, bias != nullptr ? 1.0f : alpha, a, b, bias != nullptr ? 0.0f : beta, c, bias);
 }
 
 bool gemm_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,

@@ -21,6 +21,23 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc);
 
+// `batch` products of one shape in one cuBLASLt call (Backend::gemm_batched): the i-th reads
+// a + i·stride_a, b + i·stride_b and writes c + i·stride_c (element strides, 0 shares an operand);
+// with a bias (not null: alpha 1, beta 0) the bias epilogue adds bias + i·stride_bias. a and b f32
+// (c f32) or both bf16 (c bf16 or f32). false (nothing run) for an empty product, an f32 a with a
+// bf16 c, a bias or bias stride not 16-byte aligned, or a problem the heuristic has no algorithm for.
+// The rules of that list but the heuristic, shared with the CPU emulator's entry so both decline alike:
+inline bool batched_gemm_fits(int64_t m, int64_t n, int64_t k, int64_t batch, bool ab_bf16, bool c_bf16,
+                              const void* bias, int64_t stride_bias) {
+  const int64_t bias_bytes = c_bf16 ? 2 : 4;  // the bias is of c's type
+  return m > 0 && n > 0 && k > 0 && batch >= 1 && (ab_bf16 || !c_bf16) &&
+         (bias == nullptr || (reinterpret_cast<uintptr_t>(bias) % 16 == 0 && stride_bias * bias_bytes % 16 == 0));
+}
+bool gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
+                  int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, bool ab_bf16, const void* bias,
+                  int64_t stride_bias, float beta, void* c, bool c_bf16, int64_t ldc, int64_t stride_c,
+                  int64_t batch);
+
 // training.gelu_fusion, the GELU MLP's two GEMMs with cuBLASLt's GELU epilogues (a and b f32 or both
 // bf16; pre, out, dx and the bias of c's type; alpha 1, beta 0). false (nothing run) while fusion is
 // off, for an empty product, a row stride ldc != n, n not a multiple of 8, a bias or pre pointer

@@ -195,6 +195,71 @@ TEST_CASE("matmul_bias at GPT-2 124M sizes, f32 and bf16, aligned and odd bias o
   }
 }
 
+// Products that share an operand as one batched GEMM (ops::matmul_group; cuBLASLt's strided batch,
+// the bias epilogue with a bias batch stride, stride 0 for the shared operand), laid out as the model
+// lays them out: GPT-2 124M's q, k, v (weights and biases alternating in the flat parameter buffer,
+// outputs side by side) and their weight gradients accumulated into the f32 gradient buffer, then a
+// ragged GQA-like pair without biases (Llama's k, v). Each first checks that the backend's entry takes
+// the problem (a declined one would run product by product and prove nothing about the batch), then
+// compares the op with the CPU's products one by one, with matmul_bias's and matmul's tolerances.
+TEST_CASE("matmul_group: q, k, v and their weight gradients as one batched GEMM, f32 and bf16") {
+  struct Group {
+    int64_t tokens, out, in, count;
+    bool bias;
+  };
+  const Backend& be = backend_for("matmul_group test", Device::kCuda);
+  for (const Group g : {Group{8192, 768, 768, 3, true}, Group{333, 96, 129, 2, false}}) {
+    const int64_t block = g.out * g.in + (g.bias ? g.out : 0);
+    const Tensors draws{random_tensor({g.tokens, g.in}, 1), random_tensor({g.count * block}, 2),
+                        random_tensor({g.count, g.tokens, g.out}, 3), random_tensor({g.count * block}, 4)};
+    const auto slices = [](const Tensor& buffer, int64_t count, int64_t step, int64_t first, const Shape& shape) {
+      std::vector<Tensor> out;
+      for (int64_t i = 0; i < count; ++i) out.push_back(buffer.slice_flat(i * step + first, shape));
+      return out;
+    };
+    for (const bool bf16 : {false, true}) {
+      const std::string shape = fmt::format("{} x [{}, {}] <- [{}, {}] {}{}", g.count, g.out, g.in, g.tokens, g.in,
+                                            bf16 ? "bf16" : "f32", g.bias ? " with biases" : "");
+      // Forward: y_i = x W_i^T (+ b_i); t = {x, params, y}.
+      const Tensors forward_in = bf16 ? test::with_bf16({draws[0], draws[1], draws[2]}, {0, 1, 2})
+                                      : Tensors{draws[0], draws[1], draws[2]};
+      {
+        const DeviceContext gpu(Device::kCuda);
+        Tensors t;
+        for (const Tensor& h : forward_in) t.push_back(gpu.to_device(h));
+        const int64_t esize = bf16 ? 2 : 4;
+        CHECK(be.gemm_batched(false, true, g.tokens, g.out, g.in, 1.0f, t[0].raw(), g.in, 0, t[1].raw(), g.in, block,
+                              bf16, g.bias ? static_cast<const char*>(t[1].raw()) + g.out * g.in * esize : nullptr,
+                              block, 0.0f, t[2].raw(), bf16, g.out, g.tokens * g.out, g.count));
+      }
+      auto [cpu_f, gpu_f] = run_both(forward_in, [&](Tensors& t) {
+        std::vector<Tensor> ys = slices(t[2], g.count, g.tokens * g.out, 0, {g.tokens, g.out});
+        const std::vector<Tensor> biases = g.bias ? slices(t[1], g.count, block, g.out * g.in, {g.out}) : Tensors{};
+        ops::matmul_group({&t[0], 1}, false, slices(t[1], g.count, block, 0, {g.out, g.in}), true, biases, ys);
+      });
+      const double forward_tol = bf16 ? bf16_matmul_tolerance(g.in, true) + (g.bias ? 1.0 / 256 : 0.0) : kF32Tol;
+      require_close("matmul_group forward " + shape, cpu_f, gpu_f, {2}, forward_tol);
+      // Weight gradients: dW_i += dy_i^T x into f32; t = {dy, x, grads}.
+      const Tensors backward_in = bf16 ? test::with_bf16({draws[2], draws[0], draws[3]}, {0, 1})
+                                       : Tensors{draws[2], draws[0], draws[3]};
+      {
+        const DeviceContext gpu(Device::kCuda);
+        Tensors t;
+        for (const Tensor& h : backward_in) t.push_back(gpu.to_device(h));
+        CHECK(be.gemm_batched(true, false, g.out, g.in, g.tokens, 1.0f, t[0].raw(), g.out, g.tokens * g.out,
+                              t[1].raw(), g.in, 0, bf16, nullptr, 0, 1.0f, t[2].raw(), false, g.in, block, g.count));
+      }
+      auto [cpu_b, gpu_b] = run_both(backward_in, [&](Tensors& t) {
+        std::vector<Tensor> grads = slices(t[2], g.count, block, 0, {g.out, g.in});
+        ops::matmul_group(slices(t[0], g.count, g.tokens * g.out, 0, {g.tokens, g.out}), true, {&t[1], 1}, false, {},
+                          grads, 1.0f, 1.0f);
+      });
+      require_close("matmul_group weight gradients " + shape, cpu_b, gpu_b, {2},
+                    bf16 ? bf16_matmul_tolerance(g.tokens, false) : kF32Tol);
+    }
+  }
+}
+
 // training.gelu_fusion on while a test runs, off after (the default every other test sees).
 struct GeluFusionOn {
   GeluFusionOn() { backend_for("gelu fusion test", Device::kCuda).set_gelu_fusion(true); }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/bf16.h"
@@ -96,32 +97,75 @@ void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int
   });
 }
 
+namespace {
+// The bodies of gemm_bf16 and gemm_bias, run where the caller's stream item runs.
+void gemm_bf16_now(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                   int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc) {
+  const std::vector<float> wa = widen_operand(a, trans_a, m, k, lda);
+  const std::vector<float> wb = widen_operand(b, trans_b, k, n, ldb);
+  if (!c_is_bf16) {
+    cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, static_cast<float*>(c), ldc);
+    return;
+  }
+  auto* cb = static_cast<uint16_t*>(c);
+  std::vector<float> wc = beta != 0.0f ? widen(cb, m, n, ldc) : std::vector<float>(static_cast<size_t>(m * ldc), 0.0f);
+  cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, wc.data(), ldc);
+  for (int64_t i = 0; i < m; ++i) cpu::f32_to_bf16(wc.data() + i * ldc, cb + i * ldc, n);
+}
+
+void gemm_bias_now(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                   const void* b, int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc) {
+  const std::vector<float> p = product(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) store(c, c_bf16, i * ldc + j, p[i * n + j] + load(bias, c_bf16, j));
+}
+
+// The address `elements` elements of `size` bytes after p.
+template <typename T>
+T* advance(T* p, int64_t elements, int64_t size) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + elements * size);
+}
+}  // namespace
+
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
                const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc) {
   hold_cublaslt_workspace();
-  emu::run_on(nullptr, [=] {
-    const std::vector<float> wa = widen_operand(a, trans_a, m, k, lda);
-    const std::vector<float> wb = widen_operand(b, trans_b, k, n, ldb);
-    if (!c_is_bf16) {
-      cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, static_cast<float*>(c), ldc);
-      return;
-    }
-    auto* cb = static_cast<uint16_t*>(c);
-    std::vector<float> wc =
-        beta != 0.0f ? widen(cb, m, n, ldc) : std::vector<float>(static_cast<size_t>(m * ldc), 0.0f);
-    cpu::sgemm(trans_a, trans_b, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, wc.data(), ldc);
-    for (int64_t i = 0; i < m; ++i) cpu::f32_to_bf16(wc.data() + i * ldc, cb + i * ldc, n);
-  });
+  emu::run_on(nullptr, [=] { gemm_bf16_now(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, c_is_bf16, ldc); });
 }
 
 bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc) {
   hold_cublaslt_workspace();
   if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;  // as cuBLASLt's
+  emu::run_on(nullptr, [=] { gemm_bias_now(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16, bias, c, c_bf16, ldc); });
+  return true;
+}
+
+bool gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
+                  int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, bool ab_bf16, const void* bias,
+                  int64_t stride_bias, float beta, void* c, bool c_bf16, int64_t ldc, int64_t stride_c,
+                  int64_t batch) {
+  hold_cublaslt_workspace();
+  if (!batched_gemm_fits(m, n, k, batch, ab_bf16, c_bf16, bias, stride_bias)) return false;
+  const int64_t ab_element = ab_bf16 ? 2 : 4, c_element = c_bf16 ? 2 : 4;
+  // One stream item, as one cuBLASLt call; each product as the single entries compute it.
   emu::run_on(nullptr, [=] {
-    const std::vector<float> p = product(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) store(c, c_bf16, i * ldc + j, p[i * n + j] + load(bias, c_bf16, j));
+    for (int64_t i = 0; i < batch; ++i) {
+      const void* ai = advance(a, i * stride_a, ab_element);
+      const void* bi = advance(b, i * stride_b, ab_element);
+      void* ci = advance(c, i * stride_c, c_element);
+      if (bias != nullptr) {
+        gemm_bias_now(trans_a, trans_b, m, n, k, ai, lda, bi, ldb, ab_bf16, advance(bias, i * stride_bias, c_element),
+                      ci, c_bf16, ldc);
+      } else if (ab_bf16) {
+        gemm_bf16_now(trans_a, trans_b, m, n, k, alpha, static_cast<const uint16_t*>(ai), lda,
+                      static_cast<const uint16_t*>(bi), ldb, beta, ci, c_bf16, ldc);
+      } else {
+        cpu::sgemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float*>(ai), lda, static_cast<const float*>(bi),
+                   ldb, beta, static_cast<float*>(ci), ldc);
+      }
+    }
   });
   return true;
 }

@@ -327,6 +327,45 @@ std::vector<OpCase> op_cases() {
                  return T{logits, in.ids({N}, 0, kRow), in.uniform({N}), in.uniform({N})};
                },
                [](T& t) { ops::cross_entropy_forward_backward(t[0], t[1], 0.5f, t[2], t[3], t[0]); return none(); }});
+  // Products sharing an operand, laid out as the model lays them out: weights and biases alternating
+  // in a flat parameter buffer, outputs and output gradients side by side (one stride each: a batched
+  // GEMM where the device has one; 8 x 7 weights keep every bias 16-byte aligned in f32 and bf16).
+  // Then outputs at no single stride, which run one product at a time everywhere.
+  constexpr int64_t kOut = 8, kIn = 7, kRows = 6, kBlock = kOut * kIn + kOut;
+  const auto group = [](const Tensor& buffer, int64_t count, int64_t step, int64_t first, const Shape& shape) {
+    std::vector<Tensor> slices;
+    for (int64_t i = 0; i < count; ++i) slices.push_back(buffer.slice_flat(i * step + first, shape));
+    return slices;
+  };
+  c.push_back({"matmul_group", "q, k, v with biases", 1e-5,
+               [](In& in) { return T{in.uniform({kRows, kIn}), in.uniform({3 * kBlock}), in.uniform({3, kRows, kOut})}; },
+               [group](T& t) {
+                 std::vector<Tensor> out = group(t[2], 3, kRows * kOut, 0, {kRows, kOut});
+                 ops::matmul_group({&t[0], 1}, false, group(t[1], 3, kBlock, 0, {kOut, kIn}), true,
+                                   group(t[1], 3, kBlock, kOut * kIn, {kOut}), out);
+                 return none();
+               },
+               {{0, 1, 2}}});
+  c.push_back({"matmul_group", "weight gradients, accumulated", 1e-5,
+               [](In& in) { return T{in.uniform({3, kRows, kOut}), in.uniform({kRows, kIn}), in.uniform({3 * kBlock})}; },
+               [group](T& t) {
+                 std::vector<Tensor> grads = group(t[2], 3, kBlock, 0, {kOut, kIn});
+                 ops::matmul_group(group(t[0], 3, kRows * kOut, 0, {kRows, kOut}), true, {&t[1], 1}, false, {}, grads,
+                                   1.0f, 1.0f);
+                 return none();
+               },
+               {{0, 1}, {0, 1, 2}}});
+  c.push_back({"matmul_group", "outputs at no single stride", 1e-5,
+               [](In& in) { return T{in.uniform({kRows, kIn}), in.uniform({2, kOut, kIn}), in.uniform({200})}; },
+               [](T& t) {
+                 std::vector<Tensor> out = {t[2].slice_flat(0, {kRows, kOut}), t[2].slice_flat(48, {kRows, kOut}),
+                                            t[2].slice_flat(112, {kRows, kOut})};
+                 const std::vector<Tensor> weights = {t[1].slice_flat(0, {kOut, kIn}), t[1].slice_flat(56, {kOut, kIn}),
+                                                      t[1].slice_flat(0, {kOut, kIn})};
+                 ops::matmul_group({&t[0], 1}, false, weights, true, {}, out, 0.5f, 1.0f);
+                 return none();
+               },
+               {{0, 1, 2}}});
   return c;
 }
 
