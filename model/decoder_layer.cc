@@ -86,6 +86,32 @@ void DecoderLayer::activate(LayerActivations& s) const {
     ops::gelu_forward(s.up, s.act);
 }
 
+void DecoderLayer::project_qkv(const Tensor& x, Tensor& q, Tensor& k, Tensor& v) const {
+  if (q.numel() == k.numel()) {
+    const Linear* layers[] = {&q_proj_, &k_proj_, &v_proj_};
+    Tensor ys[] = {q, k, v};
+    Linear::forward_group(layers, x, ys);
+    return;
+  }
+  q_proj_.forward(x, q);
+  const Linear* layers[] = {&k_proj_, &v_proj_};
+  Tensor ys[] = {k, v};
+  Linear::forward_group(layers, x, ys);
+}
+
+void DecoderLayer::qkv_weight_grads(const Tensor& x, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  if (dq.numel() == dk.numel()) {
+    Linear* layers[] = {&q_proj_, &k_proj_, &v_proj_};
+    const Tensor dys[] = {dq, dk, dv};
+    Linear::backward_weights_group(layers, x, dys);
+    return;
+  }
+  q_proj_.backward_weights(x, dq);
+  Linear* layers[] = {&k_proj_, &v_proj_};
+  const Tensor dys[] = {dk, dv};
+  Linear::backward_weights_group(layers, x, dys);
+}
+
 void DecoderLayer::save_activations(LayerActivations& s, LayerScratch& w) const {
   const int64_t qd = q_proj_.out_features(), kvd = k_proj_.out_features();
   const bool rope = config_.position_embedding == PositionEmbedding::kRope;
@@ -95,9 +121,7 @@ void DecoderLayer::save_activations(LayerActivations& s, LayerScratch& w) const 
   // grouping as globally because heads are split contiguously).
   enter_region(norm1_, s.input, s.norm1_out, s.norm1, w);
   Tensor q = matrix(s.q, qd), k = matrix(s.k, kvd), v = matrix(s.v, kvd);
-  q_proj_.forward(s.norm1_out, q);
-  k_proj_.forward(s.norm1_out, k);
-  v_proj_.forward(s.norm1_out, v);
+  project_qkv(s.norm1_out, q, k, v);
   if (rope) {
     ops::rope_forward(s.q, theta);
     ops::rope_forward(s.k, theta);
@@ -109,8 +133,10 @@ void DecoderLayer::save_activations(LayerActivations& s, LayerScratch& w) const 
   // MLP.
   enter_region(norm2_, s.mid, s.norm2_out, s.norm2, w);
   if (config_.activation == Activation::kSwiglu) {
-    up_proj_.forward(s.norm2_out, s.up);
-    gate_proj_.forward(s.norm2_out, s.gate);
+    // In the order of their weights (and of their outputs: model/activations.cc), so one batched GEMM.
+    const Linear* layers[] = {&gate_proj_, &up_proj_};
+    Tensor ys[] = {s.gate, s.up};
+    Linear::forward_group(layers, s.norm2_out, ys);
     activate(s);
   } else {
     up_proj_.forward_gelu(s.norm2_out, s.up, s.act);  // activate(s) as one op with the GEMM
@@ -139,8 +165,13 @@ void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, Laye
   {
     // The region input's gradient travels over tp while the weight gradients are computed.
     CommHandle reduce = reduce_region_grad(g, d_h2);
-    if (swiglu) gate_proj_.backward_weights(s.norm2_out, g.d_gate);
-    up_proj_.backward_weights(s.norm2_out, g.d_up);
+    if (swiglu) {
+      Linear* layers[] = {&gate_proj_, &up_proj_};
+      const Tensor dys[] = {g.d_gate, g.d_up};
+      Linear::backward_weights_group(layers, s.norm2_out, dys);
+    } else {
+      up_proj_.backward_weights(s.norm2_out, g.d_up);
+    }
     reduce.wait_on(tp_.stream);
   }
   norm2_.backward(d_h2, s.mid, s.norm2, g.d_mid);
@@ -161,9 +192,7 @@ void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, Laye
   Tensor d_h1;
   {
     CommHandle reduce = reduce_region_grad(g, d_h1);
-    q_proj_.backward_weights(s.norm1_out, dq);
-    k_proj_.backward_weights(s.norm1_out, dk);
-    v_proj_.backward_weights(s.norm1_out, dv);
+    qkv_weight_grads(s.norm1_out, dq, dk, dv);
     reduce.wait_on(tp_.stream);
   }
   norm1_.backward(d_h1, s.input, s.norm1, d_x);

@@ -39,6 +39,10 @@ class DecoderLayer {
   void save_activations(LayerActivations& saved, LayerScratch& scratch) const;
   // saved.act from saved.up (and saved.gate).
   void activate(LayerActivations& saved) const;
+  // q, k, v [N, .] = projections of the attention input x: one ops::matmul_group where their shapes
+  // match (MHA), else q alone and k, v as one group (GQA). And their weight gradients likewise.
+  void project_qkv(const Tensor& x, Tensor& q, Tensor& k, Tensor& v) const;
+  void qkv_weight_grads(const Tensor& x, const Tensor& dq, const Tensor& dk, const Tensor& dv);
   // norm(x) into the region's input `region_in` [N, H] (SP: norm on the local tokens, gathered).
   void enter_region(const Norm& norm, const Tensor& x, Tensor& region_in, NormSaved& stats,
                     LayerScratch& scratch) const;

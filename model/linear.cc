@@ -1,6 +1,8 @@
 // Linear layer forward/backward through ops::matmul, with the row-parallel reduction.
 #include "model/linear.h"
 
+#include <vector>
+
 #include "kernels/error.h"
 #include "kernels/ops.h"
 
@@ -66,6 +68,29 @@ void Linear::backward_weights(const Tensor& x, const Tensor& dy) {
   LATTICE_CHECK(kind_ != LinearKind::kRow, "backward_weights is for plain and column-parallel layers");
   ops::matmul(dy, true, x, false, weight_grad_, 1.0f, 1.0f);
   if (bias_.defined()) ops::bias_backward(dy, bias_grad_);
+}
+
+void Linear::forward_group(std::span<const Linear* const> layers, const Tensor& x, std::span<Tensor> ys) {
+  std::vector<Tensor> weights, biases;
+  for (const Linear* layer : layers) {
+    LATTICE_CHECK(layer->kind_ != LinearKind::kRow, "forward_group is for plain and column-parallel layers");
+    LATTICE_CHECK(layer->bias_.defined() == layers[0]->bias_.defined(), "forward_group: layers with and without a bias");
+    weights.push_back(layer->weight_);
+    if (layer->bias_.defined()) biases.push_back(layer->bias_);
+  }
+  ops::matmul_group({&x, 1}, false, weights, true, biases, ys);
+}
+
+void Linear::backward_weights_group(std::span<Linear* const> layers, const Tensor& x, std::span<const Tensor> dys) {
+  std::vector<Tensor> weight_grads;
+  for (const Linear* layer : layers) {
+    LATTICE_CHECK(layer->kind_ != LinearKind::kRow, "backward_weights_group is for plain and column-parallel layers");
+    weight_grads.push_back(layer->weight_grad_);
+  }
+  ops::matmul_group(dys, true, {&x, 1}, false, {}, weight_grads, 1.0f, 1.0f);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i]->bias_.defined()) ops::bias_backward(dys[i], layers[i]->bias_grad_);
+  }
 }
 
 }  // namespace lattice

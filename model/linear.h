@@ -8,6 +8,7 @@
 //     and then adds the bias once.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "kernels/tensor.h"
@@ -41,6 +42,14 @@ class Linear {
   // reducing dx over tp and compute the weight gradients while it travels.
   void backward_input(const Tensor& dy, Tensor& dx, bool accumulate_dx = false) const;
   void backward_weights(const Tensor& x, const Tensor& dy);
+
+  // Layers of the plain or column kind that read one input (q, k, v; gate, up), all with a bias or
+  // all without: their forwards, and their weight gradients, each as one ops::matmul_group (one
+  // batched GEMM where the device has one and the weights, biases and outputs each lie at one
+  // stride, as the flat parameter buffers and model/activations.cc lay them out). The results are
+  // those of forward and backward_weights for each layer.
+  static void forward_group(std::span<const Linear* const> layers, const Tensor& x, std::span<Tensor> ys);
+  static void backward_weights_group(std::span<Linear* const> layers, const Tensor& x, std::span<const Tensor> dys);
 
   int64_t out_features() const { return weight_.dim(0); }
   int64_t in_features() const { return weight_.dim(1); }

@@ -33,6 +33,12 @@ struct Shapes {
   bool swiglu, sp;
 };
 
+// model/activations.cc allocate_qkv: q, k and v in one allocation (MHA), or q alone and k, v in one.
+int64_t qkv_bytes(const Shapes& s) {
+  const int64_t q = s.N * s.Hq * s.D * s.cs, kv = s.N * s.Hkv * s.D * s.cs;
+  return s.Hq == s.Hkv ? rounded(3 * q) : rounded(q) + rounded(2 * kv);
+}
+
 // model/activations.cc LayerActivations::allocate, for the groups a layer keeps.
 int64_t layer_activation_bytes(const Shapes& s, unsigned groups) {
   int64_t b = 0;
@@ -41,17 +47,19 @@ int64_t layer_activation_bytes(const Shapes& s, unsigned groups) {
   if (groups & 2u) {                                 // cheap: norm outputs and stats, the MLP activation
     b += 2 * rounded(s.N * s.H * s.cs) + 2 * norm_saved + rounded(s.N * s.F * s.cs);
   }
-  if (groups & 4u) {  // core: q, k, v, attention output, lse, mid, up (and gate)
-    b += 2 * rounded(s.N * s.Hq * s.D * s.cs) + 2 * rounded(s.N * s.Hkv * s.D * s.cs) + rounded(s.N * s.Hq * 4) +
-         rounded(s.n * s.H * s.cs) + rounded(s.N * s.F * s.cs) * (s.swiglu ? 2 : 1);
+  if (groups & 4u) {  // core: q, k, v, attention output, lse, mid, up (and gate, with up in one allocation)
+    b += qkv_bytes(s) + rounded(s.N * s.Hq * s.D * s.cs) + rounded(s.N * s.Hq * 4) + rounded(s.n * s.H * s.cs) +
+         rounded(s.N * s.F * s.cs * (s.swiglu ? 2 : 1));
   }
   return b;
 }
 
 // model/activations.cc LayerScratch::allocate: one per chunk.
 int64_t layer_scratch_bytes(const Shapes& s) {
-  int64_t b = rounded(s.N * s.H * s.cs) + rounded(s.n * s.H * s.cs) + 2 * rounded(s.N * s.Hq * s.D * s.cs) +
-              2 * rounded(s.N * s.Hkv * s.D * s.cs) + rounded(s.N * s.F * s.cs) * (s.swiglu ? 3 : 1);
+  // d_hidden, d_mid, d_attn, dq/dk/dv (as q, k, v), d_up (SwiGLU: d_act, and d_gate with d_up in one).
+  int64_t b = rounded(s.N * s.H * s.cs) + rounded(s.n * s.H * s.cs) + rounded(s.N * s.Hq * s.D * s.cs) +
+              qkv_bytes(s) + (s.swiglu ? rounded(s.N * s.F * s.cs) + rounded(2 * s.N * s.F * s.cs)
+                                       : rounded(s.N * s.F * s.cs));
   if (s.sp) b += 2 * rounded(s.n * s.H * s.cs) + 2 * rounded(s.N * s.H * s.cs);
   return b;
 }
