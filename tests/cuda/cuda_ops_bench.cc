@@ -104,6 +104,37 @@ class Bench {
          1.0 * n * out * dtype_size(act_), calls);
   }
 
+  // The model's q, k and v projections (model/decoder_layer.cc), `calls` times per micro-batch: the
+  // forward and the weight gradients each as one batched GEMM (ops::matmul_group over weights and
+  // biases laid out as in the flat parameter buffer, outputs side by side), the input gradient as
+  // three GEMMs accumulating into one dx, and three bias gradients.
+  void qkv(int64_t calls, uint32_t seed) {
+    const int64_t n = s_.tokens(), H = s_.hidden, block = H * H + H;
+    const Tensor x = act({n, H}, seed), params = act({3 * block}, seed + 1), dy = act({3, n, H}, seed + 3);
+    Tensor y = ctx_.empty({3, n, H}, act_), dx = ctx_.empty({n, H}, act_), grads = ctx_.zeros({3 * block});
+    std::vector<Tensor> weights, biases, ys, dys, dws, dbs;
+    for (int64_t i = 0; i < 3; ++i) {
+      weights.push_back(params.slice_flat(i * block, {H, H}));
+      biases.push_back(params.slice_flat(i * block + H * H, {H}));
+      ys.push_back(y.slice_flat(i * n * H, {n, H}));
+      dys.push_back(dy.slice_flat(i * n * H, {n, H}));
+      dws.push_back(grads.slice_flat(i * block, {H, H}));
+      dbs.push_back(grads.slice_flat(i * block + H * H, {H}));
+    }
+    const double flops = 3 * 2.0 * n * H * H;
+    const std::string shape = fmt_shape(H, H);
+    time("q, k, v fwd + bias, one batched GEMM " + shape,
+         [&] { ops::matmul_group({&x, 1}, false, weights, true, biases, ys); }, flops, 0, calls);
+    time("q, k, v dgrad (three GEMMs)", [&] {
+      for (int i = 0; i < 3; ++i) ops::matmul(dys[i], false, weights[i], false, dx, 1.0f, i == 0 ? 0.0f : 1.0f);
+    }, flops, 0, calls);
+    time("q, k, v wgrad, one batched GEMM (+= into f32)",
+         [&] { ops::matmul_group(dys, true, {&x, 1}, false, {}, dws, 1.0f, 1.0f); }, flops, 0, calls);
+    time("q, k, v bias_backward (three)", [&] {
+      for (int i = 0; i < 3; ++i) ops::bias_backward(dys[i], dbs[i]);
+    }, 0, 3.0 * n * H * dtype_size(act_), calls);
+  }
+
   void run() {
     const int64_t N = s_.tokens(), H = s_.hidden, V = s_.vocab, L = s_.layers, B = s_.batch, T = s_.seq;
     const int64_t NH = s_.heads, D = s_.head_dim();
@@ -112,10 +143,11 @@ class Bench {
                 act_ == DType::kBF16 ? "bf16 mixed precision" : "f32", static_cast<long long>(N),
                 static_cast<long long>(H), static_cast<long long>(L), static_cast<long long>(V));
 
-    // The model projects q, k and v with three GEMMs (model/decoder_layer.cc); one [H, 3H] GEMM, as
-    // llm.c's, is timed outside the total to show what fusing them would gain.
-    linear("q, k, v (each)", H, H, 3 * L, 1);
-    linear("qkv as one GEMM (not in the total)", H, 3 * H, 0, 41);
+    // The model batches q, k and v (model/decoder_layer.cc). Outside the total, for comparison: one
+    // of the three GEMMs alone (what the model ran before), and one [H, 3H] GEMM, as llm.c's.
+    qkv(L, 1);
+    linear("q, k, v one by one (each; not in the total)", H, H, 0, 51);
+    linear("qkv as one [H, 3H] GEMM (not in the total)", H, 3 * H, 0, 41);
     linear("attn proj", H, H, L, 11);
     linear("fc", H, 4 * H, L, 21);
     linear("fc proj", 4 * H, H, L, 31);
