@@ -51,19 +51,23 @@ bool all_finite(const Tensor& t) {
   return true;
 }
 
-// Runs `op` on copies of `inputs` on the CPU and on the GPU and returns both sets of tensors (host).
-std::pair<Tensors, Tensors> run_both(const Tensors& inputs, const std::function<void(Tensors&)>& op) {
+// Runs `op` on GPU copies of `inputs` and returns them, after the op, on the host.
+Tensors run_on_gpu(const Tensors& inputs, const std::function<void(Tensors&)>& op) {
   const DeviceContext gpu(Device::kCuda);
-  Tensors cpu_t, gpu_t;
-  for (const Tensor& t : inputs) {
-    cpu_t.push_back(test::clone(t));
-    gpu_t.push_back(gpu.to_device(t));
-  }
-  op(cpu_t);
+  Tensors gpu_t;
+  for (const Tensor& t : inputs) gpu_t.push_back(gpu.to_device(t));
   op(gpu_t);
   Tensors back;
   for (const Tensor& t : gpu_t) back.push_back(gpu.to_host(t));
-  return {cpu_t, back};
+  return back;
+}
+
+// Runs `op` on copies of `inputs` on the CPU and on the GPU and returns both sets of tensors (host).
+std::pair<Tensors, Tensors> run_both(const Tensors& inputs, const std::function<void(Tensors&)>& op) {
+  Tensors cpu_t;
+  for (const Tensor& t : inputs) cpu_t.push_back(test::clone(t));
+  op(cpu_t);
+  return {cpu_t, run_on_gpu(inputs, op)};
 }
 
 // Each listed output within `tol` norm-wise of the CPU's, finite, and reported.
@@ -223,15 +227,12 @@ TEST_CASE("matmul_group: q, k, v and their weight gradients as one batched GEMM,
       // Forward: y_i = x W_i^T (+ b_i); t = {x, params, y}.
       const Tensors forward_in = bf16 ? test::with_bf16({draws[0], draws[1], draws[2]}, {0, 1, 2})
                                       : Tensors{draws[0], draws[1], draws[2]};
-      {
-        const DeviceContext gpu(Device::kCuda);
-        Tensors t;
-        for (const Tensor& h : forward_in) t.push_back(gpu.to_device(h));
+      run_on_gpu(forward_in, [&](Tensors& t) {
         const int64_t esize = bf16 ? 2 : 4;
         CHECK(be.gemm_batched(false, true, g.tokens, g.out, g.in, 1.0f, t[0].raw(), g.in, 0, t[1].raw(), g.in, block,
                               bf16, g.bias ? static_cast<const char*>(t[1].raw()) + g.out * g.in * esize : nullptr,
                               block, 0.0f, t[2].raw(), bf16, g.out, g.tokens * g.out, g.count));
-      }
+      });
       auto [cpu_f, gpu_f] = run_both(forward_in, [&](Tensors& t) {
         std::vector<Tensor> ys = slices(t[2], g.count, g.tokens * g.out, 0, {g.tokens, g.out});
         const std::vector<Tensor> biases = g.bias ? slices(t[1], g.count, block, g.out * g.in, {g.out}) : Tensors{};
@@ -242,13 +243,10 @@ TEST_CASE("matmul_group: q, k, v and their weight gradients as one batched GEMM,
       // Weight gradients: dW_i += dy_i^T x into f32; t = {dy, x, grads}.
       const Tensors backward_in = bf16 ? test::with_bf16({draws[2], draws[0], draws[3]}, {0, 1})
                                        : Tensors{draws[2], draws[0], draws[3]};
-      {
-        const DeviceContext gpu(Device::kCuda);
-        Tensors t;
-        for (const Tensor& h : backward_in) t.push_back(gpu.to_device(h));
+      run_on_gpu(backward_in, [&](Tensors& t) {
         CHECK(be.gemm_batched(true, false, g.out, g.in, g.tokens, 1.0f, t[0].raw(), g.out, g.tokens * g.out,
                               t[1].raw(), g.in, 0, bf16, nullptr, 0, 1.0f, t[2].raw(), false, g.in, block, g.count));
-      }
+      });
       auto [cpu_b, gpu_b] = run_both(backward_in, [&](Tensors& t) {
         std::vector<Tensor> grads = slices(t[2], g.count, block, 0, {g.out, g.in});
         ops::matmul_group(slices(t[0], g.count, g.tokens * g.out, 0, {g.tokens, g.out}), true, {&t[1], 1}, false, {},
@@ -398,7 +396,7 @@ TEST_CASE("loss, norms, embeddings and activations at GPT-2 124M sizes") {
     auto fused = [](Tensors& t) { ops::cross_entropy_forward_backward(t[0], t[1], 1.0f / 512, t[2], t[3], t[0]); };
     auto [cpu, gpu] = run_both({logits, targets, losses, lse}, fused);
     require_close("fused cross-entropy 512 x 50304, in place", cpu, gpu, {0, 2, 3}, kF32Tol);
-    auto [cpu2, unfused] = run_both({logits, targets, losses, lse}, [](Tensors& t) {
+    const Tensors unfused = run_on_gpu({logits, targets, losses, lse}, [](Tensors& t) {
       ops::cross_entropy_forward(t[0], t[1], t[2], t[3]);
       ops::cross_entropy_backward(t[0], t[1], t[3], 1.0f / 512, t[0]);
     });
