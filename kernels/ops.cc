@@ -332,11 +332,12 @@ void matmul_group(std::span<const Tensor> a, bool trans_a, std::span<const Tenso
   LATTICE_CHECK(bias.empty() || (alpha == 1.0f && beta == 0.0f), "{}: with biases alpha must be 1 and beta 0", op);
   const auto nth = [](std::span<const Tensor> t, size_t i) -> const Tensor& { return t[t.size() == 1 ? 0 : i]; };
   const Backend& be = backend_for(op, {&a[0], &b[0], &c[0]});
-  const GemmShape shape = gemm_shape(op, a[0], trans_a, b[0], trans_b, c[0]);
+  GemmShape shape{};  // product 0's, which every product must have
   for (size_t i = 0; i < count; ++i) {
     LATTICE_CHECK(&backend_for(op, {&nth(a, i), &nth(b, i), bias.empty() ? nullptr : &bias[i], &c[i]}) == &be,
                   "{}: product {} is on another device than product 0", op, i);
     const GemmShape s = gemm_shape(op, nth(a, i), trans_a, nth(b, i), trans_b, c[i]);
+    if (i == 0) shape = s;
     LATTICE_CHECK(s.m == shape.m && s.n == shape.n && s.k == shape.k,
                   "{}: product {} is [{}, {}] x [{}, {}], product 0 [{}, {}] x [{}, {}]: the shapes must match", op, i,
                   s.m, s.k, s.k, s.n, shape.m, shape.k, shape.k, shape.n);

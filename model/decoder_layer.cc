@@ -87,29 +87,19 @@ void DecoderLayer::activate(LayerActivations& s) const {
 }
 
 void DecoderLayer::project_qkv(const Tensor& x, Tensor& q, Tensor& k, Tensor& v) const {
-  if (q.numel() == k.numel()) {
-    const Linear* layers[] = {&q_proj_, &k_proj_, &v_proj_};
-    Tensor ys[] = {q, k, v};
-    Linear::forward_group(layers, x, ys);
-    return;
-  }
-  q_proj_.forward(x, q);
-  const Linear* layers[] = {&k_proj_, &v_proj_};
-  Tensor ys[] = {k, v};
-  Linear::forward_group(layers, x, ys);
+  const size_t first = q.numel() == k.numel() ? 0 : 1;  // GQA: q alone, then k, v as the group
+  if (first == 1) q_proj_.forward(x, q);
+  const Linear* layers[] = {&q_proj_, &k_proj_, &v_proj_};
+  Tensor ys[] = {q, k, v};
+  Linear::forward_group({layers + first, 3 - first}, x, {ys + first, 3 - first});
 }
 
 void DecoderLayer::qkv_weight_grads(const Tensor& x, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  if (dq.numel() == dk.numel()) {
-    Linear* layers[] = {&q_proj_, &k_proj_, &v_proj_};
-    const Tensor dys[] = {dq, dk, dv};
-    Linear::backward_weights_group(layers, x, dys);
-    return;
-  }
-  q_proj_.backward_weights(x, dq);
-  Linear* layers[] = {&k_proj_, &v_proj_};
-  const Tensor dys[] = {dk, dv};
-  Linear::backward_weights_group(layers, x, dys);
+  const size_t first = dq.numel() == dk.numel() ? 0 : 1;
+  if (first == 1) q_proj_.backward_weights(x, dq);
+  Linear* layers[] = {&q_proj_, &k_proj_, &v_proj_};
+  const Tensor dys[] = {dq, dk, dv};
+  Linear::backward_weights_group({layers + first, 3 - first}, x, {dys + first, 3 - first});
 }
 
 void DecoderLayer::save_activations(LayerActivations& s, LayerScratch& w) const {
