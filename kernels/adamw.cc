@@ -3,6 +3,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/error.h"
+#include "kernels/op_profile.h"
 #include "kernels/ops.h"
 
 namespace lattice::ops {
@@ -10,6 +11,7 @@ namespace lattice::ops {
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWParams& p) {
   LATTICE_CHECK(param.defined() && grad.defined() && exp_avg.defined() && exp_avg_sq.defined(),
                 "adamw_update: every tensor must be defined");
+  const OpScope timed("adamw_update", {&param, &grad, &exp_avg, &exp_avg_sq});
   const Backend& be = backend_for("adamw_update", {&param, &grad, &exp_avg, &exp_avg_sq});
   LATTICE_CHECK(param.dtype() == DType::kF32 && grad.dtype() == DType::kF32 && exp_avg.dtype() == DType::kF32 &&
                     exp_avg_sq.dtype() == DType::kF32,

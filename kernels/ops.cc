@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/error.h"
 #include "kernels/f32_staging.h"
+#include "kernels/op_profile.h"
 #include "kernels/stream.h"
 
 namespace lattice::ops {
@@ -73,6 +74,7 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 // ---- elementwise and reductions ----
 
 void fill(Tensor& x, float value) {
+  const OpScope timed("fill", {&x});
   const Backend& be = backend_for("fill", {&x});
   need_data("fill", "x", x);
   if (be.typed != nullptr) return be.typed->fill(data_out(x), x.numel(), value);
@@ -82,6 +84,7 @@ void fill(Tensor& x, float value) {
 }
 
 void copy(const Tensor& src, Tensor& dst) {
+  const OpScope timed("copy", {&src, &dst});
   LATTICE_CHECK(src.defined() && dst.defined(), "copy: undefined tensor (src {}, dst {})", src.defined(),
                 dst.defined());
   LATTICE_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
@@ -113,6 +116,7 @@ Event copy_to_host_async(const Tensor& src, Tensor& host_dst) {
 }
 
 void scale(Tensor& x, float alpha) {
+  const OpScope timed("scale", {&x});
   const Backend& be = backend_for("scale", {&x});
   need_data("scale", "x", x);
   if (be.typed != nullptr) return be.typed->scale(data_out(x), x.numel(), alpha);
@@ -122,6 +126,7 @@ void scale(Tensor& x, float alpha) {
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y) {
+  const OpScope timed("axpy", {&x, &y});
   const Backend& be = backend_for("axpy", {&x, &y});
   need_data("axpy", "x", x);
   need_data("axpy", "y", y);
@@ -133,6 +138,7 @@ void axpy(float alpha, const Tensor& x, Tensor& y) {
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  const OpScope timed("add", {&a, &b, &out});
   const Backend& be = backend_for("add", {&a, &b, &out});
   need_data("add", "a", a);
   need_data("add", "b", b);
@@ -146,6 +152,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void cast(const Tensor& src, Tensor& dst) {
+  const OpScope timed("cast", {&src, &dst});
   const Backend& be = backend_for("cast", {&src, &dst});
   LATTICE_CHECK(src.defined() && dst.defined(), "cast: undefined tensor (src {}, dst {})", src.defined(),
                 dst.defined());
@@ -164,6 +171,7 @@ void cast(const Tensor& src, Tensor& dst) {
 }
 
 double sum_squares(const Tensor& x) {
+  const OpScope timed("sum_squares", {&x});
   const Backend& be = backend_for("sum_squares", {&x});
   need_data("sum_squares", "x", x);
   F32Staging f32(be);
@@ -171,6 +179,7 @@ double sum_squares(const Tensor& x) {
 }
 
 void sum_to(const Tensor& x, Tensor& out, int64_t slot) {
+  const OpScope timed("sum_to", {&x, &out});
   const Backend& be = backend_for("sum_to", {&x, &out});
   need_data("sum_to", "x", x);
   double* sum = f64_slot("sum_to", out, slot);
@@ -179,6 +188,7 @@ void sum_to(const Tensor& x, Tensor& out, int64_t slot) {
 }
 
 void sum_squares_to(const Tensor& x, Tensor& out, int64_t slot) {
+  const OpScope timed("sum_squares_to", {&x, &out});
   const Backend& be = backend_for("sum_squares_to", {&x, &out});
   need_data("sum_squares_to", "x", x);
   double* sum = f64_slot("sum_squares_to", out, slot);
@@ -213,6 +223,7 @@ GemmShape gemm_shape(const char* op, const Tensor& a, bool trans_a, const Tensor
 }  // namespace
 
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
+  const OpScope timed("matmul", {&a, &b, &c});
   const Backend& be = backend_for("matmul", {&a, &b, &c});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape("matmul", a, trans_a, b, trans_b, c);
   if (m == 0 || n == 0) return;
@@ -240,6 +251,7 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
 
 void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c) {
   const char* op = "matmul_bias";
+  const OpScope timed(op, {&a, &b, &bias, &c});
   const Backend& be = backend_for(op, {&a, &b, &bias, &c});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, c);
   need_data(op, "bias", bias);
@@ -260,6 +272,7 @@ void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
 void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& pre,
                       Tensor& out) {
   const char* op = "matmul_bias_gelu";
+  const OpScope timed(op, {&a, &b, &bias, &pre, &out});
   const Backend& be = backend_for(op, {&a, &b, &bias, &pre, &out});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, pre);
   need_data(op, "out", out);
@@ -288,6 +301,7 @@ void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 
 void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& pre, Tensor& dx) {
   const char* op = "matmul_gelu_backward";
+  const OpScope timed(op, {&a, &b, &pre, &dx});
   const Backend& be = backend_for(op, {&a, &b, &pre, &dx});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, dx);
   need_data(op, "pre", pre);
@@ -331,6 +345,7 @@ void matmul_group(std::span<const Tensor> a, bool trans_a, std::span<const Tenso
                 count, count, a.size(), b.size(), bias.size());
   LATTICE_CHECK(bias.empty() || (alpha == 1.0f && beta == 0.0f), "{}: with biases alpha must be 1 and beta 0", op);
   const auto nth = [](std::span<const Tensor> t, size_t i) -> const Tensor& { return t[t.size() == 1 ? 0 : i]; };
+  const OpScope timed(op, {&a[0], &b[0], bias.empty() ? nullptr : &bias[0], &c[0]}, static_cast<int64_t>(count));
   const Backend& be = backend_for(op, {&a[0], &b[0], &c[0]});
   GemmShape shape{};  // product 0's, which every product must have
   for (size_t i = 0; i < count; ++i) {
@@ -377,6 +392,7 @@ void matmul_group(std::span<const Tensor> a, bool trans_a, std::span<const Tenso
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {
+  const OpScope timed("add_bias", {&y, &bias});
   const Backend& be = backend_for("add_bias", {&y, &bias});
   need_data("add_bias", "y", y);
   need_data("add_bias", "bias", bias);
@@ -388,6 +404,7 @@ void add_bias(Tensor& y, const Tensor& bias) {
 }
 
 void bias_backward(const Tensor& dy, Tensor& dbias) {
+  const OpScope timed("bias_backward", {&dy, &dbias});
   const Backend& be = backend_for("bias_backward", {&dy, &dbias});
   need_data("bias_backward", "dy", dy);
   need_data("bias_backward", "dbias", dbias);
@@ -402,6 +419,7 @@ void bias_backward(const Tensor& dy, Tensor& dbias) {
 
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, Ids ids_check) {
   const char* op = "embedding_forward";
+  const OpScope timed(op, {&ids, &table, &out});
   const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
   need_data(op, "table", table);
@@ -421,6 +439,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, Ids 
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable, Ids ids_check) {
   const char* op = "embedding_backward";
+  const OpScope timed(op, {&ids, &dout, &dtable});
   const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
   need_data(op, "dout", dout);
@@ -441,6 +460,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable, I
 
 void add_position_embedding(Tensor& x, const Tensor& table) {
   const char* op = "add_position_embedding";
+  const OpScope timed(op, {&x, &table});
   const Backend& be = backend_for(op, {&x, &table});
   need_data(op, "x", x);
   need_data(op, "table", table);
@@ -457,6 +477,7 @@ void add_position_embedding(Tensor& x, const Tensor& table) {
 
 void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
   const char* op = "position_embedding_backward";
+  const OpScope timed(op, {&dx, &dtable});
   const Backend& be = backend_for(op, {&dx, &dtable});
   need_data(op, "dx", dx);
   need_data(op, "dtable", dtable);
@@ -474,6 +495,7 @@ void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
 void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t first_row, int64_t vocab_size,
                              Tensor& out, Ids ids_check) {
   const char* op = "embedding_forward_shard";
+  const OpScope timed(op, {&ids, &table, &out});
   const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
   need_data(op, "table", table);
@@ -496,6 +518,7 @@ void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t fir
 void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t first_row, int64_t vocab_size,
                               Tensor& dtable, Ids ids_check) {
   const char* op = "embedding_backward_shard";
+  const OpScope timed(op, {&ids, &dout, &dtable});
   const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
   need_data(op, "dout", dout);
@@ -518,6 +541,7 @@ void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t fir
 
 void add_position_embedding(Tensor& x, const Tensor& table, int64_t seq_length, int64_t first_token) {
   const char* op = "add_position_embedding";
+  const OpScope timed(op, {&x, &table});
   const Backend& be = backend_for(op, {&x, &table});
   need_data(op, "x", x);
   need_data(op, "table", table);
@@ -537,6 +561,7 @@ void add_position_embedding(Tensor& x, const Tensor& table, int64_t seq_length, 
 
 void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t first_token, Tensor& dtable) {
   const char* op = "position_embedding_backward";
+  const OpScope timed(op, {&dx, &dtable});
   const Backend& be = backend_for(op, {&dx, &dtable});
   need_data(op, "dx", dx);
   need_data(op, "dtable", dtable);
@@ -559,6 +584,7 @@ void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t f
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
                        Tensor& mean, Tensor& rstd) {
   const char* op = "layernorm_forward";
+  const OpScope timed(op, {&x, &gamma, &beta, &y, &mean, &rstd});
   const Backend& be = backend_for(op, {&x, &gamma, &beta, &y, &mean, &rstd});
   for (auto [name, t] : {std::pair{"x", &x}, {"gamma", &gamma}, {"y", &y}}) need_data(op, name, *t);
   need_f32(op, "mean", mean);
@@ -584,6 +610,7 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const char* op = "layernorm_backward";
+  const OpScope timed(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
   const Backend& be = backend_for(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"dx", &dx}, {"dgamma", &dgamma}}) {
     need_data(op, name, *t);
@@ -613,6 +640,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
 
 void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd) {
   const char* op = "rmsnorm_forward";
+  const OpScope timed(op, {&x, &gamma, &y, &rstd});
   const Backend& be = backend_for(op, {&x, &gamma, &y, &rstd});
   for (auto [name, t] : {std::pair{"x", &x}, {"gamma", &gamma}, {"y", &y}}) need_data(op, name, *t);
   need_f32(op, "rstd", rstd);
@@ -631,6 +659,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y,
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
                       Tensor& dgamma) {
   const char* op = "rmsnorm_backward";
+  const OpScope timed(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma});
   const Backend& be = backend_for(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"dx", &dx}, {"dgamma", &dgamma}}) {
     need_data(op, name, *t);
@@ -654,6 +683,7 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, co
 // ---- activations ----
 
 void gelu_forward(const Tensor& x, Tensor& y) {
+  const OpScope timed("gelu_forward", {&x, &y});
   const Backend& be = backend_for("gelu_forward", {&x, &y});
   need_data("gelu_forward", "x", x);
   need_data("gelu_forward", "y", y);
@@ -666,6 +696,7 @@ void gelu_forward(const Tensor& x, Tensor& y) {
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
   const char* op = "gelu_backward";
+  const OpScope timed(op, {&dy, &x, &dx});
   const Backend& be = backend_for(op, {&dy, &x, &dx});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"dx", &dx}}) need_data(op, name, *t);
   need_numel(op, "dy", dy, x.numel(), "same as x");
@@ -678,6 +709,7 @@ void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y) {
   const char* op = "swiglu_forward";
+  const OpScope timed(op, {&gate, &up, &y});
   const Backend& be = backend_for(op, {&gate, &up, &y});
   for (auto [name, t] : {std::pair{"gate", &gate}, {"up", &up}, {"y", &y}}) need_data(op, name, *t);
   need_numel(op, "up", up, gate.numel(), "same as gate");
@@ -690,6 +722,7 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y) {
 
 void swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
   const char* op = "swiglu_backward";
+  const OpScope timed(op, {&dy, &gate, &up, &dgate, &dup});
   const Backend& be = backend_for(op, {&dy, &gate, &up, &dgate, &dup});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"gate", &gate}, {"up", &up}, {"dgate", &dgate}, {"dup", &dup}}) {
     need_data(op, name, *t);
@@ -710,6 +743,7 @@ void swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& up, Ten
 
 namespace {
 void rope_dispatch(const char* op, Tensor& x, float theta, bool inverse) {
+  const OpScope timed(op, {&x});
   const Backend& be = backend_for(op, {&x});
   need_data(op, "x", x);
   LATTICE_CHECK(x.rank() == 4 && x.dim(3) % 2 == 0, "{}: x {} must be [B, T, heads, D] with D even", op,
@@ -751,6 +785,7 @@ AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k,
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
+  const OpScope timed(op, {&q, &k, &v, &out, &lse});
   const Backend& be = backend_for(op, {&q, &k, &v, &out, &lse});
   const AttentionShape s = attention_shape(op, q, k, v);
   need_data(op, "out", out);
@@ -768,6 +803,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv) {
   const char* op = "attention_backward";
+  const OpScope timed(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
   const Backend& be = backend_for(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
   const AttentionShape s = attention_shape(op, q, k, v);
   for (auto [name, t] : {std::pair{"dout", &dout}, {"out", &out}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}}) {
@@ -822,6 +858,7 @@ const Backend& check_cross_entropy(const char* op, const Tensor& logits, const T
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses, Tensor& lse, Ids ids_check) {
   const char* op = "cross_entropy_forward";
+  const OpScope timed(op, {&logits, &targets, &losses, &lse});
   const Backend& be = check_cross_entropy(op, logits, targets, &losses, &lse, nullptr, ids_check);
   const int64_t v = last_dim(logits), n = flat_rows(logits);
   if (be.typed != nullptr) {
@@ -834,6 +871,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, float grad_scale,
                             Tensor& dlogits, Ids ids_check) {
   const char* op = "cross_entropy_backward";
+  const OpScope timed(op, {&logits, &targets, &lse, &dlogits});
   const Backend& be = check_cross_entropy(op, logits, targets, nullptr, &lse, &dlogits, ids_check);
   const int64_t v = last_dim(logits), n = flat_rows(logits);
   if (be.typed != nullptr) {
@@ -848,6 +886,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
 void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, float grad_scale, Tensor& losses,
                                     Tensor& lse, Tensor& dlogits, Ids ids_check) {
   const char* op = "cross_entropy_forward_backward";
+  const OpScope timed(op, {&logits, &targets, &losses, &lse, &dlogits});
   const Backend& be = check_cross_entropy(op, logits, targets, &losses, &lse, &dlogits, ids_check);
   if (be.typed != nullptr && be.typed->cross_entropy_forward_backward != nullptr) {
     return be.typed->cross_entropy_forward_backward(data_in(logits), targets.i32(), grad_scale, losses.f32(),
@@ -872,6 +911,7 @@ void check_shard(const char* op, const Tensor& logits, int64_t first_col, int64_
 
 void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& row_max) {
   const char* op = "cross_entropy_shard_max";
+  const OpScope timed(op, {&logits, &row_max});
   const Backend& be = backend_for(op, {&logits, &row_max});
   check_shard(op, logits, 0, valid_cols);
   need_f32(op, "row_max", row_max);
@@ -887,6 +927,7 @@ void cross_entropy_shard_max(const Tensor& logits, int64_t valid_cols, Tensor& r
 void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const Tensor& row_max, int64_t first_col,
                               int64_t valid_cols, int64_t vocab_size, Tensor& sums, Ids ids_check) {
   const char* op = "cross_entropy_shard_sums";
+  const OpScope timed(op, {&logits, &targets, &row_max, &sums});
   const Backend& be = backend_for(op, {&logits, &targets, &row_max, &sums});
   check_shard(op, logits, first_col, valid_cols);
   need_i32(op, "targets", targets);
@@ -908,6 +949,7 @@ void cross_entropy_shard_sums(const Tensor& logits, const Tensor& targets, const
 
 void cross_entropy_shard_loss(const Tensor& row_max, const Tensor& sums, Tensor& losses, Tensor& lse) {
   const char* op = "cross_entropy_shard_loss";
+  const OpScope timed(op, {&row_max, &sums, &losses, &lse});
   const Backend& be = backend_for(op, {&row_max, &sums, &losses, &lse});
   for (auto [name, t] : {std::pair{"row_max", &row_max}, {"sums", &sums}, {"losses", &losses}, {"lse", &lse}}) {
     need_f32(op, name, *t);
@@ -923,6 +965,7 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, c
                                   int64_t first_col, int64_t valid_cols, int64_t vocab_size, Tensor& dlogits,
                                   Ids ids_check) {
   const char* op = "cross_entropy_shard_backward";
+  const OpScope timed(op, {&logits, &targets, &lse, &dlogits});
   const Backend& be = backend_for(op, {&logits, &targets, &lse, &dlogits});
   check_shard(op, logits, first_col, valid_cols);
   need_i32(op, "targets", targets);
@@ -950,6 +993,7 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, c
 void fill_normal(Tensor& x, const Shape& global_shape, const Shape& box_offset, uint64_t seed, uint64_t stream,
                  float std) {
   const char* op = "fill_normal";
+  const OpScope timed(op, {&x});
   const Backend& be = backend_for(op, {&x});
   need_f32(op, "x", x);
   const Shape& box = x.shape();

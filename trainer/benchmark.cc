@@ -17,6 +17,7 @@
 #include "trainer/gpu_spec.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
+#include "trainer/op_profile_report.h"
 #include "trainer/statistics.h"
 #include "trainer/train_loop.h"
 
@@ -67,7 +68,7 @@ double datasheet_peak_flops(const std::string& preset, const Config& c) {
 
 }  // namespace
 
-int run_benchmark(Config c, int64_t steps) {
+int run_benchmark(Config c, int64_t steps, bool profile_ops) {
   c.training.train_iters = steps;
   c.training.eval_interval = 0;
   c.optimizer.warmup_iters = 0;
@@ -92,7 +93,9 @@ int run_benchmark(Config c, int64_t steps) {
       targets.i32()[i] = token(rng);
     }
   };
-  TrainResult r = train_on(c, TrainOptions{}, synthetic, MicroBatchSource{});
+  TrainOptions options;
+  options.profile_ops = profile_ops;
+  TrainResult r = train_on(c, options, synthetic, MicroBatchSource{});
   const double peak_after = measure_peak_gflops(device, bf16);
   const double peak = std::max(peak_before, peak_after);
   const ModelStats stats = compute_model_stats(c);
@@ -149,6 +152,10 @@ int run_benchmark(Config c, int64_t steps) {
     const int64_t n = device == Device::kCpu ? 1536 : 8192;
     const double f32 = measure_matmul_gflops(device, DType::kF32, n), bf16 = measure_matmul_gflops(device, DType::kBF16, n);
     std::printf("bf16 matmul GFLOP/s (%lld^3)  : %.1f vs f32 %.1f (%.2fx)\n", (long long)n, bf16, f32, bf16 / f32);
+  }
+  if (profile_ops) {
+    // Two events per op add host work: where the host limits the step, the step is slower than unprofiled.
+    std::printf("\n%s", format_op_profile(r.op_profile, r.profiled_steps, r.median_step_s, 40).c_str());
   }
   return 0;
 }

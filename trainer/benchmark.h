@@ -9,6 +9,7 @@
 
 namespace lattice {
 
-int run_benchmark(Config config, int64_t steps);
+// profile_ops: also the device time of every op of the timed steps (trainer/op_profile_report.h).
+int run_benchmark(Config config, int64_t steps, bool profile_ops = false);
 
 }  // namespace lattice

@@ -399,6 +399,10 @@ int run(int argc, char** argv) {
                       "measure the all-reduce and p2p latency (α) and bandwidth (β) between the launched ranks, the "
                       "link figures of lattice plan --gpu FILE (under mpirun, 2 or more ranks)");
   bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
+  bool bench_profile_ops = false;
+  bench_cmd->add_flag("--profile-ops", bench_profile_ops,
+                      "also print the device time of every op of the timed steps, by op and operand shapes, against "
+                      "the step time (two events per op: a host-bound step runs slower than without it)");
   bench_cmd->add_option("--checkpoint", bench_checkpoint_dir,
                         "benchmark checkpoints instead, writing scratch checkpoints into this new or empty "
                         "directory (a non-empty one is refused; what the benchmark wrote is deleted at the end): for "
@@ -480,6 +484,8 @@ int run(int argc, char** argv) {
   }
   if (*export_cmd) return run_export(export_args, export_checkpoint, export_output, export_dtype_of(export_dtype));
   if (*generate_cmd) return run_generate(generate_args, generate_checkpoint, generate_options);
+  if (*bench_cmd && bench_profile_ops && (bench_comm_flag || !bench_checkpoint_dir.empty()))
+    throw InputError("lattice bench: --profile-ops times training steps (--config), not --comm or --checkpoint");
   if (*bench_cmd && bench_comm_flag) return run_comm_bench(argc_ptr, argv_ptr);
   if (*bench_cmd && !bench_checkpoint_dir.empty()) {
     if (!bench_args.path.empty()) throw InputError("lattice bench: give --config or --checkpoint, not both");
@@ -491,7 +497,7 @@ int run(int argc, char** argv) {
     if (bench_args.path.empty()) throw InputError("lattice bench needs --config (train steps) or --checkpoint DIR");
     const Config c = bench_args.load();
     check_single_process(c);  // bench runs one process, like train
-    return run_benchmark(c, bench_steps);
+    return run_benchmark(c, bench_steps, bench_profile_ops);
   }
   return static_cast<int>(ExitCode::kBadInput);
 }

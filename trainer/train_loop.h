@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "kernels/op_profile.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/grid.h"
@@ -24,6 +26,9 @@ struct TrainOptions {
   const RankGrid* grid = nullptr;
   ProcessGroups* groups = nullptr;
   Communicator* world = nullptr;
+  // Time every op of the steps after the first on this rank's device (kernels/op_profile.h):
+  // TrainResult::op_profile.
+  bool profile_ops = false;
 };
 
 struct TrainResult {
@@ -49,6 +54,9 @@ struct TrainResult {
   // Peak memory of this process by the end of the run: resident host memory, and device memory on a GPU (-1 on the CPU).
   double peak_host_bytes = 0;
   double peak_device_bytes = -1;
+  // TrainOptions::profile_ops: device time by op and operand shapes over `profiled_steps` steps.
+  std::vector<OpTime> op_profile;
+  int64_t profiled_steps = 0;
 };
 
 // Trains on the dataset the config names (validation on its valid split).

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/checkpoint_lock.h"
+#include "kernels/op_profile.h"
 #include "parallel/schedule.h"
 #include "trainer/device_selection.h"
 #include "trainer/export_gather.h"
@@ -117,7 +118,14 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   grad_scale_ = static_cast<float>(D_) / static_cast<float>(tokens_per_step_);
 }
 
-TrainingSession::~TrainingSession() = default;
+TrainingSession::~TrainingSession() {
+  if (!profiling_) return;
+  // A run that ended in an error leaves no profile running for the next one in this process.
+  try {
+    OpProfile::stop();
+  } catch (const std::exception&) {
+  }
+}
 
 // This rank's parameters and model chunks, and the action lists with the activation slots each
 // chunk needs for them (its peak micro-batches between forward and backward in the list).
@@ -235,6 +243,11 @@ TrainResult TrainingSession::run() {
   last_step_ = c_.training.train_iters;
   loop_begin_ = Clock::now();  // elapsed time and ETA on the step lines
   for (int64_t step = first_step_; step <= c_.training.train_iters; ++step) {
+    if (options_.profile_ops && timed_step(step)) {
+      if (!profiling_) OpProfile::start(device_->device());
+      profiling_ = true;
+      result_.profiled_steps += 1;
+    }
     const auto t0 = Clock::now();
     const StepOutcome outcome = train_step(step);
     record(step, outcome, seconds_since(t0));
@@ -256,6 +269,10 @@ TrainResult TrainingSession::run() {
     }
   }
   account_optimizer_time();
+  if (profiling_) {
+    profiling_ = false;
+    result_.op_profile = OpProfile::stop();  // waits for the last optimizer step
+  }
   checkpoint_->finish();  // the pending save is committed before anything else ends
   if (stopped_ && checkpoint_->saving())
     spdlog::info("stopped by {} after step {}; checkpoint {} saved", stopped_.describe(c_.training), last_step_,

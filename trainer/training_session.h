@@ -95,6 +95,7 @@ class TrainingSession {
   MemoryPlan memory_plan_;  // plan_memory(c_, pl_): logged at the start, set against the measured peak at the end
   int p_ = 1, v_ = 1, D_ = 1, m_ = 1;
   int64_t tokens_per_step_ = 0;
+  bool profiling_ = false;  // TrainOptions::profile_ops: an OpProfile runs (from the first timed step)
   std::unique_ptr<CheckpointLock> checkpoint_lock_;
   ModelStats stats_;
   std::unique_ptr<DeviceContext> device_;  // what this rank computes on: every device tensor comes from it

@@ -88,6 +88,7 @@ expect 2 "unknown command 'frobnicate' (commands: train, validate, plan, data, b
 expect 2 "training.train_iters must be an integer below 2^63, got 1e+20" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.train_iters=1e20
 expect 2 "--set optimizer.lr=1e400: 1e400 is out of range" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set optimizer.lr=1e400
 expect 0 "train" -- $LATTICE --help
+expect 2 "--profile-ops times training steps (--config), not --comm or --checkpoint" -- $LATTICE bench --comm --profile-ops
 # Bad input to data prepare names the file and line.
 printf '{"text": "a"}\nnot json\n' >"$WORK/bad.jsonl"
 expect 2 "bad.jsonl" -- $LATTICE data prepare --input "$WORK/bad.jsonl" --output-prefix "$WORK/out"

@@ -5,8 +5,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
+#include <regex>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -500,6 +504,21 @@ std::vector<std::string> harness_op_names() {
     if (std::find(names.begin(), names.end(), c.op) == names.end()) names.push_back(c.op);
   }
   return names;
+}
+
+std::set<std::string> declared_op_names() {
+  std::ifstream in("kernels/ops.h");
+  LATTICE_CHECK(in.good(), "kernels/ops.h is not readable from {}: the test needs it as data",
+                std::filesystem::current_path().string());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  std::set<std::string> declared;
+  const std::regex decl(R"(\n(?:void|double) (\w+)\()");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), decl); it != std::sregex_iterator(); ++it) {
+    declared.insert((*it)[1]);
+  }
+  return declared;
 }
 
 double element(const Tensor& t, int64_t i) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,9 @@ inline const std::vector<std::string> kOwnBf16Kernels = {
 
 // The names of the ops the harness covers (each ops.h function name once).
 std::vector<std::string> harness_op_names();
+// The functions kernels/ops.h declares returning void or double (every op but copy_to_host_async),
+// read from the file: a test calling it has //kernels:ops.h as data.
+std::set<std::string> declared_op_names();
 
 // The CPU kernels posing as the CUDA backend over host memory (tensors say "cuda"): lets the
 // harness and the cross-device checks run in a CPU-only build. Tests edit entries to break it.

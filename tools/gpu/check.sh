@@ -143,6 +143,7 @@ bench() {  # bench NAME CONFIG STEPS [--set ...]
   timeout "$limit" "$LATTICE" bench --config "$cfg" --steps "$steps" --set device=cuda "$@" >"$LOGS/bench-$name.log" 2>&1
   local st=$?
   grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|MFU|precision|peak cuda" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
+  sed -n '/^-- device time by op/,$p' "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"  # --profile-ops' table
   [[ $st -eq 0 ]] || { echo "  [$name] bench exited $st: $(tail -2 "$LOGS/bench-$name.log")"; }
   save_logs
 }
@@ -172,6 +173,12 @@ bench gpt2-124m-bf16-1x64-gelu-fusion configs/gpt2-124m.json 4 --set training.mi
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true
 bench gpt2-1.5b-bf16-4x16-gelu-fusion configs/bench-gpt2-1.5b.json 4 --set training.micro_batch_size=16 \
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true
+# Where those two steps' time goes: each op's device time in the real model (--profile-ops; its two
+# events per op slow a host-bound step, so its tokens/s are not the figures above).
+bench gpt2-124m-bf16-1x64-profile configs/gpt2-124m.json 3 --set training.micro_batch_size=64 \
+  --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true --profile-ops
+bench gpt2-1.5b-bf16-4x16-profile configs/bench-gpt2-1.5b.json 3 --set training.micro_batch_size=16 \
+  --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true --profile-ops
 torch_ref gpt2-1.5b-bf16-accum configs/bench-gpt2-1.5b.json "${accum1_5b[@]}" --dtype bf16
 bench llama-1b-bf16-accum configs/bench-llama-1b.json 4 "${accum_llama[@]}" --set training.precision=bf16
 torch_ref llama-1b-bf16-accum configs/bench-llama-1b.json "${accum_llama[@]}" --dtype bf16

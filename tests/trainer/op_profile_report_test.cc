@@ -1,0 +1,85 @@
+// `lattice bench --profile-ops`: a training run's op profile counts each op as often as the model
+// calls it (from the model's structure), and the table's figures are its rows' per step.
+#include <map>
+#include <random>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "kernels/op_profile.h"
+#include "trainer/config.h"
+#include "trainer/op_profile_report.h"
+#include "trainer/train_loop.h"
+
+using namespace lattice;
+
+namespace {
+
+constexpr int64_t kLayers = 2, kMicroBatches = 2, kSteps = 4;
+
+// Calls per op over the profiled steps of a tiny model's run (layers, 2 micro-batches per step).
+std::map<std::string, int64_t> profiled_calls(const std::string& arch, TrainResult& r) {
+  Config c = parse_config(nlohmann::json::parse(R"({"model": {"arch": ")" + arch + R"(", "num_layers": 2,
+      "hidden_size": 32, "num_attention_heads": 4, "vocab_size": 257, "seq_length": 16},
+      "training": {"micro_batch_size": 2, "global_batch_size": 4, "train_iters": 4},
+      "logging": {"metrics_file": ""}})"),
+                          "tiny");
+  MicroBatchSource tokens = [](int64_t g, int64_t m, Tensor& ids, Tensor& targets) {
+    std::mt19937 rng(static_cast<uint32_t>(g * 31 + m));
+    std::uniform_int_distribution<int32_t> token(0, 256);
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      ids.i32()[i] = token(rng);
+      targets.i32()[i] = token(rng);
+    }
+  };
+  TrainOptions options;
+  options.profile_ops = true;
+  r = train_on(c, options, tokens, MicroBatchSource{});
+  std::map<std::string, int64_t> calls;
+  for (const OpTime& row : r.op_profile) calls[row.op] += row.calls;
+  return calls;
+}
+
+}  // namespace
+
+TEST_CASE("a GPT-2 run's profile holds the steps after the first and every call the model makes") {
+  TrainResult r;
+  const auto calls = profiled_calls("gpt2", r);
+  CHECK_FALSE(OpProfile::running());
+  REQUIRE(r.profiled_steps == kSteps - 1);
+  const int64_t micro = r.profiled_steps * kMicroBatches;  // micro-batches profiled
+  CHECK(calls.at("layernorm_forward") == micro * (2 * kLayers + 1));  // two per layer and the final norm
+  CHECK(calls.at("layernorm_backward") == micro * (2 * kLayers + 1));
+  CHECK(calls.at("attention_forward") == micro * kLayers);
+  CHECK(calls.at("attention_backward") == micro * kLayers);
+  CHECK(calls.at("embedding_forward") == micro);
+  CHECK(calls.count("adamw_update") == 1);
+  for (const OpTime& row : r.op_profile) CHECK(row.seconds >= 0);
+}
+
+TEST_CASE("a Llama run's profile counts its norms, RoPE and SwiGLU") {
+  TrainResult r;
+  const auto calls = profiled_calls("llama", r);
+  const int64_t micro = r.profiled_steps * kMicroBatches;
+  CHECK(calls.at("rmsnorm_forward") == micro * (2 * kLayers + 1));
+  CHECK(calls.at("rope_forward") == micro * kLayers * 2);  // q and k
+  CHECK(calls.at("rope_backward") == micro * kLayers * 2);
+  CHECK(calls.at("swiglu_forward") == micro * kLayers);
+  CHECK(calls.count("layernorm_forward") == 0);
+}
+
+TEST_CASE("the table shows each row per step against the step, the rest in one line, and the time in no op") {
+  const std::vector<OpTime> rows = {{"matmul", "bf16[8,4]", 6, 6e-3}, {"add", "f32[8]", 3, 3e-3},
+                                    {"fill", "f32[2]", 3, 1.5e-3}};
+  const std::string table = format_op_profile(rows, 3, 5e-3, 2);
+  INFO(table);
+  // 6 ms over 3 steps: 2 ms per step, 40% of a 5 ms step, 2 calls per step of 1000 us each.
+  CHECK_THAT(table, Catch::Contains("    2.000  40.0%        2.0    1000.0  matmul"));
+  CHECK_THAT(table, Catch::Contains("bf16[8,4]"));
+  CHECK_THAT(table, Catch::Contains("    1.000  20.0%        1.0    1000.0  add"));
+  CHECK_THAT(table, Catch::Contains("    0.500  10.0%                       (1 more rows)"));
+  CHECK_THAT(table, Catch::Contains("    3.500  70.0%        4.0            all ops"));
+  CHECK_THAT(table, Catch::Contains("    1.500  30.0%                       in no op"));
+  CHECK_THAT(table, !Catch::Contains("fill"));
+}

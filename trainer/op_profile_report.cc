@@ -1,0 +1,43 @@
+// format_op_profile: per step, in ms, with each row's share of the step.
+#include "trainer/op_profile_report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace lattice {
+
+std::string format_op_profile(const std::vector<OpTime>& rows, int64_t steps, double step_s, size_t max_rows) {
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  const double step_ms = step_s * 1e3;
+  const auto share = [&](double ms) { return step_ms > 0 ? fmt::format("{:5.1f}%", 100 * ms / step_ms) : "    -"; };
+  std::string out = fmt::format(
+      "-- device time by op (--profile-ops), mean per step over {} steps, against the step's median {:.3f} ms --\n"
+      "{:>9} {:>6} {:>10} {:>9}  {:<30} {}\n",
+      steps, step_ms, "ms/step", "share", "calls/step", "us/call", "op", "operands");
+  double total_ms = 0, rest_ms = 0;
+  int64_t total_calls = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const OpTime& r = rows[i];
+    const double ms = r.seconds * 1e3 / n;
+    total_ms += ms;
+    total_calls += r.calls;
+    if (i >= max_rows) {
+      rest_ms += ms;
+      continue;
+    }
+    out += fmt::format("{:9.3f} {:>6} {:10.1f} {:9.1f}  {:<30} {}\n", ms, share(ms), static_cast<double>(r.calls) / n,
+                       r.calls > 0 ? r.seconds * 1e6 / static_cast<double>(r.calls) : 0.0, r.op, r.operands);
+  }
+  if (rows.size() > max_rows)
+    out += fmt::format("{:9.3f} {:>6} {:>10} {:>9}  ({} more rows)\n", rest_ms, share(rest_ms), "", "",
+                       rows.size() - max_rows);
+  out += fmt::format("{:9.3f} {:>6} {:10.1f} {:>9}  all ops\n", total_ms, share(total_ms),
+                     static_cast<double>(total_calls) / n, "");
+  out += fmt::format("{:9.3f} {:>6} {:>10} {:>9}  in no op: communication, waits, the device idle while the host "
+                     "launches\n",
+                     step_ms - total_ms, share(step_ms - total_ms), "", "");
+  return out;
+}
+
+}  // namespace lattice
