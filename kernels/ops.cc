@@ -581,6 +581,17 @@ void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t f
 
 // ---- normalization ----
 
+namespace {
+// A norm backward's optional residual gradient: undefined, or data the size of dx apart from it.
+void check_residual_grad(const char* op, const Tensor& residual_grad, const Tensor& dx) {
+  if (!residual_grad.defined()) return;
+  need_data(op, "residual_grad", residual_grad);
+  need_numel(op, "residual_grad", residual_grad, dx.numel(), "same as dx");
+  LATTICE_CHECK(!overlaps(residual_grad, dx), "{}: residual_grad {} overlaps dx {}", op, residual_grad.describe(),
+                dx.describe());
+}
+}  // namespace
+
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
                        Tensor& mean, Tensor& rstd) {
   const char* op = "layernorm_forward";
@@ -608,10 +619,10 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& residual_grad) {
   const char* op = "layernorm_backward";
-  const OpScope timed(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
-  const Backend& be = backend_for(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
+  const OpScope timed(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta, &residual_grad});
+  const Backend& be = backend_for(op, {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta, &residual_grad});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"dx", &dx}, {"dgamma", &dgamma}}) {
     need_data(op, name, *t);
   }
@@ -628,14 +639,18 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   }
   need_numel(op, "mean", mean, n, "one per row of x");
   need_numel(op, "rstd", rstd, n, "one per row of x");
+  check_residual_grad(op, residual_grad, dx);
   if (be.typed != nullptr) {
     return be.typed->layernorm_backward(data_in(dy), data_in(x), data_in(gamma), mean.f32(), rstd.f32(),
-                                        data_out(dx), data_out(dgamma), data_out(dbeta), n, h);
+                                        data_in(residual_grad), data_out(dx), data_out(dgamma), data_out(dbeta), n, h);
   }
-  F32Staging f32(be);
-  be.layernorm_backward(f32.in(dy), f32.in(x), f32.in(gamma), mean.f32(), rstd.f32(), f32.out(dx),
-                        f32.in_out(dgamma), f32.in_out(dbeta), n, h);
-  f32.finish();
+  {
+    F32Staging f32(be);
+    be.layernorm_backward(f32.in(dy), f32.in(x), f32.in(gamma), mean.f32(), rstd.f32(), f32.out(dx),
+                          f32.in_out(dgamma), f32.in_out(dbeta), n, h);
+    f32.finish();
+  }
+  if (residual_grad.defined()) add(dx, residual_grad, dx);
 }
 
 void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd) {
@@ -657,10 +672,10 @@ void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y,
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
-                      Tensor& dgamma) {
+                      Tensor& dgamma, const Tensor& residual_grad) {
   const char* op = "rmsnorm_backward";
-  const OpScope timed(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma});
-  const Backend& be = backend_for(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma});
+  const OpScope timed(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma, &residual_grad});
+  const Backend& be = backend_for(op, {&dy, &x, &gamma, &rstd, &dx, &dgamma, &residual_grad});
   for (auto [name, t] : {std::pair{"dy", &dy}, {"x", &x}, {"gamma", &gamma}, {"dx", &dx}, {"dgamma", &dgamma}}) {
     need_data(op, name, *t);
   }
@@ -671,13 +686,17 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, co
   need_numel(op, "gamma", gamma, h, "H");
   need_numel(op, "dgamma", dgamma, h, "H");
   need_numel(op, "rstd", rstd, n, "one per row of x");
+  check_residual_grad(op, residual_grad, dx);
   if (be.typed != nullptr) {
-    return be.typed->rmsnorm_backward(data_in(dy), data_in(x), data_in(gamma), rstd.f32(), data_out(dx),
-                                      data_out(dgamma), n, h);
+    return be.typed->rmsnorm_backward(data_in(dy), data_in(x), data_in(gamma), rstd.f32(), data_in(residual_grad),
+                                      data_out(dx), data_out(dgamma), n, h);
   }
-  F32Staging f32(be);
-  be.rmsnorm_backward(f32.in(dy), f32.in(x), f32.in(gamma), rstd.f32(), f32.out(dx), f32.in_out(dgamma), n, h);
-  f32.finish();
+  {
+    F32Staging f32(be);
+    be.rmsnorm_backward(f32.in(dy), f32.in(x), f32.in(gamma), rstd.f32(), f32.out(dx), f32.in_out(dgamma), n, h);
+    f32.finish();
+  }
+  if (residual_grad.defined()) add(dx, residual_grad, dx);
 }
 
 // ---- activations ----

@@ -120,12 +120,17 @@ void position_embedding_backward(const Tensor& dx, int64_t seq_length, int64_t f
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
                        Tensor& mean, Tensor& rstd);
 // dx = ...(overwrite); dgamma += ...; dbeta += ... (dbeta may be undefined).
+// residual_grad defined (a pre-norm block's residual path): dx = the norm's input gradient +
+// residual_grad, with the bits of this op without it followed by add(dx, residual_grad, dx) — one
+// pass on a device with typed kernels. It must not overlap dx.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        const Tensor& residual_grad = Tensor());
 // y = x * rstd * gamma, rstd = 1/sqrt(mean(x^2) + eps). Saves rstd[N].
 void rmsnorm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd);
+// residual_grad: as layernorm_backward's.
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
-                      Tensor& dgamma);
+                      Tensor& dgamma, const Tensor& residual_grad = Tensor());
 
 // ---- activations ----
 // GELU, tanh approximation (as GPT-2): y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).

@@ -50,11 +50,12 @@ struct TypedKernels {
   // ---- normalization (beta / dbeta: null data when absent) ----
   void (*layernorm_forward)(DataIn x, DataIn gamma, DataIn beta, float eps, DataOut y, float* mean, float* rstd,
                             int64_t rows, int64_t hidden);
-  void (*layernorm_backward)(DataIn dy, DataIn x, DataIn gamma, const float* mean, const float* rstd, DataOut dx,
-                             DataOut dgamma, DataOut dbeta, int64_t rows, int64_t hidden);
+  // residual (null data when absent): dx then += residual, with ops::add's rounding of a stored dx.
+  void (*layernorm_backward)(DataIn dy, DataIn x, DataIn gamma, const float* mean, const float* rstd, DataIn residual,
+                             DataOut dx, DataOut dgamma, DataOut dbeta, int64_t rows, int64_t hidden);
   void (*rmsnorm_forward)(DataIn x, DataIn gamma, float eps, DataOut y, float* rstd, int64_t rows, int64_t hidden);
-  void (*rmsnorm_backward)(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataOut dx, DataOut dgamma,
-                           int64_t rows, int64_t hidden);
+  void (*rmsnorm_backward)(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataIn residual, DataOut dx,
+                           DataOut dgamma, int64_t rows, int64_t hidden);
 
   // ---- activations ----
   void (*gelu_forward)(DataIn x, DataOut y, int64_t n);

@@ -164,8 +164,7 @@ void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, Laye
     }
     reduce.wait_on(tp_.stream);
   }
-  norm2_.backward(d_h2, s.mid, s.norm2, g.d_mid);
-  ops::add(g.d_mid, d_out, g.d_mid);  // residual path
+  norm2_.backward(d_h2, s.mid, s.norm2, g.d_mid, /*residual_grad=*/d_out);
 
   // Attention branch: mid = input + o_proj(attn(q, k, v)).
   Tensor d_attn = matrix(g.d_attn, qd);
@@ -185,8 +184,7 @@ void DecoderLayer::backward(const Tensor& d_out, const LayerActivations& s, Laye
     qkv_weight_grads(s.norm1_out, dq, dk, dv);
     reduce.wait_on(tp_.stream);
   }
-  norm1_.backward(d_h1, s.input, s.norm1, d_x);
-  ops::add(d_x, g.d_mid, d_x);
+  norm1_.backward(d_h1, s.input, s.norm1, d_x, /*residual_grad=*/g.d_mid);
 }
 
 }  // namespace lattice

@@ -26,11 +26,12 @@ void Norm::forward(const Tensor& x, Tensor& y, NormSaved& saved) const {
   }
 }
 
-void Norm::backward(const Tensor& dy, const Tensor& x, const NormSaved& saved, Tensor& dx) {
+void Norm::backward(const Tensor& dy, const Tensor& x, const NormSaved& saved, Tensor& dx,
+                    const Tensor& residual_grad) {
   if (kind_ == NormKind::kLayerNorm) {
-    ops::layernorm_backward(dy, x, gain_, saved.mean, saved.rstd, dx, gain_grad_, bias_grad_);
+    ops::layernorm_backward(dy, x, gain_, saved.mean, saved.rstd, dx, gain_grad_, bias_grad_, residual_grad);
   } else {
-    ops::rmsnorm_backward(dy, x, gain_, saved.rstd, dx, gain_grad_);
+    ops::rmsnorm_backward(dy, x, gain_, saved.rstd, dx, gain_grad_, residual_grad);
   }
 }
 

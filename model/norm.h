@@ -23,8 +23,10 @@ class Norm {
   Norm(ParameterStore& params, const std::string& prefix, NormKind kind, float eps);
 
   void forward(const Tensor& x, Tensor& y, NormSaved& saved) const;
-  // dx overwritten; gains/bias gradients accumulated.
-  void backward(const Tensor& dy, const Tensor& x, const NormSaved& saved, Tensor& dx);
+  // dx overwritten (plus residual_grad when defined: the residual path's gradient, added in the same
+  // pass on a GPU); gains/bias gradients accumulated.
+  void backward(const Tensor& dy, const Tensor& x, const NormSaved& saved, Tensor& dx,
+                const Tensor& residual_grad = Tensor());
 
  private:
   NormKind kind_ = NormKind::kLayerNorm;

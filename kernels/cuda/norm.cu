@@ -142,11 +142,21 @@ __device__ __forceinline__ void load_backward_pack(DataIn dy, DataIn x, DataIn g
   load_pack(gamma, c, count, gm);
 }
 
+// dx's pack as stored, plus the residual path's gradient when there is one: the bits of the norm
+// backward storing dx and ops::add(dx, residual, dx) after it, with one store and no second pass.
+__device__ __forceinline__ void add_residual(DataIn residual, DataOut dx, int64_t i, int count, float (&d)[kPack]) {
+  if (residual.data == nullptr) return;
+  float res[kPack] = {};
+  load_pack(residual, i, count, res);
+#pragma unroll
+  for (int k = 0; k < kPack; ++k) d[k] = stored_value(dx, d[k]) + res[k];
+}
+
 // xhat = (x - mean) * rstd, g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 // In-place safe (dx == dy) for the same reason as the forward.
 __global__ void layernorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, const float* mean,
-                                             const float* rstd, DataOut dx, int64_t rows, int64_t hidden,
-                                             float inv_h) {
+                                             const float* rstd, DataIn residual, DataOut dx, int64_t rows,
+                                             int64_t hidden, float inv_h) {
   __shared__ float sh[64];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t row = r * hidden;
@@ -172,14 +182,15 @@ __global__ void layernorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, 
         const float xhat = (xv[k] - m) * rs;
         d[k] = rs * (d[k] * gm[k] - mg - xhat * mgx);
       }
+      add_residual(residual, dx, row + c, count, d);
       store_pack(dx, row + c, count, d);
     });
   }
 }
 
 // xhat = x * rstd, g = dy * gamma: dx = rstd * (g - xhat * mean(g * xhat)).
-__global__ void rmsnorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataOut dx,
-                                           int64_t rows, int64_t hidden, float inv_h) {
+__global__ void rmsnorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataIn residual,
+                                           DataOut dx, int64_t rows, int64_t hidden, float inv_h) {
   __shared__ float sh[64];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t row = r * hidden;
@@ -201,6 +212,7 @@ __global__ void rmsnorm_backward_dx_kernel(DataIn dy, DataIn x, DataIn gamma, co
         const float xhat = xv[k] * rs;
         d[k] = rs * (d[k] * gm[k] - xhat * mgx);
       }
+      add_residual(residual, dx, row + c, count, d);
       store_pack(dx, row + c, count, d);
     });
   }
@@ -257,15 +269,15 @@ void layernorm_forward(DataIn x, DataIn gamma, DataIn beta, float eps, DataOut y
   LATTICE_CUDA_LAUNCHED();
 }
 
-void layernorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* mean, const float* rstd, DataOut dx,
-                        DataOut dgamma, DataOut dbeta, int64_t rows, int64_t hidden) {
+void layernorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* mean, const float* rstd, DataIn residual,
+                        DataOut dx, DataOut dgamma, DataOut dbeta, int64_t rows, int64_t hidden) {
   if (rows <= 0 || hidden <= 0) return;
   const float inv_h = 1.0f / static_cast<float>(hidden);
   // Parameter gradients first: they read dy, which dx may alias.
   norm_param_grads(dy, x, mean, rstd, dgamma, dbeta, rows, hidden);
   const int threads = row_threads(hidden);
-  layernorm_backward_dx_kernel<<<row_grid(rows), threads, 0, compute_stream()>>>(dy, x, gamma, mean, rstd, dx,
-                                                                                 rows, hidden, inv_h);
+  layernorm_backward_dx_kernel<<<row_grid(rows), threads, 0, compute_stream()>>>(dy, x, gamma, mean, rstd,
+                                                                                 residual, dx, rows, hidden, inv_h);
   LATTICE_CUDA_LAUNCHED();
 }
 
@@ -278,14 +290,14 @@ void rmsnorm_forward(DataIn x, DataIn gamma, float eps, DataOut y, float* rstd, 
   LATTICE_CUDA_LAUNCHED();
 }
 
-void rmsnorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataOut dx, DataOut dgamma,
-                      int64_t rows, int64_t hidden) {
+void rmsnorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataIn residual, DataOut dx,
+                      DataOut dgamma, int64_t rows, int64_t hidden) {
   if (rows <= 0 || hidden <= 0) return;
   const float inv_h = 1.0f / static_cast<float>(hidden);
   norm_param_grads(dy, x, /*mean=*/nullptr, rstd, dgamma, /*dbeta=*/DataOut{nullptr, false}, rows, hidden);
   const int threads = row_threads(hidden);
-  rmsnorm_backward_dx_kernel<<<row_grid(rows), threads, 0, compute_stream()>>>(dy, x, gamma, rstd, dx, rows,
-                                                                               hidden, inv_h);
+  rmsnorm_backward_dx_kernel<<<row_grid(rows), threads, 0, compute_stream()>>>(dy, x, gamma, rstd, residual, dx,
+                                                                               rows, hidden, inv_h);
   LATTICE_CUDA_LAUNCHED();
 }
 

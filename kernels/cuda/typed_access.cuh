@@ -40,6 +40,11 @@ __device__ __forceinline__ void store(DataOut d, int64_t i, float v) {
   }
 }
 
+// What a load gives back after store(d, i, v): v rounded to d's dtype.
+__device__ __forceinline__ float stored_value(DataOut d, float v) {
+  return d.bf16 ? bf16_bits_to_f32(f32_to_bf16_bits(v)) : v;
+}
+
 // Packs: eight consecutive elements per thread, one 16-byte access for bf16 (two for f32) where
 // the eight are 16-byte aligned, else element by element. Element-at-a-time access keeps too few
 // bytes in flight to reach HBM bandwidth (measured on the H200: 2-byte loads gave ~0.7 TB/s). A

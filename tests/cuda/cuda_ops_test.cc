@@ -553,6 +553,48 @@ TEST_CASE("bf16 loss, norms, embeddings and activations at GPT-2 124M sizes: the
   }
 }
 
+// The decoder's norm backwards add the residual path's gradient in their own pass over dx: on the
+// device that must give exactly the bits of the norm backward followed by ops::add — in bf16 the
+// sum of the stored (rounded) dx and the residual gradient, rounded again — at GPT-2 124M's width
+// and a ragged one (packs left over), f32 and bf16 activation gradients.
+TEST_CASE("norm backwards with the residual gradient: on the device, the bits of the norm backward, then add") {
+  for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{4096, 768}, {333, 129}}) {
+    const Tensor x = random_tensor({rows, hidden}, 81), gamma = random_tensor({hidden}, 82),
+                 beta = random_tensor({hidden}, 83), dy = random_tensor({rows, hidden}, 84),
+                 residual = random_tensor({rows, hidden}, 85), dgamma = random_tensor({hidden}, 86),
+                 dbeta = random_tensor({hidden}, 87);
+    const Tensor y = Tensor::zeros({rows, hidden}), mean = Tensor::zeros({rows}), rstd = Tensor::zeros({rows}),
+                 dx = Tensor::zeros({rows, hidden});
+    for (const bool bf16 : {false, true}) {
+      // x, y, dy, dx and the residual gradient bf16 in the recipe's run; statistics and gains' gradients f32.
+      const Tensors inputs = test::with_bf16({x, gamma, beta, y, mean, rstd, dy, dx, dgamma, dbeta, residual},
+                                             bf16 ? std::vector<int>{0, 3, 6, 7, 10} : std::vector<int>{});
+      for (const bool rms : {false, true}) {
+        const auto backward = [rms](Tensors& t, bool fused) {
+          const Tensor none;
+          if (rms) {
+            ops::rmsnorm_forward(t[0], t[1], 1e-5f, t[3], t[5]);
+            ops::rmsnorm_backward(t[6], t[0], t[1], t[5], t[7], t[8], fused ? t[10] : none);
+          } else {
+            ops::layernorm_forward(t[0], t[1], t[2], 1e-5f, t[3], t[4], t[5]);
+            ops::layernorm_backward(t[6], t[0], t[1], t[4], t[5], t[7], t[8], t[9], fused ? t[10] : none);
+          }
+          if (!fused) ops::add(t[7], t[10], t[7]);
+        };
+        const Tensors fused = run_on_gpu(inputs, [&](Tensors& t) { backward(t, true); });
+        const Tensors separate = run_on_gpu(inputs, [&](Tensors& t) { backward(t, false); });
+        const std::string what = fmt::format("{} backward + residual {} x {}, {}", rms ? "rmsnorm" : "layernorm",
+                                             rows, hidden, bf16 ? "bf16" : "f32");
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          INFO(what << ": argument " << i << " " << inputs[i].describe());
+          REQUIRE(std::memcmp(fused[i].raw(), separate[i].raw(), fused[i].bytes()) == 0);
+        }
+        std::printf("  %-58s the bits of backward, then add\n", what.c_str());
+      }
+    }
+  }
+}
+
 TEST_CASE("initialization is bit-identical to the CPU's, whole tensor and shard") {
   const DeviceContext gpu(Device::kCuda);
   const Shape global{1000, 37};

@@ -41,6 +41,9 @@ struct OpCase {
   // bf16 runs of the case besides the f32 one: each lists the tensor arguments that are bf16 there
   // (make's f32 draw rounded); the others keep make's dtype, so a list can mix dtypes.
   std::vector<std::vector<int>> bf16 = {};
+  // The op's contract is two ops in a row, each rounding its bf16 output (a norm backward, then the
+  // residual gradient added to the stored dx): compare_bf16_contract's single rounding does not apply.
+  bool rounds_twice = false;
 };
 
 // Every case of the harness, each ops.h function at least once.
@@ -75,7 +78,7 @@ std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t 
 // same case gives on `device` with its bf16 arguments widened to f32, each argument that is bf16 in
 // the run then rounded to nearest even (scalars equal). F32Staging computes exactly that, and a
 // device's typed kernels (kernels/typed_kernels.h), which load bf16 and round once, must too.
-// The ops named in `left_out` are not checked.
+// The ops named in `left_out`, and the cases that round twice (OpCase::rounds_twice), are not checked.
 std::vector<OpMismatch> compare_bf16_contract(Device device, const std::vector<std::string>& left_out,
                                               uint64_t seed = 1);
 // What a GPU leaves out of the contract: its bf16 GEMMs and attention (tensor cores, cuDNN)

@@ -171,24 +171,30 @@ void layernorm_forward(DataIn x, DataIn gamma, DataIn beta, float eps, DataOut y
                          h.out(y, rows * hidden), mean, rstd, rows, hidden);
   h.finish();
 }
-void layernorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* mean, const float* rstd, DataOut dx,
-                        DataOut dgamma, DataOut dbeta, int64_t rows, int64_t hidden) {
-  H h;
-  cpu::layernorm_backward(h.in(dy, rows * hidden), h.in(x, rows * hidden), h.in(gamma, hidden), mean, rstd,
-                          h.out(dx, rows * hidden), h.in_out(dgamma, hidden), h.in_out(dbeta, hidden), rows, hidden);
-  h.finish();
+void layernorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* mean, const float* rstd, DataIn residual,
+                        DataOut dx, DataOut dgamma, DataOut dbeta, int64_t rows, int64_t hidden) {
+  {
+    H h;
+    cpu::layernorm_backward(h.in(dy, rows * hidden), h.in(x, rows * hidden), h.in(gamma, hidden), mean, rstd,
+                            h.out(dx, rows * hidden), h.in_out(dgamma, hidden), h.in_out(dbeta, hidden), rows, hidden);
+    h.finish();
+  }
+  if (residual.data != nullptr) add(DataIn{dx.data, dx.bf16}, residual, dx, rows * hidden);
 }
 void rmsnorm_forward(DataIn x, DataIn gamma, float eps, DataOut y, float* rstd, int64_t rows, int64_t hidden) {
   H h;
   cpu::rmsnorm_forward(h.in(x, rows * hidden), h.in(gamma, hidden), eps, h.out(y, rows * hidden), rstd, rows, hidden);
   h.finish();
 }
-void rmsnorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataOut dx, DataOut dgamma, int64_t rows,
-                      int64_t hidden) {
-  H h;
-  cpu::rmsnorm_backward(h.in(dy, rows * hidden), h.in(x, rows * hidden), h.in(gamma, hidden), rstd,
-                        h.out(dx, rows * hidden), h.in_out(dgamma, hidden), rows, hidden);
-  h.finish();
+void rmsnorm_backward(DataIn dy, DataIn x, DataIn gamma, const float* rstd, DataIn residual, DataOut dx,
+                      DataOut dgamma, int64_t rows, int64_t hidden) {
+  {
+    H h;
+    cpu::rmsnorm_backward(h.in(dy, rows * hidden), h.in(x, rows * hidden), h.in(gamma, hidden), rstd,
+                          h.out(dx, rows * hidden), h.in_out(dgamma, hidden), rows, hidden);
+    h.finish();
+  }
+  if (residual.data != nullptr) add(DataIn{dx.data, dx.bf16}, residual, dx, rows * hidden);
 }
 void gelu_forward(DataIn x, DataOut y, int64_t n) {
   H h;
