@@ -1,13 +1,13 @@
 // `lattice bench --profile-ops`: a training run's op profile counts each op as often as the model
 // calls it (from the model's structure), and the table's figures are its rows' per step.
 #include <map>
-#include <random>
 #include <string>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "kernels/op_profile.h"
+#include "tests/trainer/random_tokens.h"
 #include "trainer/config.h"
 #include "trainer/op_profile_report.h"
 #include "trainer/train_loop.h"
@@ -25,17 +25,9 @@ std::map<std::string, int64_t> profiled_calls(const std::string& arch, TrainResu
       "training": {"micro_batch_size": 2, "global_batch_size": 4, "train_iters": 4},
       "logging": {"metrics_file": ""}})"),
                           "tiny");
-  MicroBatchSource tokens = [](int64_t g, int64_t m, Tensor& ids, Tensor& targets) {
-    std::mt19937 rng(static_cast<uint32_t>(g * 31 + m));
-    std::uniform_int_distribution<int32_t> token(0, 256);
-    for (int64_t i = 0; i < ids.numel(); ++i) {
-      ids.i32()[i] = token(rng);
-      targets.i32()[i] = token(rng);
-    }
-  };
   TrainOptions options;
   options.profile_ops = true;
-  r = train_on(c, options, tokens, MicroBatchSource{});
+  r = train_on(c, options, test::random_tokens(257), MicroBatchSource{});
   std::map<std::string, int64_t> calls;
   for (const OpTime& row : r.op_profile) calls[row.op] += row.calls;
   return calls;

@@ -4,7 +4,6 @@
 // on the host).
 #include <catch2/catch.hpp>
 
-#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +11,7 @@
 #include "kernels/ops.h"
 #include "tests/kernels/backend_harness.h"
 #include "tests/kernels/test_util.h"
+#include "tests/trainer/random_tokens.h"
 #include "trainer/config.h"
 #include "trainer/step_readback.h"
 #include "trainer/train_loop.h"
@@ -81,14 +81,7 @@ TEST_CASE("a training run reads back once per step and once per evaluation pass"
                    "eval_iters": 3},
       "logging": {"metrics_file": ""}})"),
                           "tiny");
-  MicroBatchSource tokens = [](int64_t g, int64_t m, Tensor& ids, Tensor& targets) {
-    std::mt19937 rng(static_cast<uint32_t>(g * 31 + m));
-    std::uniform_int_distribution<int32_t> token(0, 256);
-    for (int64_t i = 0; i < ids.numel(); ++i) {
-      ids.i32()[i] = token(rng);
-      targets.i32()[i] = token(rng);
-    }
-  };
+  const MicroBatchSource tokens = test::random_tokens(257);
   copies_to_host = 0;
   index_checks = 0;
   const TrainResult r = train_on(c, TrainOptions{}, tokens, tokens);
