@@ -34,7 +34,7 @@ class OpProfile {
   static std::vector<OpTime> stop();
 };
 
-// Times one op call while a profile runs on this thread (one relaxed atomic load otherwise). Every
+// Times one op call while a profile runs on this thread (one atomic load otherwise). Every
 // public op opens one with the tensors that define its work.
 class OpScope {
  public:
