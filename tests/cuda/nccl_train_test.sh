@@ -4,7 +4,8 @@
 # data=2, tensor=2, pipeline=2, and pipeline=2 interleaved (v=2; also with CUDA_DEVICE_MAX_CONNECTIONS=1,
 # the second device model the pipeline's transfer lanes are proven in: parallel/p2p_order.h).
 # Two-rank sums are exact in either order, so NCCL and MPI must agree to the bit. A hang ends in the
-# watchdog's report (parallel.timeout_s = 60) naming the operation, before the 180 s timeout.
+# watchdog's report naming the operation (parallel.timeout_s = $WATCHDOG_S, 60 unless set), before
+# the run is killed 120 s later.
 # usage: nccl_train_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR GPUS   (from the repository root)
 # NCCL needs a GPU per rank: with GPUS < 2 the two-rank layouts are NOT RUN, and it says so.
 # parallel.backend auto takes NCCL where every rank has a GPU and says so; two ranks made to share one
@@ -12,6 +13,7 @@
 # Prints "PASS <name>" or "FAIL <name>" per check and ends with "nccl_train_test: N passed, M failed".
 set -uo pipefail
 BIN=$1 DATA=$2 WORK=$3 GPUS=$4
+WATCHDOG_S=${WATCHDOG_S:-60}
 mkdir -p "$WORK"
 MPIRUN=${MPIRUN:-mpirun}
 passed=0 failed=0
@@ -21,9 +23,9 @@ result() {  # result NAME STATUS
 train() {  # train NAME RANKS BACKEND [--set ...]
   local name=$1 np=$2 backend=$3
   shift 3
-  timeout 180 $MPIRUN --oversubscribe -np "$np" "$BIN" train --config configs/test-tiny-gpt2.json --set device=cuda \
+  timeout $((WATCHDOG_S + 120)) $MPIRUN --oversubscribe -np "$np" "$BIN" train --config configs/test-tiny-gpt2.json --set device=cuda \
     --set data.path="$DATA" --set training.train_iters=20 --set training.eval_interval=0 \
-    --set parallel.backend="$backend" --set parallel.timeout_s=60 --set logging.metrics_file="$WORK/$name.jsonl" \
+    --set parallel.backend="$backend" --set parallel.timeout_s="$WATCHDOG_S" --set logging.metrics_file="$WORK/$name.jsonl" \
     "$@" >"$WORK/$name.log" 2>&1 ||
     { local rc=$?
       echo "  $name exited $rc: $( (grep -a -m2 -E '\[(error|critical)\]' "$WORK/$name.log" ||
