@@ -1,11 +1,14 @@
 // The CUDA emulator's scheduler (see emulator.h): blocks in order, a block's threads as fibers
 // released together at each barrier. A fiber starts on its own stack through ucontext and switches
-// with _setjmp/_longjmp afterwards: swapcontext saves the signal mask with a system call at every
-// switch, which made barrier-heavy kernels spend most of their time in the kernel.
-#undef _FORTIFY_SOURCE  // its longjmp check rejects jumps between stacks, which is what fibers do
+// with GCC's __builtin_setjmp/__builtin_longjmp afterwards (a stack pointer, a frame pointer and a
+// label): swapcontext saves the signal mask with a system call at every switch, and glibc's
+// _longjmp walks the thread's cleanup handlers at every jump, which made barrier-heavy kernels
+// spend most of their time switching. Fibers outlive the block they run: one that finishes its
+// thread parks, and runs the same thread index of the next block (of any launch on this host
+// thread), so getcontext/setcontext (a system call each) run once per fiber, not once per thread of
+// every block.
 #include "tests/cuda_emu/emulator.h"
 
-#include <setjmp.h>
 #include <ucontext.h>
 
 #include <cstdlib>
@@ -28,13 +31,24 @@ constexpr size_t kMaxDynamicShared = 227 * 1024;  // Hopper's opt-in maximum per
 
 enum class State { kRunnable, kAtBlockBarrier, kAtWarpBarrier, kDone };
 
+// __builtin_setjmp's buffer: frame pointer, resume label, stack pointer (and two spare words).
+using JumpBuf = void* [5];
+
+// Separate and never inlined: __builtin_longjmp may not be in the function of its __builtin_setjmp.
+[[noreturn]] __attribute__((noinline)) void jump(JumpBuf& to) { __builtin_longjmp(to, 1); }
+
 struct Thread {
-  ucontext_t start;  // the fiber's first entry
-  jmp_buf resume;    // where it waits, once started
-  bool started;
   uint3 idx;
   int linear;
   State state;
+  int warp_collectives;  // shuffles and ballots so far in this block: its parity picks the exchange slots
+};
+
+// The fiber that runs linear thread index i of every block on one host thread.
+struct Fiber {
+  char* stack = nullptr;
+  JumpBuf resume;        // where it waits: at a barrier, or parked between threads
+  bool created = false;  // false: start it afresh (never run, or its last block failed mid-way)
 };
 
 // The launch being run (the emulator runs one at a time, on the calling thread).
@@ -48,8 +62,10 @@ struct Run {
   bool reached_barrier = false;
   std::vector<Thread> threads;
   Thread* current = nullptr;
-  jmp_buf scheduler;
-  uint64_t exchange[kMaxBlockThreads];
+  JumpBuf scheduler;
+  // Two sets of slots, used by alternate warp collectives: a lane writing set p again has passed the
+  // barrier of the collective in between, where every lane had read set p, so one barrier each.
+  uint64_t exchange[2][kMaxBlockThreads];
   std::exception_ptr error;  // thrown on a fiber's stack, rethrown by the scheduler
 };
 
@@ -57,9 +73,11 @@ Run* run = nullptr;
 uint64_t blocks_started = 0;
 std::mutex launch_mutex;  // one launch at a time (kernels may be launched from several host threads)
 
-std::vector<char*>& stacks() {
-  static std::vector<char*> s;
-  return s;
+// Per host thread: a fiber's stack frames and saved registers belong to the thread that made it
+// (its TLS, its exception state), and launches come from several threads, one at a time.
+std::vector<Fiber>& fibers() {
+  thread_local std::vector<Fiber> f;  // stacks never freed: reused by every later launch
+  return f;
 }
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error("CUDA emulator: " + what); }
@@ -82,16 +100,20 @@ void validate(const LaunchConfig& c) {
   }
 }
 
-// A fiber's stack has no frame to unwind into, so an exception stops here and the scheduler,
-// on the launching thread's stack, rethrows it.
-[[noreturn]] void thread_entry() {
-  try {
-    (*run->body)();
-  } catch (...) {
-    run->error = std::current_exception();
+// Runs the thread the scheduler resumes it for, then parks until the next. A fiber's stack has no
+// frame to unwind into, so an exception stops here and the scheduler, on the launching thread's
+// stack, rethrows it.
+[[noreturn]] void fiber_main() {
+  for (;;) {
+    try {
+      (*run->body)();
+    } catch (...) {
+      run->error = std::current_exception();
+    }
+    Thread* self = run->current;
+    self->state = State::kDone;
+    if (__builtin_setjmp(fibers()[self->linear].resume) == 0) jump(run->scheduler);
   }
-  run->current->state = State::kDone;
-  _longjmp(run->scheduler, 1);
 }
 
 // Switches from the current fiber back to the scheduler until it is released.
@@ -100,7 +122,7 @@ void wait(State at) {
   run->reached_barrier = true;
   Thread* self = run->current;
   self->state = at;
-  if (_setjmp(self->resume) == 0) _longjmp(run->scheduler, 1);
+  if (__builtin_setjmp(fibers()[self->linear].resume) == 0) jump(run->scheduler);
 }
 
 // Once every thread has run until it waits or ends: releases each warp whose live lanes all wait at
@@ -134,19 +156,28 @@ void release_or_fail(std::vector<Thread>& threads) {
   }
 }
 
-void run_block_with_fibers() {
+// Switches to thread t's fiber until it waits or ends.
+void resume(Thread& t) {
+  Fiber& f = fibers()[t.linear];
+  run->current = &t;
+  if (__builtin_setjmp(run->scheduler) != 0) return;
+  if (f.created) jump(f.resume);
+  f.created = true;
+  ucontext_t start;
+  getcontext(&start);
+  start.uc_stack.ss_sp = f.stack;
+  start.uc_stack.ss_size = kStackBytes;
+  start.uc_link = nullptr;  // fiber_main never returns: it jumps back to the scheduler
+  makecontext(&start, reinterpret_cast<void (*)()>(&fiber_main), 0);
+  setcontext(&start);
+}
+
+void schedule_block() {
   std::vector<Thread>& threads = run->threads;
   const int n = static_cast<int>(threads.size());
-  while (static_cast<int>(stacks().size()) < n) stacks().push_back(static_cast<char*>(std::malloc(kStackBytes)));
-  for (int i = 0; i < n; ++i) {
-    Thread& t = threads[i];
+  for (Thread& t : threads) {
     t.state = State::kRunnable;
-    t.started = false;
-    getcontext(&t.start);
-    t.start.uc_stack.ss_sp = stacks()[i];
-    t.start.uc_stack.ss_size = kStackBytes;
-    t.start.uc_link = nullptr;  // thread_entry never returns: it jumps back to the scheduler
-    makecontext(&t.start, reinterpret_cast<void (*)()>(&thread_entry), 0);
+    t.warp_collectives = 0;
   }
   // Odd blocks run their threads in reverse order, so that a missing barrier shows whichever of its
   // reader and its writer has the lower thread index.
@@ -156,18 +187,29 @@ void run_block_with_fibers() {
     for (int k = 0; k < n; ++k) {
       Thread& t = threads[reverse ? n - 1 - k : k];
       if (t.state != State::kRunnable) continue;
-      run->current = &t;
-      if (_setjmp(run->scheduler) == 0) {
-        if (t.started) _longjmp(t.resume, 1);
-        t.started = true;
-        setcontext(&t.start);
-      }
+      resume(t);
       if (run->error) std::rethrow_exception(run->error);
     }
     bool all_done = true;
     for (const Thread& t : threads) all_done = all_done && t.state == State::kDone;
     if (all_done) return;
     release_or_fail(threads);
+  }
+}
+
+void run_block_with_fibers() {
+  std::vector<Fiber>& pool = fibers();
+  const size_t n = run->threads.size();
+  while (pool.size() < n) {
+    pool.emplace_back();
+    pool.back().stack = static_cast<char*>(std::malloc(kStackBytes));
+  }
+  try {
+    schedule_block();
+  } catch (...) {
+    // The block's other fibers stopped mid-thread (at a barrier): none may be resumed there.
+    for (size_t i = 0; i < n; ++i) pool[i].created = false;
+    throw;
   }
 }
 
@@ -235,29 +277,32 @@ int lane_id() { return run->current->linear % kWarp; }
 
 void syncthreads() { wait(State::kAtBlockBarrier); }
 
+// The exchange slots of the calling lane's next warp collective.
+uint64_t* exchange_slots() { return run->exchange[run->current->warp_collectives++ % 2]; }
+
 void warp_exchange(const void* bits, void* out, size_t bytes, int src_lane) {
   const int self = run->current->linear;
+  uint64_t* slots = exchange_slots();
   uint64_t slot = 0;
   std::memcpy(&slot, bits, bytes);
-  run->exchange[self] = slot;
+  slots[self] = slot;
   wait(State::kAtWarpBarrier);  // every lane has written
   const int src = self - self % kWarp + src_lane;
   if (src_lane < 0 || src_lane >= kWarp || src >= static_cast<int>(run->threads.size())) {
     fail("shuffle from lane " + std::to_string(src_lane) + ", outside the warp");
   }
-  std::memcpy(out, &run->exchange[src], bytes);
-  wait(State::kAtWarpBarrier);  // every lane has read before any writes again
+  std::memcpy(out, &slots[src], bytes);
 }
 
 unsigned warp_ballot(bool predicate) {
   const int self = run->current->linear;
-  run->exchange[self] = predicate ? 1 : 0;
+  uint64_t* slots = exchange_slots();
+  slots[self] = predicate ? 1 : 0;
   wait(State::kAtWarpBarrier);
   const int w0 = self - self % kWarp;
   const int w1 = std::min(static_cast<int>(run->threads.size()), w0 + kWarp);
   unsigned mask = 0;
-  for (int i = w0; i < w1; ++i) mask |= (run->exchange[i] != 0 ? 1u : 0u) << (i - w0);
-  wait(State::kAtWarpBarrier);
+  for (int i = w0; i < w1; ++i) mask |= (slots[i] != 0 ? 1u : 0u) << (i - w0);
   return mask;
 }
 

@@ -29,6 +29,38 @@ __global__ void xor_shuffle_kernel(float* out) {
 
 __global__ void ballot_kernel(unsigned* out) { out[threadIdx.x] = __ballot_sync(0xffffffffu, threadIdx.x % 3 == 0); }
 
+// Many warp collectives in a row, each reading what the one before wrote: a lane that overwrote its
+// exchange slot before another lane had read it would change the result.
+constexpr int kChainSteps = 12;
+__global__ void collective_chain_kernel(unsigned* out) {
+  unsigned v = threadIdx.x + 7 * blockIdx.x;
+  for (int i = 0; i < kChainSteps; ++i) {
+    v = v * 3u + __shfl_xor_sync(0xffffffffu, v, 1 << (i % 5));
+    v += static_cast<unsigned>(__builtin_popcount(__ballot_sync(0xffffffffu, v % 2 == 1)));
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+
+// What collective_chain_kernel computes, one warp at a time on the host.
+std::vector<unsigned> collective_chain_reference(int blocks, int threads) {
+  std::vector<unsigned> out(static_cast<size_t>(blocks * threads));
+  for (int b = 0; b < blocks; ++b) {
+    for (int w0 = 0; w0 < threads; w0 += 32) {
+      std::vector<unsigned> v(32);
+      for (int l = 0; l < 32; ++l) v[l] = static_cast<unsigned>(w0 + l + 7 * b);
+      for (int i = 0; i < kChainSteps; ++i) {
+        std::vector<unsigned> next(32);
+        for (int l = 0; l < 32; ++l) next[l] = v[l] * 3u + v[l ^ (1 << (i % 5))];
+        int odd = 0;
+        for (unsigned x : next) odd += x % 2 == 1;
+        for (int l = 0; l < 32; ++l) v[l] = next[l] + static_cast<unsigned>(odd);
+      }
+      for (int l = 0; l < 32; ++l) out[static_cast<size_t>(b * threads + w0 + l)] = v[l];
+    }
+  }
+  return out;
+}
+
 __global__ void early_exit_shuffle_kernel(float* out) {
   if (threadIdx.x == 5) return;
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
@@ -76,6 +108,12 @@ TEST_CASE("warp shuffles and ballots exchange between the lanes of each warp") {
   CHECK(masks[40] == 0x92492492u);  // thread 33 is lane 1: lanes 1, 4, ..., 31
 }
 
+TEST_CASE("a chain of shuffles and ballots reads what each lane wrote at each step") {
+  std::vector<unsigned> out(3 * 64);
+  collective_chain_kernel<<<3, 64>>>(out.data());  // block 1 runs its threads in reverse order
+  CHECK(out == collective_chain_reference(3, 64));
+}
+
 TEST_CASE("what a GPU would leave silent is an error") {
   std::vector<float> out(64);
   CHECK_THAT(launch_error([&] { early_exit_shuffle_kernel<<<1, 32>>>(out.data()); }),
@@ -92,6 +130,18 @@ TEST_CASE("what a GPU would leave silent is an error") {
                xor_shuffle_kernel<<<dim3(1, 70000), 32>>>(out.data());
              }),
              Catch::Contains("invalid grid"));
+}
+
+TEST_CASE("a launch after one that failed mid-block runs every thread afresh") {
+  // The failed launch leaves its fibers stopped at a shuffle and at __syncthreads.
+  std::vector<float> out(64);
+  CHECK_THAT(launch_error([&] { split_warp_kernel<<<1, 32>>>(out.data()); }), Catch::Contains("diverged"));
+  std::vector<unsigned> chain(2 * 64);
+  collective_chain_kernel<<<2, 64>>>(chain.data());
+  CHECK(chain == collective_chain_reference(2, 64));
+  std::vector<int> sums(2 * 256, -1);
+  block_sum_kernel<<<2, 256>>>(sums.data(), true);
+  for (int v : sums) REQUIRE(v == 255 * 256 / 2);
 }
 
 TEST_CASE("dynamic shared memory starts as NaN") {
