@@ -19,6 +19,7 @@ namespace lattice {
 struct OpProfileRow {
   int64_t calls = 0;
   DeviceTimeSum time;
+  double bytes = 0, flops = 0;  // per call: the same for every call of a row's shapes
 };
 
 namespace {
@@ -70,14 +71,16 @@ std::vector<OpTime> OpProfile::stop() {
   p.on.store(false, std::memory_order_release);
   std::vector<OpTime> out;
   for (const auto& [key, row] : p.rows) {
-    if (row.calls > 0) out.push_back({key.first, key.second, row.calls, row.time.seconds()});  // 0: every call threw
+    if (row.calls > 0) {  // 0: every call threw
+      out.push_back({key.first, key.second, row.calls, row.time.seconds(), row.bytes, row.flops});
+    }
   }
   p.rows.clear();
   std::stable_sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
   return out;
 }
 
-OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> tensors, int64_t repeat) {
+OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> tensors, int64_t repeat, double flops) {
   Profile& p = profile();
   if (!p.on.load(std::memory_order_acquire) || p.owner != std::this_thread::get_id()) return;
   counted_ = true;
@@ -88,6 +91,12 @@ OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> tensors, i
   });
   if (!on_device) return;
   row_ = &p.rows[{op, describe_operands(tensors, repeat)}];
+  if (row_->calls == 0) {
+    double bytes = 0;
+    for (const Tensor* t : tensors) bytes += t != nullptr && t->defined() ? static_cast<double>(t->bytes()) : 0.0;
+    row_->bytes = bytes * static_cast<double>(repeat);
+    row_->flops = flops;
+  }
   uncaught_ = std::uncaught_exceptions();
   start_ = Stream(p.device).record();
 }

@@ -20,6 +20,10 @@ struct OpTime {
   std::string operands;  // its tensors' dtypes and shapes, e.g. "bf16[8192,768] bf16[768,768] bf16[8192,768]"
   int64_t calls = 0;
   double seconds = 0;  // device time summed over the calls
+  // Per call: the bytes of its operands, each counted once per product (what it must read and write
+  // at least), and the FLOPs of its matrix products (0: not a GEMM or attention op).
+  double bytes = 0;
+  double flops = 0;
 };
 
 struct OpProfileRow;  // the calls and events of one (op, operands)
@@ -38,8 +42,9 @@ class OpProfile {
 // public op opens one with the tensors that define its work.
 class OpScope {
  public:
-  // `repeat` > 1: the op runs that many products of the listed shapes (matmul_group).
-  OpScope(const char* op, std::initializer_list<const Tensor*> tensors, int64_t repeat = 1);
+  // `repeat` > 1: the op runs that many products of the listed shapes (matmul_group). `flops`: the
+  // call's multiply-adds times 2, all products together (0 for ops that are not matrix products).
+  OpScope(const char* op, std::initializer_list<const Tensor*> tensors, int64_t repeat = 1, double flops = 0);
   ~OpScope();
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;

@@ -46,6 +46,17 @@ int64_t flat_rows(const Tensor& t) {
   return h == 0 ? 0 : t.numel() / h;
 }
 
+// The FLOPs OpScope reports (before the op checks its operands: 0 for undefined ones). A product
+// c[m, n] = op(a) op(b) is 2 m n k, and a holds m k elements whichever way it is transposed.
+double gemm_flops(const Tensor& a, const Tensor& c) {
+  return a.defined() && c.defined() ? 2.0 * static_cast<double>(a.numel()) * static_cast<double>(last_dim(c)) : 0.0;
+}
+// Causal attention over q [B, T, Hq, D], as FlashAttention counts it: QK^T and PV are 4 B Hq T^2 D,
+// half of it under the causal mask; the backward does 2.5 times the forward's.
+double attention_forward_flops(const Tensor& q) {
+  return q.defined() && q.rank() == 4 ? 2.0 * static_cast<double>(q.numel()) * static_cast<double>(q.dim(1)) : 0.0;
+}
+
 // out[slot] of an f64 `out`, checked for `op`.
 double* f64_slot(const char* op, const Tensor& out, int64_t slot) {
   LATTICE_CHECK(out.defined(), "{}: `out` is undefined", op);
@@ -223,7 +234,7 @@ GemmShape gemm_shape(const char* op, const Tensor& a, bool trans_a, const Tensor
 }  // namespace
 
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
-  const OpScope timed("matmul", {&a, &b, &c});
+  const OpScope timed("matmul", {&a, &b, &c}, 1, gemm_flops(a, c));
   const Backend& be = backend_for("matmul", {&a, &b, &c});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape("matmul", a, trans_a, b, trans_b, c);
   if (m == 0 || n == 0) return;
@@ -251,7 +262,7 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
 
 void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c) {
   const char* op = "matmul_bias";
-  const OpScope timed(op, {&a, &b, &bias, &c});
+  const OpScope timed(op, {&a, &b, &bias, &c}, 1, gemm_flops(a, c));
   const Backend& be = backend_for(op, {&a, &b, &bias, &c});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, c);
   need_data(op, "bias", bias);
@@ -272,7 +283,7 @@ void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
 void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& pre,
                       Tensor& out) {
   const char* op = "matmul_bias_gelu";
-  const OpScope timed(op, {&a, &b, &bias, &pre, &out});
+  const OpScope timed(op, {&a, &b, &bias, &pre, &out}, 1, gemm_flops(a, pre));
   const Backend& be = backend_for(op, {&a, &b, &bias, &pre, &out});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, pre);
   need_data(op, "out", out);
@@ -301,7 +312,7 @@ void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 
 void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& pre, Tensor& dx) {
   const char* op = "matmul_gelu_backward";
-  const OpScope timed(op, {&a, &b, &pre, &dx});
+  const OpScope timed(op, {&a, &b, &pre, &dx}, 1, gemm_flops(a, dx));
   const Backend& be = backend_for(op, {&a, &b, &pre, &dx});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, dx);
   need_data(op, "pre", pre);
@@ -345,7 +356,8 @@ void matmul_group(std::span<const Tensor> a, bool trans_a, std::span<const Tenso
                 count, count, a.size(), b.size(), bias.size());
   LATTICE_CHECK(bias.empty() || (alpha == 1.0f && beta == 0.0f), "{}: with biases alpha must be 1 and beta 0", op);
   const auto nth = [](std::span<const Tensor> t, size_t i) -> const Tensor& { return t[t.size() == 1 ? 0 : i]; };
-  const OpScope timed(op, {&a[0], &b[0], bias.empty() ? nullptr : &bias[0], &c[0]}, static_cast<int64_t>(count));
+  const OpScope timed(op, {&a[0], &b[0], bias.empty() ? nullptr : &bias[0], &c[0]}, static_cast<int64_t>(count),
+                      static_cast<double>(count) * gemm_flops(a[0], c[0]));
   const Backend& be = backend_for(op, {&a[0], &b[0], &c[0]});
   GemmShape shape{};  // product 0's, which every product must have
   for (size_t i = 0; i < count; ++i) {
@@ -804,7 +816,7 @@ AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k,
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
-  const OpScope timed(op, {&q, &k, &v, &out, &lse});
+  const OpScope timed(op, {&q, &k, &v, &out, &lse}, 1, attention_forward_flops(q));
   const Backend& be = backend_for(op, {&q, &k, &v, &out, &lse});
   const AttentionShape s = attention_shape(op, q, k, v);
   need_data(op, "out", out);
@@ -822,7 +834,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv) {
   const char* op = "attention_backward";
-  const OpScope timed(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
+  const OpScope timed(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv}, 1, 2.5 * attention_forward_flops(q));
   const Backend& be = backend_for(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
   const AttentionShape s = attention_shape(op, q, k, v);
   for (auto [name, t] : {std::pair{"dout", &dout}, {"out", &out}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}}) {

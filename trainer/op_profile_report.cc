@@ -1,4 +1,4 @@
-// format_op_profile: per step, in ms, with each row's share of the step.
+// format_op_profile: per step, in ms, with each row's share of the step and its achieved rates.
 #include "trainer/op_profile_report.h"
 
 #include <algorithm>
@@ -11,10 +11,15 @@ std::string format_op_profile(const std::vector<OpTime>& rows, int64_t steps, do
   const double n = static_cast<double>(std::max<int64_t>(steps, 1));
   const double step_ms = step_s * 1e3;
   const auto share = [&](double ms) { return step_ms > 0 ? fmt::format("{:5.1f}%", 100 * ms / step_ms) : "    -"; };
+  // Per second of the row's device time: its operands' bytes, and its products' FLOPs where it has any.
+  const auto rate = [](const OpTime& r, double per_call, double unit, int digits) {
+    if (per_call <= 0 || r.seconds <= 0) return std::string("-");
+    return fmt::format("{:.{}f}", per_call * static_cast<double>(r.calls) / r.seconds / unit, digits);
+  };
   std::string out = fmt::format(
       "-- device time by op (--profile-ops), mean per step over {} steps, against the step's median {:.3f} ms --\n"
-      "{:>9} {:>6} {:>10} {:>9}  {:<30} {}\n",
-      steps, step_ms, "ms/step", "share", "calls/step", "us/call", "op", "operands");
+      "{:>9} {:>6} {:>10} {:>9} {:>8} {:>8}  {:<30} {}\n",
+      steps, step_ms, "ms/step", "share", "calls/step", "us/call", "GB/s", "TFLOP/s", "op", "operands");
   double total_ms = 0, rest_ms = 0;
   int64_t total_calls = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -26,17 +31,22 @@ std::string format_op_profile(const std::vector<OpTime>& rows, int64_t steps, do
       rest_ms += ms;
       continue;
     }
-    out += fmt::format("{:9.3f} {:>6} {:10.1f} {:9.1f}  {:<30} {}\n", ms, share(ms), static_cast<double>(r.calls) / n,
-                       r.calls > 0 ? r.seconds * 1e6 / static_cast<double>(r.calls) : 0.0, r.op, r.operands);
+    out += fmt::format("{:9.3f} {:>6} {:10.1f} {:9.1f} {:>8} {:>8}  {:<30} {}\n", ms, share(ms),
+                       static_cast<double>(r.calls) / n,
+                       r.calls > 0 ? r.seconds * 1e6 / static_cast<double>(r.calls) : 0.0, rate(r, r.bytes, 1e9, 1),
+                       rate(r, r.flops, 1e12, 2), r.op, r.operands);
   }
+  const std::string blank(17, ' ');  // under GB/s and TFLOP/s
   if (rows.size() > max_rows)
-    out += fmt::format("{:9.3f} {:>6} {:>10} {:>9}  ({} more rows)\n", rest_ms, share(rest_ms), "", "",
+    out += fmt::format("{:9.3f} {:>6} {:>10} {:>9} {}  ({} more rows)\n", rest_ms, share(rest_ms), "", "", blank,
                        rows.size() - max_rows);
-  out += fmt::format("{:9.3f} {:>6} {:10.1f} {:>9}  all ops\n", total_ms, share(total_ms),
-                     static_cast<double>(total_calls) / n, "");
-  out += fmt::format("{:9.3f} {:>6} {:>10} {:>9}  in no op: communication, waits, the device idle while the host "
-                     "launches\n",
-                     step_ms - total_ms, share(step_ms - total_ms), "", "");
+  out += fmt::format("{:9.3f} {:>6} {:10.1f} {:>9} {}  all ops\n", total_ms, share(total_ms),
+                     static_cast<double>(total_calls) / n, "", blank);
+  out += fmt::format("{:9.3f} {:>6} {:>10} {:>9} {}  in no op: communication, waits, the device idle while the "
+                     "host launches\n",
+                     step_ms - total_ms, share(step_ms - total_ms), "", "", blank);
+  out += "GB/s: the bytes of an op's operands (each once per product: the least it must move) per second of its "
+         "device time; TFLOP/s: its matrix products' FLOPs (attention: causal, as FlashAttention counts them)\n";
   return out;
 }
 

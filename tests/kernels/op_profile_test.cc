@@ -71,10 +71,14 @@ TEST_CASE("a profile counts calls by op and operands and sums their device time"
   CHECK(rows[0].operands == "f32[4,5] f32[4,5] f32[4,5]");
   CHECK(rows[0].calls == 3);
   CHECK(rows[0].seconds == Approx(3e-3));
+  CHECK(rows[0].bytes == 3 * 4 * 5 * 4);  // three f32[4,5]
+  CHECK(rows[0].flops == 0);
   CHECK(rows[1].op == "matmul_group");
   CHECK(rows[1].operands == "2x f32[4,5] f32[3,5] f32[4,3]");
   CHECK(rows[1].calls == 1);
   CHECK(rows[1].seconds == Approx(1e-3));
+  CHECK(rows[1].bytes == 2 * (20 + 15 + 12) * 4);    // each product's a, b and c
+  CHECK(rows[1].flops == 2 * (2.0 * 4 * 3 * 5));     // two [4, 5] x [5, 3] products
 
   // Stopped: nothing is timed, and stop without a profile running is an error.
   const int after = FakeEvents::recorded;

@@ -47,7 +47,17 @@ TEST_CASE("a GPT-2 run's profile holds the steps after the first and every call 
   CHECK(calls.at("attention_backward") == micro * kLayers);
   CHECK(calls.at("embedding_forward") == micro);
   CHECK(calls.count("adamw_update") == 1);
-  for (const OpTime& row : r.op_profile) CHECK(row.seconds >= 0);
+  for (const OpTime& row : r.op_profile) {
+    CHECK(row.seconds >= 0);
+    CHECK(row.bytes > 0);
+    // Causal attention over q [2, 16, 4, 8]: QK^T and PV, 2 * 2 B Hq T^2 D, halved by the mask;
+    // the backward 2.5 times that. Every GEMM does FLOPs; layernorm does none.
+    const double attention = 2.0 * 2 * 4 * 16 * 16 * 8;
+    if (row.op == "attention_forward") CHECK(row.flops == attention);
+    if (row.op == "attention_backward") CHECK(row.flops == 2.5 * attention);
+    if (row.op.starts_with("matmul")) CHECK(row.flops > 0);
+    if (row.op == "layernorm_forward") CHECK(row.flops == 0);
+  }
 }
 
 TEST_CASE("a Llama run's profile counts its norms, RoPE and SwiGLU") {
@@ -62,16 +72,19 @@ TEST_CASE("a Llama run's profile counts its norms, RoPE and SwiGLU") {
 }
 
 TEST_CASE("the table shows each row per step against the step, the rest in one line, and the time in no op") {
-  const std::vector<OpTime> rows = {{"matmul", "bf16[8,4]", 6, 6e-3}, {"add", "f32[8]", 3, 3e-3},
-                                    {"fill", "f32[2]", 3, 1.5e-3}};
+  // matmul: 6 calls in 6 ms, each moving 2 GB and doing 3 GFLOP; add: 3 calls in 3 ms of 0.5 GB each.
+  const std::vector<OpTime> rows = {{"matmul", "bf16[8,4]", 6, 6e-3, 2e9, 3e9}, {"add", "f32[8]", 3, 3e-3, 5e8, 0},
+                                    {"fill", "f32[2]", 3, 1.5e-3, 8, 0}};
   const std::string table = format_op_profile(rows, 3, 5e-3, 2);
   INFO(table);
-  // 6 ms over 3 steps: 2 ms per step, 40% of a 5 ms step, 2 calls per step of 1000 us each.
-  CHECK_THAT(table, Catch::Contains("    2.000  40.0%        2.0    1000.0  matmul"));
+  // 6 ms over 3 steps: 2 ms per step, 40% of a 5 ms step, 2 calls per step of 1000 us each, each
+  // 2e9 B / 1e-3 s = 2000 GB/s and 3e9 FLOP / 1e-3 s = 3 TFLOP/s.
+  CHECK_THAT(table, Catch::Contains("    2.000  40.0%        2.0    1000.0   2000.0     3.00  matmul"));
   CHECK_THAT(table, Catch::Contains("bf16[8,4]"));
-  CHECK_THAT(table, Catch::Contains("    1.000  20.0%        1.0    1000.0  add"));
-  CHECK_THAT(table, Catch::Contains("    0.500  10.0%                       (1 more rows)"));
-  CHECK_THAT(table, Catch::Contains("    3.500  70.0%        4.0            all ops"));
-  CHECK_THAT(table, Catch::Contains("    1.500  30.0%                       in no op"));
+  // 5e8 B per 1000 us is 500 GB/s; no FLOPs: a dash.
+  CHECK_THAT(table, Catch::Contains("    1.000  20.0%        1.0    1000.0    500.0        -  add"));
+  CHECK_THAT(table, Catch::Contains("    0.500  10.0%                                         (1 more rows)"));
+  CHECK_THAT(table, Catch::Contains("    3.500  70.0%        4.0                              all ops"));
+  CHECK_THAT(table, Catch::Contains("    1.500  30.0%                                         in no op"));
   CHECK_THAT(table, !Catch::Contains("fill"));
 }
