@@ -6,9 +6,10 @@
 # NCCL itself (see nccl_emu.cc).
 set -euo pipefail
 source tests/cuda_emu/emulated_train_env.sh
-# The watchdog at 300 s, not the GPU's 60: an emulated step takes a second of CPU per rank, and a test
-# running beside this one can leave it almost no CPU for minutes. slurm_cluster_test's un-sandboxed
-# 2-rank CPU runs do: beside them this test's ranks got ~2% of a core for 50 s, one pipeline=2
-# interleaved step took 119 s, and in CI that run's first send waited past the 60 s watchdog.
+# The watchdog at 300 s, not the GPU's 60: an emulated step takes tenths of a second of CPU per
+# rank, and a test running beside this one can leave it almost no CPU for minutes.
+# slurm_cluster_test's un-sandboxed 2-rank CPU runs do: beside them this test's ranks got ~2% of a
+# core for 50 s, one pipeline=2 interleaved step took 119 s (before the emulator's faster fiber
+# switches), and in CI that run's first send waited past the 60 s watchdog.
 export WATCHDOG_S=300
 LATTICE_EMULATED_GPUS=2 tests/cuda/nccl_train_test.sh "$LATTICE" "$WORK/tiny" "$WORK/runs" 2
