@@ -11,7 +11,10 @@ namespace lattice::ops {
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWParams& p) {
   LATTICE_CHECK(param.defined() && grad.defined() && exp_avg.defined() && exp_avg_sq.defined(),
                 "adamw_update: every tensor must be defined");
-  const OpScope timed("adamw_update", {&param, &grad, &exp_avg, &exp_avg_sq});
+  // The parameters and both moments are read and written back, the gradient read.
+  const OpScope timed("adamw_update", {&param, &grad, &exp_avg, &exp_avg_sq},
+                      {.bytes = static_cast<double>(2 * (param.bytes() + exp_avg.bytes() + exp_avg_sq.bytes()) +
+                                                    grad.bytes())});
   const Backend& be = backend_for("adamw_update", {&param, &grad, &exp_avg, &exp_avg_sq});
   LATTICE_CHECK(param.dtype() == DType::kF32 && grad.dtype() == DType::kF32 && exp_avg.dtype() == DType::kF32 &&
                     exp_avg_sq.dtype() == DType::kF32,

@@ -39,8 +39,8 @@ Profile& profile() {
 
 thread_local int op_depth = 0;  // ops of this thread in progress: only the outermost is timed
 
-std::string describe_operands(std::initializer_list<const Tensor*> tensors, int64_t repeat) {
-  std::string s = repeat > 1 ? fmt::format("{}x ", repeat) : std::string();
+std::string describe_operands(std::initializer_list<const Tensor*> tensors, int64_t products) {
+  std::string s = products > 1 ? fmt::format("{}x ", products) : std::string();
   for (const Tensor* t : tensors) {
     if (t == nullptr || !t->defined()) continue;
     if (s.size() > 0 && s.back() != ' ') s += ' ';
@@ -80,7 +80,7 @@ std::vector<OpTime> OpProfile::stop() {
   return out;
 }
 
-OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> tensors, int64_t repeat, double flops) {
+OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> tensors, OpWork work) {
   Profile& p = profile();
   if (!p.on.load(std::memory_order_acquire) || p.owner != std::this_thread::get_id()) return;
   counted_ = true;
@@ -90,12 +90,12 @@ OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> tensors, i
     return t != nullptr && t->defined() && t->device() == p.device;
   });
   if (!on_device) return;
-  row_ = &p.rows[{op, describe_operands(tensors, repeat)}];
+  row_ = &p.rows[{op, describe_operands(tensors, work.products)}];
   if (row_->calls == 0) {
     double bytes = 0;
     for (const Tensor* t : tensors) bytes += t != nullptr && t->defined() ? static_cast<double>(t->bytes()) : 0.0;
-    row_->bytes = bytes * static_cast<double>(repeat);
-    row_->flops = flops;
+    row_->bytes = work.bytes >= 0 ? work.bytes : bytes * static_cast<double>(work.products);
+    row_->flops = work.flops;
   }
   uncaught_ = std::uncaught_exceptions();
   start_ = Stream(p.device).record();

@@ -20,8 +20,9 @@ struct OpTime {
   std::string operands;  // its tensors' dtypes and shapes, e.g. "bf16[8192,768] bf16[768,768] bf16[8192,768]"
   int64_t calls = 0;
   double seconds = 0;  // device time summed over the calls
-  // Per call: the bytes of its operands, each counted once per product (what it must read and write
-  // at least), and the FLOPs of its matrix products (0: not a GEMM or attention op).
+  // Per call: the bytes of its operands, each counted once per product — a floor on what it moves
+  // (an operand read and written moves twice; ops that know better say: OpWork::bytes) — and the
+  // FLOPs of its matrix products (0: not a GEMM or attention op).
   double bytes = 0;
   double flops = 0;
 };
@@ -38,13 +39,18 @@ class OpProfile {
   static std::vector<OpTime> stop();
 };
 
+// What an op call does besides the bytes of its operands, for OpTime.
+struct OpWork {
+  int64_t products = 1;  // > 1: that many products of the listed shapes (matmul_group)
+  double flops = 0;      // multiply-adds times 2, all products together; 0 for ops that are not products
+  double bytes = -1;     // >= 0: what it moves instead of its operands' bytes (a gather: the rows it reads)
+};
+
 // Times one op call while a profile runs on this thread (one atomic load otherwise). Every
 // public op opens one with the tensors that define its work.
 class OpScope {
  public:
-  // `repeat` > 1: the op runs that many products of the listed shapes (matmul_group). `flops`: the
-  // call's multiply-adds times 2, all products together (0 for ops that are not matrix products).
-  OpScope(const char* op, std::initializer_list<const Tensor*> tensors, int64_t repeat = 1, double flops = 0);
+  OpScope(const char* op, std::initializer_list<const Tensor*> tensors, OpWork work = {});
   ~OpScope();
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;

@@ -51,6 +51,13 @@ int64_t flat_rows(const Tensor& t) {
 double gemm_flops(const Tensor& a, const Tensor& c) {
   return a.defined() && c.defined() ? 2.0 * static_cast<double>(a.numel()) * static_cast<double>(last_dim(c)) : 0.0;
 }
+// A gather's traffic: its ids, the table rows they select (one per id, `rows` elements of the
+// table's dtype; `trips` 2 where the rows are read and written back) and the dense side.
+double gather_bytes(const Tensor& ids, const Tensor& table, const Tensor& dense, double trips) {
+  if (!ids.defined() || !table.defined() || !dense.defined()) return -1;
+  return static_cast<double>(ids.bytes() + dense.bytes()) +
+         trips * static_cast<double>(dense.numel()) * static_cast<double>(dtype_size(table.dtype()));
+}
 // Causal attention over q [B, T, Hq, D], as FlashAttention counts it: QK^T and PV are 4 B Hq T^2 D,
 // half of it under the causal mask; the backward does 2.5 times the forward's.
 double attention_forward_flops(const Tensor& q) {
@@ -234,7 +241,7 @@ GemmShape gemm_shape(const char* op, const Tensor& a, bool trans_a, const Tensor
 }  // namespace
 
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
-  const OpScope timed("matmul", {&a, &b, &c}, 1, gemm_flops(a, c));
+  const OpScope timed("matmul", {&a, &b, &c}, {.flops = gemm_flops(a, c)});
   const Backend& be = backend_for("matmul", {&a, &b, &c});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape("matmul", a, trans_a, b, trans_b, c);
   if (m == 0 || n == 0) return;
@@ -262,7 +269,7 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
 
 void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c) {
   const char* op = "matmul_bias";
-  const OpScope timed(op, {&a, &b, &bias, &c}, 1, gemm_flops(a, c));
+  const OpScope timed(op, {&a, &b, &bias, &c}, {.flops = gemm_flops(a, c)});
   const Backend& be = backend_for(op, {&a, &b, &bias, &c});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, c);
   need_data(op, "bias", bias);
@@ -283,7 +290,7 @@ void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
 void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& pre,
                       Tensor& out) {
   const char* op = "matmul_bias_gelu";
-  const OpScope timed(op, {&a, &b, &bias, &pre, &out}, 1, gemm_flops(a, pre));
+  const OpScope timed(op, {&a, &b, &bias, &pre, &out}, {.flops = gemm_flops(a, pre)});
   const Backend& be = backend_for(op, {&a, &b, &bias, &pre, &out});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, pre);
   need_data(op, "out", out);
@@ -312,7 +319,7 @@ void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 
 void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& pre, Tensor& dx) {
   const char* op = "matmul_gelu_backward";
-  const OpScope timed(op, {&a, &b, &pre, &dx}, 1, gemm_flops(a, dx));
+  const OpScope timed(op, {&a, &b, &pre, &dx}, {.flops = gemm_flops(a, dx)});
   const Backend& be = backend_for(op, {&a, &b, &pre, &dx});
   const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, dx);
   need_data(op, "pre", pre);
@@ -356,8 +363,9 @@ void matmul_group(std::span<const Tensor> a, bool trans_a, std::span<const Tenso
                 count, count, a.size(), b.size(), bias.size());
   LATTICE_CHECK(bias.empty() || (alpha == 1.0f && beta == 0.0f), "{}: with biases alpha must be 1 and beta 0", op);
   const auto nth = [](std::span<const Tensor> t, size_t i) -> const Tensor& { return t[t.size() == 1 ? 0 : i]; };
-  const OpScope timed(op, {&a[0], &b[0], bias.empty() ? nullptr : &bias[0], &c[0]}, static_cast<int64_t>(count),
-                      static_cast<double>(count) * gemm_flops(a[0], c[0]));
+  const OpScope timed(op, {&a[0], &b[0], bias.empty() ? nullptr : &bias[0], &c[0]},
+                      {.products = static_cast<int64_t>(count),
+                       .flops = static_cast<double>(count) * gemm_flops(a[0], c[0])});
   const Backend& be = backend_for(op, {&a[0], &b[0], &c[0]});
   GemmShape shape{};  // product 0's, which every product must have
   for (size_t i = 0; i < count; ++i) {
@@ -431,7 +439,7 @@ void bias_backward(const Tensor& dy, Tensor& dbias) {
 
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, Ids ids_check) {
   const char* op = "embedding_forward";
-  const OpScope timed(op, {&ids, &table, &out});
+  const OpScope timed(op, {&ids, &table, &out}, {.bytes = gather_bytes(ids, table, out, 1)});
   const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
   need_data(op, "table", table);
@@ -451,7 +459,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, Ids 
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable, Ids ids_check) {
   const char* op = "embedding_backward";
-  const OpScope timed(op, {&ids, &dout, &dtable});
+  const OpScope timed(op, {&ids, &dout, &dtable}, {.bytes = gather_bytes(ids, dtable, dout, 2)});
   const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
   need_data(op, "dout", dout);
@@ -507,7 +515,7 @@ void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
 void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t first_row, int64_t vocab_size,
                              Tensor& out, Ids ids_check) {
   const char* op = "embedding_forward_shard";
-  const OpScope timed(op, {&ids, &table, &out});
+  const OpScope timed(op, {&ids, &table, &out}, {.bytes = gather_bytes(ids, table, out, 1)});
   const Backend& be = backend_for(op, {&ids, &table, &out});
   need_i32(op, "ids", ids);
   need_data(op, "table", table);
@@ -530,7 +538,7 @@ void embedding_forward_shard(const Tensor& ids, const Tensor& table, int64_t fir
 void embedding_backward_shard(const Tensor& ids, const Tensor& dout, int64_t first_row, int64_t vocab_size,
                               Tensor& dtable, Ids ids_check) {
   const char* op = "embedding_backward_shard";
-  const OpScope timed(op, {&ids, &dout, &dtable});
+  const OpScope timed(op, {&ids, &dout, &dtable}, {.bytes = gather_bytes(ids, dtable, dout, 2)});
   const Backend& be = backend_for(op, {&ids, &dout, &dtable});
   need_i32(op, "ids", ids);
   need_data(op, "dout", dout);
@@ -816,7 +824,7 @@ AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k,
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
-  const OpScope timed(op, {&q, &k, &v, &out, &lse}, 1, attention_forward_flops(q));
+  const OpScope timed(op, {&q, &k, &v, &out, &lse}, {.flops = attention_forward_flops(q)});
   const Backend& be = backend_for(op, {&q, &k, &v, &out, &lse});
   const AttentionShape s = attention_shape(op, q, k, v);
   need_data(op, "out", out);
@@ -834,7 +842,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv) {
   const char* op = "attention_backward";
-  const OpScope timed(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv}, 1, 2.5 * attention_forward_flops(q));
+  const OpScope timed(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv}, {.flops = 2.5 * attention_forward_flops(q)});
   const Backend& be = backend_for(op, {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
   const AttentionShape s = attention_shape(op, q, k, v);
   for (auto [name, t] : {std::pair{"dout", &dout}, {"out", &out}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}}) {

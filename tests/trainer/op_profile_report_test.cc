@@ -57,6 +57,14 @@ TEST_CASE("a GPT-2 run's profile holds the steps after the first and every call 
     if (row.op == "attention_backward") CHECK(row.flops == 2.5 * attention);
     if (row.op.starts_with("matmul")) CHECK(row.flops > 0);
     if (row.op == "layernorm_forward") CHECK(row.flops == 0);
+    // A gather moves its ids, the table rows they select and its output, not the whole table:
+    // 2 x 16 i32 ids, 2 x 16 rows of 32 f32 read, the same written.
+    if (row.op == "embedding_forward") CHECK(row.bytes == 2 * 16 * 4 + 2 * (2 * 16 * 32 * 4));
+    // AdamW reads and writes back its f32 parameters and moments, and reads the gradient: 28 B each.
+    if (row.op == "adamw_update") {
+      const auto open = row.operands.find('[') + 1;
+      CHECK(row.bytes == 28.0 * std::stod(row.operands.substr(open, row.operands.find(']') - open)));
+    }
   }
 }
 
@@ -84,7 +92,11 @@ TEST_CASE("the table shows each row per step against the step, the rest in one l
   // 5e8 B per 1000 us is 500 GB/s; no FLOPs: a dash.
   CHECK_THAT(table, Catch::Contains("    1.000  20.0%        1.0    1000.0    500.0        -  add"));
   CHECK_THAT(table, Catch::Contains("    0.500  10.0%                                         (1 more rows)"));
-  CHECK_THAT(table, Catch::Contains("    3.500  70.0%        4.0                              all ops"));
+  // The sums: the matmul alone is the products; add and fill (4.5 ms, 1.5e9 + 24 B) the others; all
+  // 13.5e9 B and 18e9 FLOP in 10.5 ms.
+  CHECK_THAT(table, Catch::Contains("    2.000  40.0%        2.0             2000.0     3.00  matrix products"));
+  CHECK_THAT(table, Catch::Contains("    1.500  30.0%        2.0              333.3        -  the other ops"));
+  CHECK_THAT(table, Catch::Contains("    3.500  70.0%        4.0             1285.7     1.71  all ops"));
   CHECK_THAT(table, Catch::Contains("    1.500  30.0%                                         in no op"));
   CHECK_THAT(table, !Catch::Contains("fill"));
 }
