@@ -51,8 +51,9 @@ int64_t flat_rows(const Tensor& t) {
 double gemm_flops(const Tensor& a, const Tensor& c) {
   return a.defined() && c.defined() ? 2.0 * static_cast<double>(a.numel()) * static_cast<double>(last_dim(c)) : 0.0;
 }
-// A gather's traffic: its ids, the table rows they select (one per id, `rows` elements of the
-// table's dtype; `trips` 2 where the rows are read and written back) and the dense side.
+// A gather's traffic: its ids, its dense side (out, or dout), and the table rows the ids select: one
+// row of the dense side's width per id, in the table's dtype, moved `trips` times (2 where the rows
+// are read and written back). -1 (count the operands) for undefined tensors.
 double gather_bytes(const Tensor& ids, const Tensor& table, const Tensor& dense, double trips) {
   if (!ids.defined() || !table.defined() || !dense.defined()) return -1;
   return static_cast<double>(ids.bytes() + dense.bytes()) +
