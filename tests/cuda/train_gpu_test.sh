@@ -2,7 +2,8 @@
 # End to end on one GPU (issue 12): the tiny GPT-2 and Llama, 20 steps, GPU against CPU in f32
 # (every loss and grad norm within 1e-5 relative, exported weights within the equivalence
 # tolerance: tests/parallel/compare_dp_runs.py); two GPU runs bit-identical; resume on the GPU
-# bitwise (tests/checkpoint/compare_resumed.py); model.init_from on the GPU; TP2, PP2×v2 interleaved and DP2 with the
+# bitwise (tests/checkpoint/compare_resumed.py); a checkpoint saved on one device resumed on the
+# other, both ways; model.init_from on the GPU; TP2, PP2×v2 interleaved and DP2 with the
 # distributed optimizer under mpirun on the one shared GPU against the one-process CPU run; bf16
 # against bf16 on the CPU, with and without training.gelu_fusion; a run larger than the GPU refused
 # before it allocates.
@@ -62,6 +63,35 @@ check_resume() {
   fi
 }
 
+# check_cross_device_resume LABEL CONFIG PREFIX COMPARE_ARGS... -- [overrides...]: a checkpoint holds
+# no device: stop after step 10 on one device and resume to 20 on the other, both ways; the joined
+# run must pass tests/parallel/compare_dp_runs.py COMPARE_ARGS (the reference) against it.
+check_cross_device_resume() {
+  local label=$1 cfg=$2 prefix=$3 compare=()
+  shift 3
+  while [[ $1 != -- ]]; do
+    compare+=("$1")
+    shift
+  done
+  shift
+  local first second from to
+  for first in cpu cuda; do
+    second=$([[ $first == cpu ]] && echo cuda || echo cpu)
+    from=$([[ $first == cpu ]] && echo CPU || echo GPU) to=$([[ $first == cpu ]] && echo GPU || echo CPU)
+    local run="${prefix}_${first}_to_${second}"
+    local ck=(--set checkpoint.dir="$WORK/${run}_ck" --set checkpoint.save_interval=5 "$@")
+    rm -rf "$WORK/${run}_ck"
+    if train "${run}_job1" 1 "$cfg" "${ck[@]}" --set device="$first" --set training.exit_interval=10 &&
+      train "${run}_job2" 1 "$cfg" "${ck[@]}" --set device="$second" --export "$WORK/$run"; then
+      cat "$WORK/${run}_job1.jsonl" "$WORK/${run}_job2.jsonl" >"$WORK/$run.jsonl"
+      check "$label: saved on the $from at step 10, resumed on the $to, vs the uninterrupted CPU run" \
+        python3 tests/parallel/compare_dp_runs.py "${compare[@]}" "$WORK/$run.jsonl" "$WORK/$run"
+    else
+      flunk "$label: $from to $to resume jobs"
+    fi
+  done
+}
+
 for model in gpt2 llama; do
   cfg=test-tiny-$model.json
   train "${model}_cpu" 1 "$cfg" --export "$WORK/${model}_cpu" || { flunk "$model: CPU run"; continue; }
@@ -79,6 +109,7 @@ for model in gpt2 llama; do
       "$WORK/${model}_gpu.jsonl" "$WORK/${model}_gpu2.jsonl" "$WORK/${model}_gpu" "$WORK/${model}_gpu2" ||
     flunk "$model: second GPU run"
   check_resume "$model" "$cfg" "${model}_gpu" "${model}"
+  check_cross_device_resume "$model" "$cfg" "$model" 20 "$WORK/${model}_cpu.jsonl" "$WORK/${model}_cpu" --
   # model.init_from on the GPU reads the file on the host and copies: the CPU run's weights.
   init=(--set model.init_from="$WORK/${model}_cpu")
   if train "${model}_init_cpu" 1 "$cfg" "${init[@]}" --export "$WORK/${model}_init_cpu" &&
@@ -137,6 +168,8 @@ for model in gpt2 llama; do
     flunk "$model: bf16 runs"
   fi
   check_resume "$model (bf16)" "$cfg" "${model}_bf16_gpu" "${model}_bf16" "${bf[@]}"
+  check_cross_device_resume "$model (bf16)" "$cfg" "${model}_bf16" --bf16 20 "$WORK/${model}_bf16_cpu.jsonl" \
+    "$WORK/${model}_bf16_cpu" --noise "$WORK/${model}_cpu.jsonl" "$WORK/${model}_cpu" -- "${bf[@]}"
 done
 
 # training.gelu_fusion (the GELU in cuBLASLt's GEMM epilogues) in bf16: within the same bounds of
