@@ -80,7 +80,8 @@ std::vector<OpTime> OpProfile::stop() {
   return out;
 }
 
-OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> tensors, OpWork work) {
+OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> tensors, OpWork work)
+    : range_(op, NvtxKind::kOp) {
   Profile& p = profile();
   if (!p.on.load(std::memory_order_acquire) || p.owner != std::this_thread::get_id()) return;
   counted_ = true;

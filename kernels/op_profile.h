@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/nvtx_range.h"
 #include "kernels/stream.h"
 #include "kernels/tensor.h"
 
@@ -46,8 +47,9 @@ struct OpWork {
   double bytes = -1;     // >= 0: what it moves instead of its operands' bytes (a gather: the rows it reads)
 };
 
-// Times one op call while a profile runs on this thread (one atomic load otherwise). Every
-// public op opens one with the tensors that define its work.
+// Times one op call while a profile runs on this thread (one atomic load otherwise), and opens an
+// NVTX range named after the op (kernels/nvtx_range.h). Every public op opens one with the tensors
+// that define its work.
 class OpScope {
  public:
   OpScope(const char* op, std::initializer_list<const Tensor*> tensors, OpWork work = {});
@@ -56,6 +58,7 @@ class OpScope {
   OpScope& operator=(const OpScope&) = delete;
 
  private:
+  NvtxRange range_;
   OpProfileRow* row_ = nullptr;  // set when this call is timed
   bool counted_ = false;         // this call is in op_depth (a profile runs on this thread)
   int uncaught_ = 0;  // exceptions in flight when the op began: an op that throws is not timed

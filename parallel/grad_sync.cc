@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "kernels/nvtx_range.h"
 
 namespace lattice {
 
@@ -79,6 +80,7 @@ void GradSync::grads_done(const std::vector<size_t>& param_indices) {
 
 void GradSync::finish() {
   if (!pending_.empty()) {
+    const NvtxRange range("grad sum wait", NvtxKind::kCommunication);
     TraceScope s = tracer_.scope("grad sum wait", "communication");
     for (Pending& p : pending_) {
       p.handle.wait_on(buffer_.context().stream());  // the dp reduction and optimizer come after
@@ -97,6 +99,7 @@ void GradSync::finish() {
   std::fill(reported_.begin(), reported_.end(), 0);
   reported_count_ = 0;
   if (buckets_ != nullptr) {
+    const NvtxRange range("grad reduce wait", NvtxKind::kCommunication);
     TraceScope s = tracer_.scope("grad reduce wait", "communication");
     buckets_->finish();
   }

@@ -214,8 +214,9 @@ void PipelineExecutor::send(Step& s, const Action& a) {
 }
 
 template <class Work>
-void PipelineExecutor::timed(const Step& s, DeviceTimeSum& sum, const char* name, const char* category, TraceArgs args,
-                             Work&& work) {
+void PipelineExecutor::timed(const Step& s, DeviceTimeSum& sum, const char* name, const char* category, NvtxKind kind,
+                             TraceArgs args, Work&& work) {
+  const NvtxRange range(trace_label(name, args), kind);
   const Event start = ctx_.stream().record();
   work();
   const Event end = ctx_.stream().record();
@@ -231,7 +232,7 @@ void PipelineExecutor::forward(Step& s, size_t i) {
   const int out = vs < s.last_vs ? acquire(s.timing.counts.buffers_allocated) : -1;
   const TraceArgs args = {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}};
   Tensor input = buffer(in), output = buffer(out);
-  timed(s, s.timing.forward, "forward", "compute", args,
+  timed(s, s.timing.forward, "forward", "compute", NvtxKind::kForward, args,
         [&] { s.chunks[a.chunk]->forward(a.microbatch, input, output); });
   ++s.timing.counts.forwards;
   end_compute(s, a, in, out, ActionType::kSendActivation);
@@ -245,7 +246,7 @@ void PipelineExecutor::backward(Step& s, size_t i) {
   const int out = vs > 0 ? acquire(s.timing.counts.buffers_allocated) : -1;
   const TraceArgs args = {{"step", trace_step_}, {"microbatch", a.microbatch}, {"chunk", a.chunk}};
   Tensor grad_output = buffer(in), grad_input = buffer(out);
-  timed(s, s.timing.backward, "backward", "compute", args,
+  timed(s, s.timing.backward, "backward", "compute", NvtxKind::kBackward, args,
         [&] { s.chunks[a.chunk]->backward(a.microbatch, grad_output, grad_input); });
   ++s.timing.counts.backwards;
   end_compute(s, a, in, out, ActionType::kSendGrad);
@@ -269,7 +270,8 @@ int PipelineExecutor::take_input(Step& s, ActionType recv_kind, const Action& a)
   if (s.held[idx].recv.pending()) {
     const char* name = recv_kind == ActionType::kRecvGrad ? "recv_grad" : "recv_activation";
     const TraceArgs args = {{"microbatch", a.microbatch}, {"chunk", a.chunk}};
-    timed(s, s.timing.recv_wait, name, "communication", args, [&] { s.held[idx].recv.wait_on(ctx_.stream()); });
+    timed(s, s.timing.recv_wait, name, "communication", NvtxKind::kCommunication, args,
+          [&] { s.held[idx].recv.wait_on(ctx_.stream()); });
   }
   const int slot = s.held[idx].slot;
   s.held.erase(s.held.begin() + idx);
@@ -287,6 +289,7 @@ void PipelineExecutor::end_step(Step& s) {
   const Event start = ctx_.stream().record();
   for (Slot& slot : pool_) {
     if (slot.send.pending()) {
+      const NvtxRange range("send_wait", NvtxKind::kCommunication);
       auto scope = tracer_.scope("send_wait", "communication");
       slot.send.wait();
     }

@@ -9,6 +9,7 @@
 
 #include "kernels/device_context.h"
 #include "kernels/device_time_sum.h"
+#include "kernels/nvtx_range.h"
 #include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
@@ -139,9 +140,11 @@ class PipelineExecutor {
   // The received input of a compute (the stream waits for it); its pool slot.
   int take_input(Step& s, ActionType recv_kind, const Action& a);
   void end_compute(Step& s, const Action& a, int in, int out, ActionType out_kind);
-  // Runs `work`; adds its interval between events on the stream to `sum`, and traces it as a span.
+  // Runs `work` inside an NVTX range; adds its interval between events on the stream to `sum`, and
+  // traces it as a span.
   template <class Work>
-  void timed(const Step& s, DeviceTimeSum& sum, const char* name, const char* category, TraceArgs args, Work&& work);
+  void timed(const Step& s, DeviceTimeSum& sum, const char* name, const char* category, NvtxKind kind, TraceArgs args,
+             Work&& work);
 
   Communicator& pp_;
   std::unique_ptr<PipelineLanes> lanes_;  // ordered point-to-point with p >= 2

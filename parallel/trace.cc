@@ -98,6 +98,18 @@ double Tracer::now_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_).count();
 }
 
+std::string trace_label(std::string_view name, TraceArgs args) {
+  std::string label(name);
+  for (const TraceArg& a : args) {
+    switch (a.kind_) {
+      case TraceArg::Kind::kInt: label += fmt::format(" {}={}", a.key_, a.int_); break;
+      case TraceArg::Kind::kDouble: label += fmt::format(" {}={}", a.key_, a.double_); break;
+      case TraceArg::Kind::kString: label += fmt::format(" {}={}", a.key_, a.string_); break;
+    }
+  }
+  return label;
+}
+
 std::string Tracer::args_to_json(TraceArgs args) {
   if (args.size() == 0) return {};
   nlohmann::json j = nlohmann::json::object();

@@ -27,6 +27,7 @@ class TraceArg {
 
  private:
   friend class Tracer;
+  friend std::string trace_label(std::string_view name, std::initializer_list<TraceArg> args);
   enum class Kind { kInt, kDouble, kString };
   std::string_view key_;
   Kind kind_;
@@ -35,6 +36,9 @@ class TraceArg {
   std::string_view string_;
 };
 using TraceArgs = std::initializer_list<TraceArg>;
+
+// "name key=value ...": an event as one line, for profilers that take a plain message (NVTX).
+std::string trace_label(std::string_view name, TraceArgs args);
 
 class Tracer;
 

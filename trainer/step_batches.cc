@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/embedding.h"
 #include "kernels/error.h"
+#include "kernels/nvtx_range.h"
 
 namespace lattice {
 
@@ -57,7 +58,9 @@ StepBatches::Batch& StepBatches::read(int microbatch) {
   }
   const auto start = std::chrono::steady_clock::now();
   {
-    TraceScope s = tracer_.scope("data wait", "data", {{"step", trace_step_}, {"microbatch", microbatch}});
+    const TraceArgs args = {{"step", trace_step_}, {"microbatch", microbatch}};
+    const NvtxRange range(trace_label("data wait", args), NvtxKind::kData);
+    TraceScope s = tracer_.scope("data wait", "data", args);
     // The previous step's copies out of these buffers: done long ago (they ran first in that step).
     b.copied.synchronize();
     (*source_)(global_batch_, microbatch, b.host_ids, b.host_targets);

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/checkpoint_lock.h"
+#include "kernels/nvtx_range.h"
 #include "kernels/op_profile.h"
 #include "parallel/schedule.h"
 #include "trainer/device_selection.h"
@@ -256,6 +257,7 @@ TrainResult TrainingSession::run() {
       const Stream& stream = device_->stream();
       const TraceAnchor anchor = tracer_->anchor(stream);
       optimizer_->wait_all();
+      const NvtxRange range(fmt::format("evaluation step={}", step), NvtxKind::kEvaluation);
       result_.last_val_loss = evaluate(step);
       tracer_->span("evaluation", "compute", anchor, anchor.event, stream.record(), {{"step", step}});
       spdlog::info("step {:>6} | validation loss {:.4f} (ppl {:.2f})", step, result_.last_val_loss,
@@ -292,6 +294,7 @@ TrainResult TrainingSession::run() {
 TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   // The step's spans are timed by events on the compute stream: on a GPU they show the device
   // executing the work, not the host launching it.
+  const NvtxRange step_range(fmt::format("step {}", step), NvtxKind::kStep);
   const Stream& stream = device_->stream();
   const TraceAnchor anchor = tracer_->anchor(stream);
   const Event step_start = stream.record();
@@ -309,7 +312,10 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   // This rank's loss sum and gradient sums of squares reach the host in the step's one copy.
   if (step_losses_.defined()) readback_->enqueue_loss_sum(0, step_losses_);
   const Event norm_start = stream.record();
-  readback_->enqueue_grad_sum_squares(optimizer_->norm_grads());
+  {
+    const NvtxRange range("grad norm", NvtxKind::kOptimizer);
+    readback_->enqueue_grad_sum_squares(optimizer_->norm_grads());
+  }
   tracer_->span("grad norm", "optimizer", anchor, norm_start, stream.record(), {{"step", step}});
   read_back();
   // The step's work has completed: its events are read without waiting (before the read-back, each
@@ -332,7 +338,10 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   out.lr = learning_rate(c_.optimizer, c_.training.train_iters, step);
   checkpoint_->before_optimizer_step();  // an overlapped checkpoint snapshot is taken before values change
   const Event optimizer_start = stream.record();
-  optimizer_->step(out.lr, clip_scale(out.grad_norm, c_.optimizer.grad_clip));
+  {
+    const NvtxRange range("optimizer", NvtxKind::kOptimizer);
+    optimizer_->step(out.lr, clip_scale(out.grad_norm, c_.optimizer.grad_clip));
+  }
   const Event step_end = stream.record();
   optimizer_events_ = {step, optimizer_start, step_end};
   tracer_->span("optimizer", "optimizer", anchor, optimizer_start, step_end, {{"step", step}});
@@ -412,6 +421,7 @@ bool TrainingSession::end_step(int64_t step) {
   checkpoint_->poll();
   stopped_ = stop_request_->poll(step);
   if (checkpoint_->saving() && (checkpoint_->save_due(step) || step == c_.training.train_iters || stopped_)) {
+    const NvtxRange range(fmt::format("checkpoint step={}", step), NvtxKind::kOptimizer);
     TraceScope s = tracer_->scope("checkpoint", "optimizer", {{"step", step}});
     checkpoint_->save(step);
     last_saved_ = step;
