@@ -63,6 +63,9 @@ struct Backend {
   void (*set_tf32)(bool enabled);  // f32 matmuls in TF32 from now on (training.tf32)
   // Optional: gemm_gelu and gemm_dgelu take problems from now on (training.gelu_fusion).
   void (*set_gelu_fusion)(bool enabled);
+  // Optional: opens (cudaProfilerStart) or closes (every stream drained, then cudaProfilerStop) the
+  // capture range of a profiler started with nsys --capture-range=cudaProfilerApi.
+  void (*set_profiler_capture)(bool on);
 
   // ---- elementwise and reductions ----
   void (*fill)(float* x, int64_t n, float value);

@@ -215,6 +215,18 @@ void check_consistency(const std::string& source, const Config& cfg) {
     c.fail(fmt::format("parallel.backend is \"nccl\" but device is \"{}\": NCCL carries CUDA tensors only; set "
                        "parallel.backend to \"auto\" or \"mpi\" (MPI on the CPU), or device to \"cuda\"",
                        cfg.device));
+  const LoggingConfig& g = cfg.logging;
+  if (g.profile_step_start > 0 || g.profile_step_end > 0) {
+    if (g.profile_step_start == 0 || g.profile_step_end < g.profile_step_start)
+      c.fail(fmt::format("logging.profile_step_start ({}) and logging.profile_step_end ({}) must both be set, "
+                         "start <= end: the steps start..end run between cudaProfilerStart and cudaProfilerStop",
+                         g.profile_step_start, g.profile_step_end));
+    if (cfg.device != "cuda")
+      c.fail(fmt::format("logging.profile_step_start is set but device is \"{}\": the capture range is "
+                         "cudaProfilerStart/Stop, for nsys on a GPU; set device to \"cuda\", or unset both keys and "
+                         "profile the CPU run whole",
+                         cfg.device));
+  }
   if (t.eval_interval > 0 && parse_data_split(cfg.data.split)[1] == 0)
     c.fail(fmt::format("training.eval_interval ({}) is set but data.split (\"{}\") gives the validation set "
                        "no documents; give the second part a weight or set eval_interval to 0",

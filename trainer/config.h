@@ -88,6 +88,10 @@ struct LoggingConfig {
   // The hardware's peak in GFLOP/s per process (0 = unknown): the end-of-run summary reports MFU =
   // achieved / peak only when it is set, since the program cannot know the peak itself.
   double peak_gflops = 0;
+  // Steps first..last (inclusive; 0 = off) between cudaProfilerStart and cudaProfilerStop, for
+  // `nsys profile --capture-range=cudaProfilerApi` (Megatron's --profile-step-start/-end).
+  int64_t profile_step_start = 0;
+  int64_t profile_step_end = 0;
 };
 
 // Sharded checkpoints (checkpoint/). Saving is on when dir is set and save_interval > 0.

@@ -184,6 +184,10 @@ std::vector<ConfigField> build_schema() {
   logging.text("trace_file", &LoggingConfig::trace_file, {}, "Chrome-trace timeline per rank; empty = none");
   logging.number("peak_gflops", &LoggingConfig::peak_gflops, non_negative(),
                  "peak GFLOP/s of one process, for MFU; 0 = unknown");
+  logging.integer("profile_step_start", &LoggingConfig::profile_step_start, at_least(0),
+                  "GPU: first step of the nsys capture range (cudaProfilerStart); 0 = none");
+  logging.integer("profile_step_end", &LoggingConfig::profile_step_end, at_least(0),
+                  "GPU: last step of the nsys capture range (cudaProfilerStop after it); 0 = none");
 
   SectionFields<Config> device(all, "device");
   device.text(

@@ -249,9 +249,13 @@ TrainResult TrainingSession::run() {
       profiling_ = true;
       result_.profiled_steps += 1;
     }
+    const LoggingConfig& g = c_.logging;
+    if (g.profile_step_start > 0 && step == std::max(g.profile_step_start, first_step_) && step <= g.profile_step_end)
+      profiler_capture(true, step);
     const auto t0 = Clock::now();
     const StepOutcome outcome = train_step(step);
     record(step, outcome, seconds_since(t0));
+    if (capturing_ && step == g.profile_step_end) profiler_capture(false, step);
     if (valid_data_ && c_.training.eval_interval > 0 &&
         (step % c_.training.eval_interval == 0 || step == c_.training.train_iters)) {
       const Stream& stream = device_->stream();
@@ -270,6 +274,7 @@ TrainResult TrainingSession::run() {
       break;
     }
   }
+  if (capturing_) profiler_capture(false, last_step_);  // stopped before profile_step_end
   account_optimizer_time();
   if (profiling_) {
     profiling_ = false;
@@ -287,6 +292,20 @@ TrainResult TrainingSession::run() {
   optimizer_->wait_all();
   summarize();
   return result_;
+}
+
+void TrainingSession::profiler_capture(bool on, int64_t step) {
+  const Backend& backend = device_->backend();
+  LATTICE_CHECK(backend.set_profiler_capture != nullptr, "logging.profile_step_start: {} has no profiler API",
+                device_name(device_->device()));
+  backend.set_profiler_capture(on);
+  capturing_ = on;
+  if (on) {
+    spdlog::info("profiler capture range opened before step {} (cudaProfilerStart; nsys --capture-range=cudaProfilerApi)",
+                 step);
+  } else {
+    spdlog::info("profiler capture range closed after step {} (cudaProfilerStop)", step);
+  }
 }
 
 // One step: the pipeline (forward, backward, gradient sync overlapped), the whole-model loss and

@@ -70,6 +70,8 @@ class TrainingSession {
   void log_layout() const;
   void log_memory_plan() const;
   StepOutcome train_step(int64_t step);
+  // Opens (before `step`) or closes (after it) logging.profile_step_start..end's capture range.
+  void profiler_capture(bool on, int64_t step);
   double evaluate(int64_t step);
   void read_back();
   void record(int64_t step, const StepOutcome& outcome, double seconds);
@@ -95,6 +97,7 @@ class TrainingSession {
   MemoryPlan memory_plan_;  // plan_memory(c_, pl_): logged at the start, set against the measured peak at the end
   int p_ = 1, v_ = 1, D_ = 1, m_ = 1;
   int64_t tokens_per_step_ = 0;
+  bool capturing_ = false;  // between profiler_capture(true) and profiler_capture(false)
   bool profiling_ = false;  // TrainOptions::profile_ops: an OpProfile runs (from the first timed step)
   std::unique_ptr<CheckpointLock> checkpoint_lock_;
   ModelStats stats_;

@@ -228,6 +228,7 @@ constexpr Backend kCudaBackend{
     .peak_memory_bytes = &pool_peak_bytes,
     .set_tf32 = &set_tf32,
     .set_gelu_fusion = &set_gelu_fusion,
+    .set_profiler_capture = &set_profiler_capture,
     .sum_squares = &sum_squares,
     .sum_to = &sum_to,
     .sum_squares_to = &sum_squares_to,

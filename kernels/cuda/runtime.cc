@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <cuda_profiler_api.h>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/error.h"
 
@@ -226,6 +228,15 @@ void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {
 }
 
 void synchronize() { LATTICE_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+
+void set_profiler_capture(bool on) {
+  if (on) {
+    LATTICE_CUDA_CHECK(cudaProfilerStart());
+    return;
+  }
+  LATTICE_CUDA_CHECK(cudaDeviceSynchronize());
+  LATTICE_CUDA_CHECK(cudaProfilerStop());
+}
 
 std::shared_ptr<void> record_on(cudaStream_t stream) {
   cudaEvent_t event = nullptr;

@@ -54,6 +54,10 @@ cudaStream_t copy_stream();
 // The host blocks until the compute stream is drained.
 void synchronize();
 
+// on: cudaProfilerStart. off: the host waits for every stream of the device (the captured work ends
+// inside the capture), then cudaProfilerStop. For nsys --capture-range=cudaProfilerApi.
+void set_profiler_capture(bool on);
+
 // A timing event recorded at `stream`'s current point, owned by the pointer: the device event of a
 // lattice::Event on the CUDA backend (any stream of the process's device: compute, copy, NCCL).
 std::shared_ptr<void> record_on(cudaStream_t stream);

@@ -599,7 +599,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["training"]["sample_prompt"] == "");
   CHECK(j["optimizer"].size() == 10);
   CHECK(j["data"].size() == 5);
-  CHECK(j["logging"].size() == 6);
+  CHECK(j["logging"].size() == 8);
   CHECK(j["parallel"].size() == 14);
   CHECK(j["parallel"]["backend"] == "auto");
   CHECK(j["parallel"]["grad_reduce_dtype"] == "fp32");

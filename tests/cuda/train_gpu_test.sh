@@ -3,10 +3,10 @@
 # (every loss and grad norm within 1e-5 relative, exported weights within the equivalence
 # tolerance: tests/parallel/compare_dp_runs.py); two GPU runs bit-identical; resume on the GPU
 # bitwise (tests/checkpoint/compare_resumed.py); a checkpoint saved on one device resumed on the
-# other, both ways; model.init_from on the GPU; TP2, PP2×v2 interleaved and DP2 with the
-# distributed optimizer under mpirun on the one shared GPU against the one-process CPU run; bf16
-# against bf16 on the CPU, with and without training.gelu_fusion; a run larger than the GPU refused
-# before it allocates.
+# other, both ways; a profiler capture range changes nothing; model.init_from on the GPU; TP2,
+# PP2×v2 interleaved and DP2 with the distributed optimizer under mpirun on the one shared GPU
+# against the one-process CPU run; bf16 against bf16 on the CPU, with and without
+# training.gelu_fusion; a run larger than the GPU refused before it allocates.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
 # Prints "PASS <name>" or "FAIL <name>: why" per check and ends with "N passed, M failed".
 set -uo pipefail
@@ -108,6 +108,18 @@ for model in gpt2 llama; do
     check "$model: two GPU runs are bit-identical" python3 tests/checkpoint/compare_resumed.py \
       "$WORK/${model}_gpu.jsonl" "$WORK/${model}_gpu2.jsonl" "$WORK/${model}_gpu" "$WORK/${model}_gpu2" ||
     flunk "$model: second GPU run"
+  # logging.profile_step_start..end: cudaProfilerStart / Stop around steps 5..6 (no profiler attached:
+  # the calls succeed and do nothing) leave the run bitwise as it was.
+  if train "${model}_capture" 1 "$cfg" --set device=cuda --set logging.profile_step_start=5 \
+    --set logging.profile_step_end=6 --export "$WORK/${model}_capture"; then
+    grep -q "profiler capture range closed after step 6" "$WORK/${model}_capture.log" ||
+      flunk "$model: the profiler capture range was not closed after step 6"
+    check "$model: a run with a profiler capture range (steps 5..6) is bitwise the GPU run" python3 \
+      tests/checkpoint/compare_resumed.py "$WORK/${model}_gpu.jsonl" "$WORK/${model}_capture.jsonl" \
+      "$WORK/${model}_gpu" "$WORK/${model}_capture"
+  else
+    flunk "$model: the run with a profiler capture range"
+  fi
   check_resume "$model" "$cfg" "${model}_gpu" "${model}"
   check_cross_device_resume "$model" "$cfg" "$model" 20 "$WORK/${model}_cpu.jsonl" "$WORK/${model}_cpu" --
   # model.init_from on the GPU reads the file on the host and copies: the CPU run's weights.

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "kernels/cuda/runtime.h"
 #include "kernels/error.h"
@@ -111,6 +112,13 @@ void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {
 }
 
 void synchronize() { cudaStreamSynchronize(compute_stream()); }
+
+// No profiler to start: a log line per call, which tests/cuda_emu/profile_capture_test.sh places
+// among the step lines.
+void set_profiler_capture(bool on) {
+  if (!on) synchronize();
+  spdlog::info("emulated {}", on ? "cudaProfilerStart" : "cudaProfilerStop");
+}
 
 std::shared_ptr<void> record_on(cudaStream_t stream) {
   cudaEvent_t event = nullptr;
