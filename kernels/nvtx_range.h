@@ -6,8 +6,8 @@
 // launched.
 //
 // Builds with CUDA (--config=cuda) use the toolkit's header-only NVTX: with no profiler attached a
-// range is a call through a pointer to a function that does nothing. The CPU-only build has no NVTX
-// and compiles ranges to nothing. A CUDA build annotates CPU runs too: NVTX marks host code.
+// range is a call through a pointer to a function that does nothing. The CPU-only build has no NVTX:
+// its ranges do nothing. A CUDA build annotates CPU runs too: NVTX marks host code.
 #pragma once
 
 #include <string>

@@ -221,6 +221,10 @@ void check_consistency(const std::string& source, const Config& cfg) {
       c.fail(fmt::format("logging.profile_step_start ({}) and logging.profile_step_end ({}) must both be set, "
                          "start <= end: the steps start..end run between cudaProfilerStart and cudaProfilerStop",
                          g.profile_step_start, g.profile_step_end));
+    if (g.profile_step_start > t.train_iters)
+      c.fail(fmt::format("logging.profile_step_start ({}) is past training.train_iters ({}): no step would be "
+                         "captured; choose steps of the run",
+                         g.profile_step_start, t.train_iters));
     if (cfg.device != "cuda")
       c.fail(fmt::format("logging.profile_step_start is set but device is \"{}\": the capture range is "
                          "cudaProfilerStart/Stop, for nsys on a GPU; set device to \"cuda\", or unset both keys and "

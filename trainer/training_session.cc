@@ -274,7 +274,7 @@ TrainResult TrainingSession::run() {
       break;
     }
   }
-  if (capturing_) profiler_capture(false, last_step_);  // stopped before profile_step_end
+  if (capturing_) profiler_capture(false, last_step_);  // the run ended inside the range (stopped, or end > train_iters)
   account_optimizer_time();
   if (profiling_) {
     profiling_ = false;

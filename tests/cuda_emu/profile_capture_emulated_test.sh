@@ -49,6 +49,8 @@ expect_error cpu 'logging.profile_step_start is set but device is "cpu"' --set l
   --set logging.profile_step_end=3
 expect_error reversed "logging.profile_step_start (3) and logging.profile_step_end (2) must both be set, start <= end" \
   --set device=cuda --set logging.profile_step_start=3 --set logging.profile_step_end=2
+expect_error past_end "logging.profile_step_start (30) is past training.train_iters (20)" --set device=cuda \
+  --set logging.profile_step_start=30 --set logging.profile_step_end=40
 expect_error end_only "logging.profile_step_start (0) and logging.profile_step_end (4) must both be set" \
   --set device=cuda --set logging.profile_step_end=4
 echo "PASS"
