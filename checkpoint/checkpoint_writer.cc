@@ -10,6 +10,8 @@
 #include <map>
 #include <mutex>
 
+#include <pthread.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -204,7 +206,10 @@ void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& source
   polls_ = 0;
   if (options_.async) {
     Job* j = job_.get();
-    j->thread = std::thread([this, j] { write_shard(*j); });
+    j->thread = std::thread([this, j] {
+      pthread_setname_np(pthread_self(), "lt-ckpt-write");  // how nsys, gdb and top -H show it
+      write_shard(*j);
+    });
   } else {
     write_shard(*job_);
     wait();
@@ -411,6 +416,7 @@ void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>&
   const std::vector<std::string> deleted = retire_checkpoints(options_.dir, options_.keep_last);
   // Deleting gigabytes takes seconds: off the training loop (joined before the next commit).
   cleaner_ = std::thread([root = options_.dir] {
+    pthread_setname_np(pthread_self(), "lt-ckpt-clean");
     try {
       delete_retired(root);
     } catch (const std::exception& e) {

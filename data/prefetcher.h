@@ -11,6 +11,8 @@
 #include <thread>
 #include <utility>
 
+#include <pthread.h>
+
 namespace lattice {
 
 // produce(i, item) fills item i. next() hands items out in order; an exception thrown by
@@ -51,6 +53,7 @@ class Prefetcher {
 
  private:
   void run() {
+    pthread_setname_np(pthread_self(), "lt-prefetch");  // how nsys, gdb and top -H show it
     for (;;) {
       int64_t index;
       {

@@ -7,8 +7,11 @@
 #include <cmath>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <pthread.h>
 
 #include "data/batch_loader.h"
 #include "data/blended_dataset.h"
@@ -193,8 +196,17 @@ TEST_CASE("resume from consumed samples reproduces the run, with shuffle, blendi
 
 TEST_CASE("prefetcher: in order, exceptions reach the caller, the destructor joins") {
   {
-    Prefetcher<int64_t> p(10, 3, [](int64_t i, int64_t& out) { out = i * i; });
+    std::string thread_name;  // written by item 10's produce(), read after next() returned it
+    Prefetcher<int64_t> p(10, 3, [&](int64_t i, int64_t& out) {
+      if (i == 10) {
+        char name[16] = {};
+        pthread_getname_np(pthread_self(), name, sizeof name);
+        thread_name = name;
+      }
+      out = i * i;
+    });
     for (int64_t i = 10; i < 200; ++i) REQUIRE(p.next() == i * i);
+    CHECK(thread_name == "lt-prefetch");  // named for profilers and debuggers
   }
   {
     Prefetcher<int64_t> p(0, 2, [](int64_t i, int64_t& out) {
