@@ -74,10 +74,9 @@ check_cross_device_resume() {
     shift
   done
   shift
-  local first second from to
-  for first in cpu cuda; do
-    second=$([[ $first == cpu ]] && echo cuda || echo cpu)
-    from=$([[ $first == cpu ]] && echo CPU || echo GPU) to=$([[ $first == cpu ]] && echo GPU || echo CPU)
+  local first second from to way
+  for way in "cpu cuda CPU GPU" "cuda cpu GPU CPU"; do
+    read -r first second from to <<<"$way"
     local run="${prefix}_${first}_to_${second}"
     local ck=(--set checkpoint.dir="$WORK/${run}_ck" --set checkpoint.save_interval=5 "$@")
     rm -rf "$WORK/${run}_ck"

@@ -113,7 +113,7 @@ void copy_from_pinned(const void* pinned_src, void* device_dst, int64_t bytes) {
 
 void synchronize() { cudaStreamSynchronize(compute_stream()); }
 
-// No profiler to start: a log line per call, which tests/cuda_emu/profile_capture_test.sh places
+// No profiler to start: a log line per call, which tests/cuda_emu/profile_capture_emulated_test.sh places
 // among the step lines.
 void set_profiler_capture(bool on) {
   if (!on) synchronize();
