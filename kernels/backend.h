@@ -106,6 +106,13 @@ struct Backend {
                        int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, bool ab_bf16,
                        const void* bias, int64_t stride_bias, float beta, void* c, bool c_bf16, int64_t ldc,
                        int64_t stride_c, int64_t batch);
+  // Optional: c = op(a) op(b) (+ bias[N] on every row when bias is not null) + residual[M, N] in
+  // one pass (residual and bias of c's dtype, residual with c's row stride and not overlapping it;
+  // a and b both f32 or both bf16; k > 0). Returns false, having done nothing, for what it does not
+  // take (ops::matmul_residual then runs matmul_bias and add).
+  bool (*gemm_residual)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                        const void* b, int64_t ldb, bool ab_bf16, const void* bias, const void* residual, void* c,
+                        bool c_bf16, int64_t ldc);
   // Optional, the same kind of entries for a GELU MLP (pre, out, dx and bias of c's dtype; alpha 1,
   // beta 0; false, having done nothing, for what they do not take):
   //   gemm_gelu: pre = op(a) op(b) (+ bias[N] when bias is not null), out = gelu(pre), in one GEMM;

@@ -288,6 +288,42 @@ void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, c
   add_bias(c, bias);
 }
 
+namespace {
+// The unfused product of the GEMMs with more: matmul_bias where there is a bias, else matmul.
+void matmul_bias_if_any(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c) {
+  if (bias.defined()) {
+    matmul_bias(a, trans_a, b, trans_b, bias, c);
+  } else {
+    matmul(a, trans_a, b, trans_b, c);
+  }
+}
+}  // namespace
+
+void matmul_residual(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+                     const Tensor& residual, Tensor& c) {
+  const char* op = "matmul_residual";
+  const OpScope timed(op, {&a, &b, &bias, &residual, &c}, {.flops = gemm_flops(a, c)});
+  const Backend& be = backend_for(op, {&a, &b, &bias, &residual, &c});
+  const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, a, trans_a, b, trans_b, c);
+  need_data(op, "residual", residual);
+  need_numel(op, "residual", residual, c.numel(), fmt::format("c {}", c.describe()).c_str());
+  LATTICE_CHECK(!overlaps(c, residual), "{}: output c {} overlaps residual {}", op, c.describe(), residual.describe());
+  if (bias.defined()) {
+    need_data(op, "bias", bias);
+    need_numel(op, "bias", bias, n, fmt::format("last dim of c {}", c.describe()).c_str());
+    LATTICE_CHECK(!overlaps(c, bias), "{}: output c {} overlaps bias {}", op, c.describe(), bias.describe());
+  }
+  if (m == 0 || n == 0) return;
+  if (be.gemm_residual != nullptr && k > 0 && a.dtype() == b.dtype() && residual.dtype() == c.dtype() &&
+      (!bias.defined() || bias.dtype() == c.dtype()) &&
+      be.gemm_residual(trans_a, trans_b, m, n, k, a.raw(), a_cols, b.raw(), b_cols, a.dtype() == DType::kBF16,
+                       bias.defined() ? bias.raw() : nullptr, residual.raw(), c.raw(), c.dtype() == DType::kBF16, n)) {
+    return;
+  }
+  matmul_bias_if_any(a, trans_a, b, trans_b, bias, c);
+  add(c, residual, c);
+}
+
 void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& pre,
                       Tensor& out) {
   const char* op = "matmul_bias_gelu";
@@ -310,11 +346,7 @@ void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans
                    bias.defined() ? bias.raw() : nullptr, pre.raw(), out.raw(), pre.dtype() == DType::kBF16, n)) {
     return;
   }
-  if (bias.defined()) {
-    matmul_bias(a, trans_a, b, trans_b, bias, pre);
-  } else {
-    matmul(a, trans_a, b, trans_b, pre);
-  }
+  matmul_bias_if_any(a, trans_a, b, trans_b, bias, pre);
   gelu_forward(pre, out);
 }
 

@@ -56,6 +56,14 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
 // then add_bias, which a device may fuse (CUDA: cuBLASLt's bias epilogue, one pass over c instead
 // of three; a bf16 c is then rounded once, not after the product and again after the bias).
 void matmul_bias(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias, Tensor& c);
+// c = op(a) op(b) (+ bias) + residual: a linear layer's output added to the residual stream
+// (residual [M, N] as c, bias[N] or undefined). As written matmul_bias (matmul without a bias) into c,
+// then add(c, residual, c): bit for bit those ops, unless the device fuses them (CUDA: cuBLASLt
+// reading the residual as its C with beta 1 and writing c as its D, the bias in the epilogue; one
+// pass over c instead of four, and a bf16 c rounded once; the f32 epilogue adds the three terms in
+// its own order). residual must not overlap c.
+void matmul_residual(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& bias,
+                     const Tensor& residual, Tensor& c);
 // A GELU MLP's two GEMMs, each with its GELU (pre, out and dx [M, N] of one dtype; bias[N] or
 // undefined). As written they are matmul_bias (matmul without a bias) then gelu_forward, and matmul
 // into dx then gelu_backward in place: bit for bit those ops, on every device, unless

@@ -238,6 +238,7 @@ constexpr Backend kCudaBackend{
     .gemm_bf16 = &gemm_bf16,
     .gemm_bias = &gemm_bias,
     .gemm_batched = &gemm_batched,
+    .gemm_residual = &gemm_residual,
     .gemm_gelu = &gemm_gelu,
     .gemm_dgelu = &gemm_dgelu,
     .check_indices = &check_indices,

@@ -193,10 +193,11 @@ Plan make_plan(const Key& key) {
 }
 
 // Runs a row-major problem with its cached plan; `op` names the caller in errors. `bias` and `aux`:
-// the epilogue's vector and matrix, where p.epilogue has them. false: an epilogue problem cuBLASLt
-// has no algorithm for (nothing ran).
+// the epilogue's vector and matrix, where p.epilogue has them. `c_in`: the matrix beta scales, of
+// c's type and layout, when it is not c itself (null: c, in place). false: an epilogue problem
+// cuBLASLt has no algorithm for (nothing ran).
 bool run(const char* op, const Problem& p, float alpha, const void* a, const void* b, float beta, void* c,
-         const void* bias = nullptr, const void* aux = nullptr) {
+         const void* bias = nullptr, const void* aux = nullptr, const void* c_in = nullptr) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return true;
   LATTICE_CHECK(p.k > 0, "{}: k = 0", op);
   // Every matrix of a batch must meet the alignment the plan promises: the stride counts too.
@@ -210,9 +211,12 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
   // Row-major C[M,N] is column-major C^T[N,M] = op(B)^T op(A)^T, and a row-major operand read as
   // column-major is its transpose: so cuBLASLt multiplies (b, a) with the same transpose flags, and
   // its A is our b.
+  if (c_in == nullptr) c_in = c;
+  // C and D share one layout, so one alignment: the lesser of the two matrices'.
+  const int align_c = std::min(align(c, p.stride_c, p.c_type), align(c_in, p.stride_c, p.c_type));
   const Key key{p.tb, p.ta, p.n, p.m, p.k, p.ldb, p.lda, p.ldc, p.batch, p.stride_b, p.stride_a, p.stride_c,
                 p.ab_type, p.c_type, beta != 0.0f,
-                align(b, p.stride_b, p.ab_type), align(a, p.stride_a, p.ab_type), align(c, p.stride_c, p.c_type),
+                align(b, p.stride_b, p.ab_type), align(a, p.stride_a, p.ab_type), align_c,
                 tf32, p.epilogue, p.stride_bias, p.declinable};
   Lt& state = lt();
   // Held through the call: an epilogue plan's descriptor takes this call's bias and aux pointers,
@@ -230,8 +234,8 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
     LATTICE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
-  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
-                                      plan->c, &plan->algo, state.workspace, kWorkspaceBytes, compute_stream()));
+  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c_in, plan->c,
+                                      c, plan->c, &plan->algo, state.workspace, kWorkspaceBytes, compute_stream()));
   return true;
 }
 
@@ -296,6 +300,17 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
   return run("gemm_bias", epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16, Epilogue::kBias),
              1.0f, a, b, 0.0f, c, bias);
+}
+
+bool gemm_residual(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                   const void* b, int64_t ldb, bool ab_bf16, const void* bias, const void* residual, void* c,
+                   bool c_bf16, int64_t ldc) {
+  // As gemm_bias: the epilogue's vector loads need a 16-byte aligned bias.
+  if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
+  Problem p = epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16,
+                               bias != nullptr ? Epilogue::kBias : Epilogue::kNone);
+  p.declinable = true;
+  return run("gemm_residual", p, 1.0f, a, b, 1.0f, c, bias, nullptr, residual);
 }
 
 bool gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,

@@ -38,6 +38,14 @@ bool gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                   int64_t stride_bias, float beta, void* c, bool c_bf16, int64_t ldc, int64_t stride_c,
                   int64_t batch);
 
+// c = op(a) op(b) (+ bias[N] on every row when bias is not null) + residual through cuBLASLt with the
+// residual as C (beta 1) and c as D, the bias in the epilogue: a and b f32 or both bf16 (ab_bf16);
+// residual, c and bias of c's type, residual with c's row stride. false (nothing run) for an empty
+// product or a bias pointer that is not 16-byte aligned.
+bool gemm_residual(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                   const void* b, int64_t ldb, bool ab_bf16, const void* bias, const void* residual, void* c,
+                   bool c_bf16, int64_t ldc);
+
 // training.gelu_fusion, the GELU MLP's two GEMMs with cuBLASLt's GELU epilogues (a and b f32 or both
 // bf16; pre, out, dx and the bias of c's type; alpha 1, beta 0). false (nothing run) while fusion is
 // off, for an empty product, a row stride ldc != n, n not a multiple of 8, a bias or pre pointer

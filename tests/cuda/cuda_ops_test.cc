@@ -258,6 +258,39 @@ TEST_CASE("matmul_group: q, k, v and their weight gradients as one batched GEMM,
   }
 }
 
+// A linear layer's output joining the residual stream (ops::matmul_residual: cuBLASLt reading the
+// residual as C with beta 1 and writing c as D, the bias in the epilogue) at GPT-2 124M's two output
+// projections, one without a bias (Llama's), and a ragged shape, against the CPU's matmul_bias
+// (matmul) then add. Each first checks that the backend's entry takes the problem (a declined one
+// would run the separate ops and prove nothing about the fusion). f32: kF32Tol (the epilogue adds the
+// same three f32 terms, perhaps in another order). bf16: the CPU rounds c after the product, after the
+// bias and after the residual, the epilogue once: the GEMM's bound plus two ulps (2 · 2^-8) norm-wise.
+TEST_CASE("matmul_residual: output projections joining the residual stream in one GEMM, f32 and bf16") {
+  struct Projection {
+    int64_t m, n, k;
+    bool bias;
+  };
+  const Backend& be = backend_for("matmul_residual test", Device::kCuda);
+  for (const Projection g : {Projection{8192, 768, 768, true}, Projection{8192, 768, 3072, true},
+                             Projection{8192, 768, 3072, false}, Projection{333, 97, 129, true}}) {
+    const Tensors draws{random_tensor({g.m, g.k}, 1), random_tensor({g.n, g.k}, 2), random_tensor({g.n}, 3),
+                        random_tensor({g.m, g.n}, 4), random_tensor({g.m, g.n}, 5)};
+    for (const bool bf16 : {false, true}) {
+      const std::string what = fmt::format("matmul_residual {}x{}x{} {}{}", g.m, g.n, g.k, bf16 ? "bf16" : "f32",
+                                           g.bias ? " with bias" : "");
+      const Tensors inputs = bf16 ? test::with_bf16(draws, {0, 1, 2, 3, 4}) : draws;
+      run_on_gpu(inputs, [&](Tensors& t) {
+        CHECK(be.gemm_residual(false, true, g.m, g.n, g.k, t[0].raw(), g.k, t[1].raw(), g.k, bf16,
+                               g.bias ? t[2].raw() : nullptr, t[3].raw(), t[4].raw(), bf16, g.n));
+      });
+      auto [cpu, gpu] = run_both(inputs, [&](Tensors& t) {
+        ops::matmul_residual(t[0], false, t[1], true, g.bias ? t[2] : Tensor{}, t[3], t[4]);
+      });
+      require_close(what, cpu, gpu, {4}, bf16 ? bf16_matmul_tolerance(g.k, true) + 2.0 / 256 : kF32Tol);
+    }
+  }
+}
+
 // training.gelu_fusion on while a test runs, off after (the default every other test sees).
 struct GeluFusionOn {
   GeluFusionOn() { backend_for("gelu fusion test", Device::kCuda).set_gelu_fusion(true); }

@@ -1,7 +1,7 @@
 // kernels/cuda/matmul.h for the emulated CUDA backend: the CPU's sgemm (OpenBLAS) in place of
 // cuBLASLt, with cuBLASLt's contracts: bf16 operands widened exactly, f32 accumulation, one
 // rounding of a bf16 result; the bias epilogue adds the bias to the f32 product before that one
-// rounding; the GELU epilogues apply kernels' GELU (kernels/cpu/activation.h) to that f32 result
+// rounding, and a residual read as C (beta 1) is added after the bias; the GELU epilogues apply kernels' GELU (kernels/cpu/activation.h) to that f32 result
 // and decline what cuBLASLt's wrapper declines. Each call is one item of the compute stream, as a
 // cuBLASLt call is. It checks the ops layer's use of these entries, not cuBLASLt.
 #include <atomic>
@@ -139,6 +139,23 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   hold_cublaslt_workspace();
   if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;  // as cuBLASLt's
   emu::run_on(nullptr, [=] { gemm_bias_now(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16, bias, c, c_bf16, ldc); });
+  return true;
+}
+
+bool gemm_residual(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                   const void* b, int64_t ldb, bool ab_bf16, const void* bias, const void* residual, void* c,
+                   bool c_bf16, int64_t ldc) {
+  hold_cublaslt_workspace();
+  if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;  // as cuBLASLt's
+  emu::run_on(nullptr, [=] {
+    // (product + bias) + residual in f32, c rounded once: in f32 the CPU's matmul_bias then add.
+    const std::vector<float> p = product(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const float with_bias = bias != nullptr ? p[i * n + j] + load(bias, c_bf16, j) : p[i * n + j];
+        store(c, c_bf16, i * ldc + j, with_bias + load(residual, c_bf16, i * ldc + j));
+      }
+  });
   return true;
 }
 

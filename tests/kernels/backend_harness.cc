@@ -387,6 +387,41 @@ std::vector<OpCase> op_cases() {
                },
                [](T& t) { ops::rmsnorm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6]); return none(); },
                {{0, 1, 2, 4, 5, 6}, {0, 1, 2, 4}}, /*rounds_twice=*/true});
+  // A linear layer's output joining the residual stream. Inputs on a grid of halves and three terms
+  // per product, so that every product, sum and rounding is exact even in bf16: a fused GEMM (one
+  // rounding) and the ops it replaces (three) then agree bit for bit, and a wrong operand shows at
+  // once. (tests/cuda/cuda_ops_test.cc holds the fused GEMM to its rounding bound on real data.)
+  const auto halves = [](Tensor t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = std::round(t.f32()[i] * 2.0f) / 2.0f;
+    return t;
+  };
+  c.push_back({"matmul_residual", "", 1e-5,
+               [halves](In& in) {
+                 return T{halves(in.uniform({7, 3})), halves(in.uniform({5, 3})), halves(in.uniform({5})),
+                          halves(in.uniform({7, 5})), in.uniform({7, 5})};
+               },
+               [](T& t) { ops::matmul_residual(t[0], false, t[1], true, t[2], t[3], t[4]); return none(); },
+               {{0, 1, 2, 3, 4}, {0, 1}}});
+  c.push_back({"matmul_residual", "no bias, residual at an odd offset", 1e-5,
+               [halves](In& in) {
+                 return T{halves(in.uniform({3, 7})), halves(in.uniform({3, 5})), halves(in.uniform({7 * 5 + 3})),
+                          in.uniform({7, 5})};
+               },
+               [](T& t) {
+                 ops::matmul_residual(t[0], true, t[1], false, Tensor{}, t[2].slice_flat(3, {7, 5}), t[3]);
+                 return none();
+               },
+               {{0, 1, 2, 3}}});
+  c.push_back({"matmul_residual", "bias at an odd offset", 1e-5,
+               [halves](In& in) {
+                 return T{halves(in.uniform({7, 3})), halves(in.uniform({5, 3})), halves(in.uniform({6})),
+                          halves(in.uniform({7, 5})), in.uniform({7, 5})};
+               },
+               [](T& t) {
+                 ops::matmul_residual(t[0], false, t[1], true, t[2].slice_flat(1, {5}), t[3], t[4]);
+                 return none();
+               },
+               {{0, 1, 2, 3, 4}}});
   return c;
 }
 

@@ -296,7 +296,8 @@ Backend typed_stand_in(const TypedKernels* table) {
 // the plain and [B, T, H] forms go to the shard and token entries, matmul only for k = 0, a c = beta
 // c (scale), and the GEMMs with more (no fused GEMM on the stand-in) for what follows the product:
 // matmul_bias its bias add, matmul_bias_gelu its bias add (where it has a bias) and the GELU,
-// matmul_gelu_backward the GELU's backward, and matmul_group with biases one bias add per product.
+// matmul_gelu_backward the GELU's backward, matmul_group with biases one bias add per product, and
+// matmul_residual its bias add (where it has a bias) and the residual's add.
 std::vector<int> entries_of(const test::OpCase& c) {
   if (c.op == "matmul_group") {
     return c.what == "q, k, v with biases" ? std::vector<int>(3, k_add_bias) : std::vector<int>{};
@@ -305,6 +306,9 @@ std::vector<int> entries_of(const test::OpCase& c) {
     return c.what == "no bias" ? std::vector<int>{k_gelu_forward} : std::vector<int>{k_add_bias, k_gelu_forward};
   }
   if (c.op == "matmul_gelu_backward") return {k_gelu_backward};
+  if (c.op == "matmul_residual") {
+    return c.what == "no bias, residual at an odd offset" ? std::vector<int>{k_add} : std::vector<int>{k_add_bias, k_add};
+  }
   static const std::map<std::string, int> kEntryOf = {
       {"fill", k_fill},
       {"scale", k_scale},
