@@ -64,8 +64,7 @@ void DecoderLayer::forward(LayerActivations& s, LayerScratch& w, Tensor& out) co
   save_activations(s, w);
   const int64_t H = config_.hidden_size, F = up_proj_.out_features();
   Tensor out2 = matrix(out, H);
-  down_proj_.forward(matrix(s.act, F), out2, w.partial);
-  ops::add(out, s.mid, out);
+  down_proj_.forward_residual(matrix(s.act, F), out2, matrix(s.mid, H), w.partial);
 }
 
 void DecoderLayer::recompute(LayerActivations& s, LayerScratch& w, Recompute mode) const {
@@ -117,8 +116,7 @@ void DecoderLayer::save_activations(LayerActivations& s, LayerScratch& w) const 
     ops::rope_forward(s.k, theta);
   }
   ops::attention_forward(s.q, s.k, s.v, s.attn_out, s.lse);
-  o_proj_.forward(matrix(s.attn_out, qd), s.mid, w.partial);
-  ops::add(s.mid, s.input, s.mid);
+  o_proj_.forward_residual(matrix(s.attn_out, qd), s.mid, s.input, w.partial);
 
   // MLP.
   enter_region(norm2_, s.mid, s.norm2_out, s.norm2, w);

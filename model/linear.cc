@@ -33,6 +33,15 @@ void Linear::forward(const Tensor& x, Tensor& y, const Tensor& workspace) const 
   if (bias_.defined()) ops::add_bias(y, bias_);
 }
 
+void Linear::forward_residual(const Tensor& x, Tensor& y, const Tensor& residual, const Tensor& workspace) const {
+  if (scatters_tokens() || (kind_ == LinearKind::kRow && tp_.size() > 1)) {
+    forward(x, y, workspace);
+    ops::add(y, residual, y);
+    return;
+  }
+  ops::matmul_residual(x, false, weight_, true, bias_, residual, y);
+}
+
 void Linear::forward_gelu(const Tensor& x, Tensor& pre, Tensor& out) const {
   LATTICE_CHECK(kind_ != LinearKind::kRow, "forward_gelu is for plain and column-parallel layers");
   ops::matmul_bias_gelu(x, false, weight_, true, bias_, pre, out);

@@ -29,6 +29,10 @@ class Linear {
   // kRow under SP: x [N, in/tp] -> y [N/tp, out], `workspace` [N, out] receives the partial sums.
   // Otherwise y [N, out] and workspace is unused.
   void forward(const Tensor& x, Tensor& y, const Tensor& workspace = {}) const;
+  // y = forward(x) + residual (residual shaped as y, not overlapping it): a block's output projection
+  // joining the residual stream. Plain and column kinds as one ops::matmul_residual (one GEMM where the
+  // device fuses it); a row-parallel layer adds the residual after its reduction and bias.
+  void forward_residual(const Tensor& x, Tensor& y, const Tensor& residual, const Tensor& workspace = {}) const;
   // A GELU MLP's up projection, for the plain and column kinds: pre [N, out] = the forward's y,
   // out = gelu(pre), through ops::matmul_bias_gelu (one GEMM where training.gelu_fusion fuses it).
   void forward_gelu(const Tensor& x, Tensor& pre, Tensor& out) const;

@@ -42,8 +42,14 @@ rounding noise take AdamW steps of ~lr in other directions. Hence:
   (for loss, grad_norm and val_loss each), rather than per step: which step a bf16 rounding flip
   lands on is drawn anew by every run;
 - each parameter tensor is compared by the L2 norm of its difference, ||a - b|| <= max(1e-5 ||a|| +
-  floor sqrt(numel), NOISE_FACTOR x the largest ||a - noise||), instead of element by element: the
-  extreme element of a tensor is an outlier drawn anew by every run, its L2 difference is stable.
+  floor sqrt(numel), NOISE_FACTOR x the largest ||a - noise||, 2 x the largest lr), instead of element
+  by element: the extreme element of a tensor is an outlier drawn anew by every run, its L2 difference
+  is stable. Except in a tensor of few elements (a norm weight, a bias), where one such element — a
+  rounding-noise gradient whose AdamW step of ~lr went the other way — is the whole L2 difference, and
+  lands in a run's tensor or not by the draw: the last term allows that one step (seen: the tiny
+  Llama's 64-element post-attention norm weight of layer 0, one element 9.9e-4 apart at lr 1e-3, where
+  the fp32 noise run had no such flip). A layout bug moves every element of the tensor, and over the
+  run by far more than one step.
 The bf16 suites pass the one-process fp32 run among the --noise runs: micro-batch regroupings change
 only fp32 sums (at step 1 nothing at all); the fp32 run measures how far rounding every activation
 to bf16 moves the run, which bounds the few extra roundings a layout adds. A layout bug (a missed
@@ -141,6 +147,7 @@ for metrics, export in zip(args[0::2], args[1::2]):
             failed = True
             print(f"FAIL: {metrics}: step {step} val_loss {b!r} vs one process {a!r} (relative difference {d:.3e} > {tol:.3e})")
     floor = 1e-3 * sum(r["lr"] for r in ref)
+    one_flip = 2.0 * max(r["lr"] for r in ref)  # bf16: one noise element's AdamW step the other way
     params = load_file(f"{export}/model.safetensors")
     if sorted(params) != sorted(ref_params):
         sys.exit(f"FAIL: {export}: tensors {sorted(params)} vs one process {sorted(ref_params)}")
@@ -153,7 +160,7 @@ for metrics, export in zip(args[0::2], args[1::2]):
         if bf16_mode:
             d = float(np.linalg.norm(a64 - b64))
             base = TOL * float(np.linalg.norm(a64)) + floor * a.size ** 0.5
-            allowed = max(base, NOISE_FACTOR * param_noise[name])
+            allowed = max(base, NOISE_FACTOR * param_noise[name], one_flip)
             rel_d = d / max(float(np.linalg.norm(a64)), 1e-12)
             if rel_d > worst_param:
                 worst_param, worst_name = rel_d, name
@@ -161,8 +168,8 @@ for metrics, export in zip(args[0::2], args[1::2]):
             if d > allowed:
                 failed = True
                 print(f"FAIL: {export}: {name}: ||diff|| {d:.3e} > {allowed:.3e} (max of {TOL} x ||a|| + floor "
-                      f"{floor:.3e} x sqrt(numel) and {NOISE_FACTOR:g} x the reference's own ||diff|| "
-                      f"{param_noise[name]:.3e})")
+                      f"{floor:.3e} x sqrt(numel), {NOISE_FACTOR:g} x the reference's own ||diff|| "
+                      f"{param_noise[name]:.3e} and one noise element's step {one_flip:.1e})")
             continue
         scale = max(np.abs(a64).max(initial=0.0), np.abs(b64).max(initial=0.0), 1e-6)
         diff = np.abs(a64 - b64)

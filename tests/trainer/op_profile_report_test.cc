@@ -45,6 +45,7 @@ TEST_CASE("a GPT-2 run's profile holds the steps after the first and every call 
   CHECK(calls.at("layernorm_backward") == micro * (2 * kLayers + 1));
   CHECK(calls.at("attention_forward") == micro * kLayers);
   CHECK(calls.at("attention_backward") == micro * kLayers);
+  CHECK(calls.at("matmul_residual") == micro * 2 * kLayers);  // the attention and MLP outputs join the residual
   CHECK(calls.at("embedding_forward") == micro);
   CHECK(calls.count("adamw_update") == 1);
   for (const OpTime& row : r.op_profile) {
@@ -76,6 +77,7 @@ TEST_CASE("a Llama run's profile counts its norms, RoPE and SwiGLU") {
   CHECK(calls.at("rope_forward") == micro * kLayers * 2);  // q and k
   CHECK(calls.at("rope_backward") == micro * kLayers * 2);
   CHECK(calls.at("swiglu_forward") == micro * kLayers);
+  CHECK(calls.at("matmul_residual") == micro * 2 * kLayers);  // no biases: the product and the residual
   CHECK(calls.count("layernorm_forward") == 0);
 }
 
