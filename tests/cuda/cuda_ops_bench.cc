@@ -7,9 +7,10 @@
 // last column multiplies by how often a micro-batch calls the op, so the rows add up to an estimate
 // of one micro-batch's forward and backward plus one optimizer step. Each linear layer is timed as
 // the model calls it (model/linear.cc: weight [out, in], the bias in the GEMM's epilogue, the weight
-// gradient added into fp32 with beta 1). f32 attention is timed on both CUDA paths (flash kernel,
-// GEMMs), bf16 attention is cuDNN's SDPA. The GELU MLP's two fused GEMMs (training.gelu_fusion) are
-// timed beside the unfused ops, outside the total.
+// gradient added into fp32 with beta 1, the output projections adding the residual stream in their
+// GEMM). f32 attention is timed on both CUDA paths (flash kernel, GEMMs), bf16 attention is cuDNN's
+// SDPA (and its non-deterministic backward, outside the total). The GELU MLP's two fused GEMMs
+// (training.gelu_fusion) are timed beside the unfused ops, outside the total.
 //
 // Run by tools/gpu/check.sh; not a test (it asserts nothing but that the ops run). `--smoke` runs
 // every op once at small sizes, on the CPU and on the CUDA emulator, so the bench's own code is
@@ -24,7 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_shape.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/cudnn_sdpa.h"
 #include "kernels/device_context.h"
 #include "kernels/ops.h"
 
@@ -86,8 +89,11 @@ class Bench {
                 median * static_cast<double>(per_step));
   }
 
-  // One linear layer of the model, [N, in] -> [N, out], called `calls` times per micro-batch.
-  void linear(const char* name, int64_t in, int64_t out, int64_t calls, uint32_t seed) {
+  // One linear layer of the model, [N, in] -> [N, out], called `calls` times per micro-batch. An
+  // output projection (joins_residual) adds the residual stream in its GEMM (ops::matmul_residual, as
+  // model/decoder_layer.cc runs it); its plain forward, then the add it replaced, are timed outside
+  // the total.
+  void linear(const char* name, int64_t in, int64_t out, int64_t calls, uint32_t seed, bool joins_residual = false) {
     const int64_t n = s_.tokens();
     const Tensor x = act({n, in}, seed), w = act({out, in}, seed + 1), bias = act({out}, seed + 2),
                  dy = act({n, out}, seed + 3);
@@ -95,8 +101,18 @@ class Bench {
            db = ctx_.zeros({out});
     const double flops = 2.0 * n * in * out;
     const std::string shape = fmt_shape(in, out);
-    time(std::string(name) + " fwd + bias " + shape, [&] { ops::matmul_bias(x, false, w, true, bias, y); }, flops,
-         0, calls);
+    if (joins_residual) {
+      const Tensor residual = act({n, out}, seed + 4);
+      time(std::string(name) + " fwd + bias + residual, one GEMM " + shape,
+           [&] { ops::matmul_residual(x, false, w, true, bias, residual, y); }, flops, 0, calls);
+      time(std::string(name) + " fwd + bias, then add (not in the total)", [&] {
+        ops::matmul_bias(x, false, w, true, bias, y);
+        ops::add(y, residual, y);
+      }, flops, 0, 0);
+    } else {
+      time(std::string(name) + " fwd + bias " + shape, [&] { ops::matmul_bias(x, false, w, true, bias, y); }, flops,
+           0, calls);
+    }
     time(std::string(name) + " dgrad", [&] { ops::matmul(dy, false, w, false, dx); }, flops, 0, calls);
     time(std::string(name) + " wgrad (+= into f32)", [&] { ops::matmul(dy, true, x, false, dw, 1.0f, 1.0f); }, flops,
          0, calls);
@@ -148,9 +164,9 @@ class Bench {
     qkv(L, 1);
     linear("q, k, v one by one (each; not in the total)", H, H, 0, 51);
     linear("qkv as one [H, 3H] GEMM (not in the total)", H, 3 * H, 0, 41);
-    linear("attn proj", H, H, L, 11);
+    linear("attn proj", H, H, L, 11, /*joins_residual=*/true);
     linear("fc", H, 4 * H, L, 21);
-    linear("fc proj", 4 * H, H, L, 31);
+    linear("fc proj", 4 * H, H, L, 31, /*joins_residual=*/true);
     Tensor logits = ctx_.empty({N, V}, act_);  // the LM head's, then the loss's input (as in the model)
     {
       const Tensor x = act({N, H}, 41), wte = act({V, H}, 42);
@@ -174,6 +190,15 @@ class Bench {
       };
       if (act_ == DType::kBF16) {
         attention("bf16: cuDNN SDPA on a GPU", L);
+        if (ctx_.device() == Device::kCuda) {
+          // What determinism costs: cuDNN's plain backward sums dQ with atomics (bits may change from run
+          // to run), so the model runs the deterministic one above; outside the total.
+          const AttentionShape shape{B, T, NH, NH, D};
+          time("attention backward (cuDNN, non-deterministic; not in the total)", [&] {
+            cuda::cudnn_sdpa_backward(shape, cuda::SdpaDirection::kBackward, dout.bf16(), q.bf16(), k.bf16(), v.bf16(),
+                                      out.bf16(), lse.f32(), dq.bf16(), dk.bf16(), dv.bf16());
+          }, 2.5 * att_flops, 0, 0);
+        }
       } else {
         // Both f32 CUDA paths; the total counts the one the backend picks here (the GEMM path).
         for (const char* path : {"flash", "gemm"}) {
@@ -201,8 +226,9 @@ class Bench {
         ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
         ops::add(dx, residual_grad, dx);
       }, 0, 6.0 * N * H * a, 0);
+      // The forward's residual adds are in the output projections' GEMMs (linear(), joins_residual).
       Tensor sum = ctx_.empty({N, H}, act_);
-      time("add (residual, forward) [N,768]", [&] { ops::add(x, dy, sum); }, 0, 3.0 * N * H * a, 2 * L);
+      time("add (residual, forward; not in the total) [N,768]", [&] { ops::add(x, dy, sum); }, 0, 3.0 * N * H * a, 0);
     }
     {
       const Tensor fc = act({N, 4 * H}, 71), dfc = act({N, 4 * H}, 72);
