@@ -22,7 +22,7 @@ void Linear::forward(const Tensor& x, Tensor& y, const Tensor& workspace) const 
     Tensor partial = workspace;
     ops::matmul(x, false, weight_, true, partial);
     reduce_scatter_tokens_forward(tp_, partial, y);
-  } else if (bias_.defined() && (kind_ != LinearKind::kRow || tp_.size() == 1)) {
+  } else if (bias_.defined() && !reduces_output()) {
     ops::matmul_bias(x, false, weight_, true, bias_, y);  // nothing to reduce: the GEMM adds the bias
     return;
   } else {
@@ -34,7 +34,7 @@ void Linear::forward(const Tensor& x, Tensor& y, const Tensor& workspace) const 
 }
 
 void Linear::forward_residual(const Tensor& x, Tensor& y, const Tensor& residual, const Tensor& workspace) const {
-  if (scatters_tokens() || (kind_ == LinearKind::kRow && tp_.size() > 1)) {
+  if (reduces_output()) {
     forward(x, y, workspace);
     ops::add(y, residual, y);
     return;

@@ -60,6 +60,8 @@ class Linear {
 
  private:
   bool scatters_tokens() const { return kind_ == LinearKind::kRow && tp_.sequence_parallel; }
+  // This rank's product is a partial sum that tp reduces (or reduce-scatters) before the bias is added.
+  bool reduces_output() const { return scatters_tokens() || (kind_ == LinearKind::kRow && tp_.size() > 1); }
 
   LinearKind kind_ = LinearKind::kPlain;
   TensorParallel tp_;

@@ -295,9 +295,7 @@ bool gelu_epilogue_takes(int64_t m, int64_t n, int64_t k, int64_t ldc, const voi
 
 bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc) {
-  // The epilogue reads the bias with vector loads: a bias slice of the flat parameter buffer that is
-  // not 16-byte aligned takes the separate add instead.
-  if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
+  if (!bias_epilogue_fits(m, n, k, bias)) return false;  // the caller then adds the bias separately
   return run("gemm_bias", epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16, Epilogue::kBias),
              1.0f, a, b, 0.0f, c, bias);
 }
@@ -305,8 +303,7 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 bool gemm_residual(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                    const void* b, int64_t ldb, bool ab_bf16, const void* bias, const void* residual, void* c,
                    bool c_bf16, int64_t ldc) {
-  // As gemm_bias: the epilogue's vector loads need a 16-byte aligned bias.
-  if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;
+  if (!bias_epilogue_fits(m, n, k, bias)) return false;
   Problem p = epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16,
                                bias != nullptr ? Epilogue::kBias : Epilogue::kNone);
   p.declinable = true;

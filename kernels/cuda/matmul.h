@@ -15,6 +15,13 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c, bool c_is_bf16, int64_t ldc);
 
+// What the bias epilogue takes (gemm_bias, gemm_residual): a non-empty product and a bias that is
+// null or 16-byte aligned (the epilogue reads it with vector loads; a bias slice of the flat
+// parameter buffer may not be). Shared with the CPU emulator's entries so that both decline alike.
+inline bool bias_epilogue_fits(int64_t m, int64_t n, int64_t k, const void* bias) {
+  return m > 0 && n > 0 && k > 0 && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
+}
+
 // c = op(a) op(b) + bias[N] on every row (alpha 1, beta 0) through cuBLASLt's bias epilogue: a and
 // b f32 or both bf16 (ab_bf16), c and bias of c's type. false (nothing run) for an empty product or
 // a bias pointer that is not 16-byte aligned.
@@ -30,8 +37,8 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 inline bool batched_gemm_fits(int64_t m, int64_t n, int64_t k, int64_t batch, bool ab_bf16, bool c_bf16,
                               const void* bias, int64_t stride_bias) {
   const int64_t bias_bytes = c_bf16 ? 2 : 4;  // the bias is of c's type
-  return m > 0 && n > 0 && k > 0 && batch >= 1 && (ab_bf16 || !c_bf16) &&
-         (bias == nullptr || (reinterpret_cast<uintptr_t>(bias) % 16 == 0 && stride_bias * bias_bytes % 16 == 0));
+  return bias_epilogue_fits(m, n, k, bias) && batch >= 1 && (ab_bf16 || !c_bf16) &&
+         (bias == nullptr || stride_bias * bias_bytes % 16 == 0);
 }
 bool gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
                   int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, bool ab_bf16, const void* bias,
@@ -55,8 +62,7 @@ bool gemm_residual(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 // The shape and pointer rules of that list (all but the switch and the heuristic), shared with
 // the CPU emulator's entries (tests/cuda_emu/matmul_emu.cc) so that both decline alike.
 inline bool gelu_epilogue_fits(int64_t m, int64_t n, int64_t k, int64_t ldc, const void* bias, const void* pre) {
-  return m > 0 && n > 0 && k > 0 && ldc == n && n % 8 == 0 && reinterpret_cast<uintptr_t>(bias) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(pre) % 16 == 0;
+  return bias_epilogue_fits(m, n, k, bias) && ldc == n && n % 8 == 0 && reinterpret_cast<uintptr_t>(pre) % 16 == 0;
 }
 //   gemm_gelu: pre = op(a) op(b) (+ bias[N] on every row when bias is not null), out = GELU(pre).
 bool gemm_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,

@@ -137,7 +137,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                int64_t ldb, bool ab_bf16, const void* bias, void* c, bool c_bf16, int64_t ldc) {
   hold_cublaslt_workspace();
-  if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;  // as cuBLASLt's
+  if (!bias_epilogue_fits(m, n, k, bias)) return false;  // as cuBLASLt's
   emu::run_on(nullptr, [=] { gemm_bias_now(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16, bias, c, c_bf16, ldc); });
   return true;
 }
@@ -146,7 +146,7 @@ bool gemm_residual(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                    const void* b, int64_t ldb, bool ab_bf16, const void* bias, const void* residual, void* c,
                    bool c_bf16, int64_t ldc) {
   hold_cublaslt_workspace();
-  if (m == 0 || n == 0 || k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return false;  // as cuBLASLt's
+  if (!bias_epilogue_fits(m, n, k, bias)) return false;  // as cuBLASLt's
   emu::run_on(nullptr, [=] {
     // (product + bias) + residual in f32, c rounded once: in f32 the CPU's matmul_bias then add.
     const std::vector<float> p = product(trans_a, trans_b, m, n, k, a, lda, b, ldb, ab_bf16);
