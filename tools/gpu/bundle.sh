@@ -13,7 +13,9 @@ cd "$(dirname "$0")/../.."
 OUT=build/gpu-bundle
 # A separate output base: the portable -march would otherwise evict the everyday -march=native build.
 BAZEL=(bazel --output_base="${LATTICE_BUNDLE_OUTPUT_BASE:-$HOME/.cache/lattice-gpu-bundle}")
-FLAGS=(--config=cuda --copt=-march=x86-64-v3)
+# No bazel-* links: they would point the workspace at this output base, and the everyday build would
+# then fail loading bazel-main/external/... until they were removed.
+FLAGS=(--config=cuda --copt=-march=x86-64-v3 --symlink_prefix=/)
 GPU_TESTS=(//tests/cuda:cuda_ops_test //tests/cuda:cuda_ops_bench //tests/cuda:nccl_communicator_test)
 "${BAZEL[@]}" build "${FLAGS[@]}" //trainer:lattice "${GPU_TESTS[@]}"
 bin=$("${BAZEL[@]}" info "${FLAGS[@]}" bazel-bin 2>/dev/null)
