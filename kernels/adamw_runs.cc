@@ -1,31 +1,81 @@
 // AdamW stepping over decay-flagged runs of flat buffers.
 #include "kernels/adamw_runs.h"
 
+#include "kernels/adamw_checks.h"
+#include "kernels/backend.h"
+#include "kernels/error.h"
+#include "kernels/op_profile.h"
 #include "kernels/ops.h"
 
 namespace lattice {
+namespace {
 
-void adamw_update_runs(const Tensor& values, const Tensor& grads, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                       const std::vector<AdamWRun>& runs, const AdamWHyper& hyper, double lr, int64_t step,
-                       float grad_scale) {
+// The per-run loop of backends without a fused entry, then the copy one cast per stretch of
+// adjacent runs (the whole buffer when the runs tile it, as unsharded).
+void adamw_update_each_run(const Tensor& values, const Tensor& grads, const Tensor& exp_avg,
+                           const Tensor& exp_avg_sq, const std::vector<AdamWRun>& runs, ops::AdamWParams params,
+                           float weight_decay, const Tensor& copy) {
   for (const AdamWRun& r : runs) {
-    if (r.numel == 0) continue;
     const Shape shape{r.numel};
     Tensor p = values.slice_flat(r.offset, shape);
     Tensor g = grads.slice_flat(r.offset, shape);
     Tensor m = exp_avg.slice_flat(r.offset, shape);
     Tensor v = exp_avg_sq.slice_flat(r.offset, shape);
-    ops::AdamWParams params{
-        .lr = static_cast<float>(lr),
-        .beta1 = static_cast<float>(hyper.beta1),
-        .beta2 = static_cast<float>(hyper.beta2),
-        .eps = static_cast<float>(hyper.eps),
-        .weight_decay = r.decay ? static_cast<float>(hyper.weight_decay) : 0.0f,
-        .step = step,
-        .grad_scale = grad_scale,
-    };
+    params.weight_decay = r.decay ? weight_decay : 0.0f;
     ops::adamw_update(p, g, m, v, params);
   }
+  if (!copy.defined()) return;
+  for (size_t i = 0; i < runs.size();) {
+    const int64_t begin = runs[i].offset;
+    int64_t end = begin + runs[i].numel;
+    for (++i; i < runs.size() && runs[i].offset == end; ++i) end += runs[i].numel;
+    Tensor dst = copy.slice_flat(begin, {end - begin});
+    ops::cast(values.slice_flat(begin, {end - begin}), dst);
+  }
+}
+
+}  // namespace
+
+void adamw_update_runs(const Tensor& values, const Tensor& grads, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                       const std::vector<AdamWRun>& runs, const AdamWHyper& hyper, double lr, int64_t step,
+                       float grad_scale, const Tensor& copy) {
+  std::vector<AdamWRun> nonempty;
+  for (const AdamWRun& r : runs) {
+    if (r.numel == 0) continue;
+    LATTICE_CHECK(r.offset >= 0 && r.numel > 0 && r.offset + r.numel <= values.numel(),
+                  "adamw_update_runs: run [{}, {}) outside the flat buffers of {} elements", r.offset,
+                  r.offset + r.numel, values.numel());
+    nonempty.push_back(r);
+  }
+  const ops::AdamWParams params{
+      .lr = static_cast<float>(lr),
+      .beta1 = static_cast<float>(hyper.beta1),
+      .beta2 = static_cast<float>(hyper.beta2),
+      .eps = static_cast<float>(hyper.eps),
+      .weight_decay = static_cast<float>(hyper.weight_decay),
+      .step = step,
+      .grad_scale = grad_scale,
+  };
+  if (copy.defined()) {
+    LATTICE_CHECK(copy.numel() == values.numel() && copy.device() == values.device() &&
+                      (copy.dtype() == DType::kF32 || copy.dtype() == DType::kBF16),
+                  "adamw_update_runs: the copy {} must be f32 or bf16 with the {} elements of the values {}",
+                  copy.describe(), values.numel(), values.describe());
+  }
+  const Backend& be = backend_for("adamw_update_runs", {&values, &grads, &exp_avg, &exp_avg_sq});
+  if (be.adamw_update_runs == nullptr || nonempty.empty()) {
+    adamw_update_each_run(values, grads, exp_avg, exp_avg_sq, nonempty, params, params.weight_decay, copy);
+    return;
+  }
+  check_adamw_operands("adamw_update_runs", values, grads, exp_avg, exp_avg_sq, step);  // once, not per run
+  int64_t numel = 0;
+  for (const AdamWRun& r : nonempty) numel += r.numel;
+  // Values and both moments read and written back, the gradient read, the copy written.
+  const double copy_bytes = copy.defined() ? static_cast<double>(dtype_size(copy.dtype())) : 0.0;
+  const OpScope timed("adamw_update_runs", {&values, &grads, &exp_avg, &exp_avg_sq},
+                      {.bytes = static_cast<double>(numel) * (2.0 * 3.0 * 4.0 + 4.0 + copy_bytes)});
+  be.adamw_update_runs(values.f32(), grads.f32(), exp_avg.f32(), exp_avg_sq.f32(), nonempty.data(), nonempty.size(),
+                       params, DataOut{copy.defined() ? copy.raw() : nullptr, copy.dtype() == DType::kBF16});
 }
 
 }  // namespace lattice

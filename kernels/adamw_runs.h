@@ -23,9 +23,13 @@ struct AdamWHyper {
   double weight_decay;
 };
 
-// ops::adamw_update on every run; weight decay only where run.decay.
+// ops::adamw_update on every run; weight decay only where run.decay. `copy` (optional; f32 or bf16,
+// as many elements as values): each run's updated values are also written there at the same
+// indices, in copy's dtype (the bf16 parameters' write-back), elements outside the runs untouched.
+// A backend with Backend::adamw_update_runs (CUDA) does it all in a few launches, fusing the copy;
+// the others run adamw_update per run, then a cast per stretch of adjacent runs. Same bits.
 void adamw_update_runs(const Tensor& values, const Tensor& grads, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                        const std::vector<AdamWRun>& runs, const AdamWHyper& hyper, double lr, int64_t step,
-                       float grad_scale);
+                       float grad_scale, const Tensor& copy = {});
 
 }  // namespace lattice

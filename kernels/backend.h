@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adamw_runs.h"
 #include "kernels/attention_shape.h"
 #include "kernels/ops.h"
 #include "kernels/tensor.h"
@@ -195,6 +196,13 @@ struct Backend {
                       const std::vector<int64_t>& box_offset, uint64_t seed, uint64_t stream, float std);
   void (*adamw_update)(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                        const ops::AdamWParams& p);
+  // Optional (null: adamw_update on each run, then a cast into `copy`): adamw_update over `count`
+  // runs of the flat buffers (each numel > 0, inside them) in a few launches instead of one a run,
+  // p.weight_decay where run.decay and none elsewhere, with the same bits. When copy.data is not
+  // null, each updated element is also stored at its index of copy, in copy's dtype: the bf16
+  // parameters' write-back without a second pass over the fp32 ones.
+  void (*adamw_update_runs)(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, const AdamWRun* runs,
+                            size_t count, const ops::AdamWParams& p, DataOut copy);
 
   // ---- bf16 without staging (optional) ----
   // A device's kernels that load and store bf16 operands themselves (kernels/typed_kernels.h). Where

@@ -249,6 +249,7 @@ constexpr Backend kCudaBackend{
     .cross_entropy_shard_loss = &cross_entropy_shard_loss,
     .fill_normal = &fill_normal_via_host,
     .adamw_update = &adamw_update,
+    .adamw_update_runs = &adamw_update_runs,
     .typed = &kCudaTyped,
 };
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/adamw_coefficients.h"
+#include "kernels/adamw_runs.h"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/typed_access.cuh"
@@ -157,19 +158,82 @@ __global__ void cast_kernel(DataIn src, DataOut dst, int64_t n) {
   });
 }
 
-// kernels/cpu/adamw.cc's adamw_loop, the same float operations in the same order. __fsqrt_rn and
-// __fdiv_rn keep IEEE rounding even under --use_fast_math (the CPU uses std::sqrt and '/').
+// The per-call scalars of an AdamW step (kernels/adamw_coefficients.h), as kernel arguments.
+struct AdamWScalars {
+  float gs, b1, one_minus_b1, b2, one_minus_b2, eps, inv_sqrt_bc2, step_size;
+};
+
+AdamWScalars adamw_scalars(const ops::AdamWParams& p, const AdamWCoefficients& c) {
+  return {p.grad_scale, p.beta1, c.one_minus_b1, p.beta2, c.one_minus_b2, p.eps, c.inv_sqrt_bc2, c.step_size};
+}
+
+// kernels/cpu/adamw.cc's adamw_loop for element i, the same float operations in the same order;
+// both AdamW kernels below step through it, so they give the same bits. __fsqrt_rn and __fdiv_rn
+// keep IEEE rounding even under --use_fast_math (the CPU uses std::sqrt and '/').
+__device__ __forceinline__ float adamw_element(float* __restrict__ pw, const float* __restrict__ gw,
+                                               float* __restrict__ mw, float* __restrict__ vw, int64_t i,
+                                               const AdamWScalars& s, float decay) {
+  const float g = gw[i] * s.gs;
+  const float m = s.b1 * mw[i] + s.one_minus_b1 * g;
+  const float v = s.b2 * vw[i] + s.one_minus_b2 * g * g;
+  mw[i] = m;
+  vw[i] = v;
+  const float denom = __fsqrt_rn(v) * s.inv_sqrt_bc2 + s.eps;
+  const float p = pw[i] * decay - s.step_size * __fdiv_rn(m, denom);
+  pw[i] = p;
+  return p;
+}
+
 __global__ void adamw_kernel(float* __restrict__ pw, const float* __restrict__ gw, float* __restrict__ mw,
-                             float* __restrict__ vw, int64_t n, float gs, float b1, float one_minus_b1, float b2,
-                             float one_minus_b2, float eps, float inv_sqrt_bc2, float step_size, float decay) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const float g = gw[i] * gs;
-    const float m = b1 * mw[i] + one_minus_b1 * g;
-    const float v = b2 * vw[i] + one_minus_b2 * g * g;
-    mw[i] = m;
-    vw[i] = v;
-    const float denom = __fsqrt_rn(v) * inv_sqrt_bc2 + eps;
-    pw[i] = pw[i] * decay - step_size * __fdiv_rn(m, denom);
+                             float* __restrict__ vw, int64_t n, AdamWScalars s, float decay) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) adamw_element(pw, gw, mw, vw, i, s, decay);
+}
+
+// Up to kAdamWRunsPerLaunch runs of the flat buffers, cut into tiles of kAdamWTile elements: run r
+// has tiles [tile_begin[r], tile_begin[r + 1]). Passed by value (about 3.2 KB, within the 4 KB of
+// kernel arguments every CUDA version takes), so a launch needs no device table.
+constexpr int kAdamWRunsPerLaunch = 128;
+constexpr int kAdamWPerThread = 4;
+constexpr int64_t kAdamWTile = static_cast<int64_t>(kThreads) * kAdamWPerThread;
+
+struct AdamWRunTable {
+  int64_t offset[kAdamWRunsPerLaunch];
+  int64_t numel[kAdamWRunsPerLaunch];
+  int64_t tile_begin[kAdamWRunsPerLaunch + 1];
+  bool decay[kAdamWRunsPerLaunch];
+  int count;
+};
+
+// Each block takes tiles in a grid-stride loop; a tile lies in one run (found by binary search over
+// the table, the same for every thread), its elements kThreads apart for coalesced accesses. Runs
+// with decay take `decay` (1 - lr·wd), the others 1: what adamw_kernel gets per run. copy (data may
+// be null): the updated values, stored in copy's dtype at the same indices.
+__global__ void __launch_bounds__(kThreads) adamw_runs_kernel(float* __restrict__ pw, const float* __restrict__ gw,
+                                                             float* __restrict__ mw, float* __restrict__ vw,
+                                                             const AdamWRunTable t, AdamWScalars s, float decay,
+                                                             DataOut copy) {
+  const int64_t tiles = t.tile_begin[t.count];
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    int lo = 0, hi = t.count - 1;  // the last run whose first tile is <= tile
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (t.tile_begin[mid] <= tile) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const int64_t first = (tile - t.tile_begin[lo]) * kAdamWTile;
+    const float run_decay = t.decay[lo] ? decay : 1.0f;
+#pragma unroll
+    for (int k = 0; k < kAdamWPerThread; ++k) {
+      const int64_t j = first + static_cast<int64_t>(k) * kThreads + threadIdx.x;
+      if (j < t.numel[lo]) {
+        const int64_t i = t.offset[lo] + j;
+        const float p = adamw_element(pw, gw, mw, vw, i, s, run_decay);
+        if (copy.data != nullptr) store(copy, i, p);
+      }
+    }
   }
 }
 
@@ -270,10 +334,33 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
                   const ops::AdamWParams& p) {
   if (n <= 0) return;
   const AdamWCoefficients c = adamw_coefficients(p);  // the CPU kernel's scalars
-  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(
-      param, grad, exp_avg, exp_avg_sq, n, p.grad_scale, p.beta1, c.one_minus_b1, p.beta2, c.one_minus_b2, p.eps,
-      c.inv_sqrt_bc2, c.step_size, c.decay);
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(param, grad, exp_avg, exp_avg_sq, n,
+                                                                          adamw_scalars(p, c), c.decay);
   LATTICE_CUDA_LAUNCHED();
+}
+
+void adamw_update_runs(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, const AdamWRun* runs,
+                       size_t count, const ops::AdamWParams& p, DataOut copy) {
+  const AdamWCoefficients c = adamw_coefficients(p);  // c.decay: that of the runs with decay
+  const AdamWScalars s = adamw_scalars(p, c);
+  AdamWRunTable t{};
+  auto launch = [&] {
+    if (t.count == 0) return;
+    const int64_t tiles = t.tile_begin[t.count];
+    adamw_runs_kernel<<<grid_for(tiles * kThreads, kThreads), kThreads, 0, compute_stream()>>>(
+        param, grad, exp_avg, exp_avg_sq, t, s, c.decay, copy);
+    LATTICE_CUDA_LAUNCHED();
+    t = AdamWRunTable{};
+  };
+  for (size_t r = 0; r < count; ++r) {
+    if (runs[r].numel <= 0) continue;
+    t.offset[t.count] = runs[r].offset;
+    t.numel[t.count] = runs[r].numel;
+    t.decay[t.count] = runs[r].decay;
+    t.tile_begin[t.count + 1] = t.tile_begin[t.count] + (runs[r].numel + kAdamWTile - 1) / kAdamWTile;
+    if (++t.count == kAdamWRunsPerLaunch) launch();
+  }
+  launch();
 }
 
 }  // namespace lattice::cuda
