@@ -201,30 +201,27 @@ void Optimizer::step(double lr, float grad_scale) {
   if (options_.test_disable_main_params && buffer_.param_dtype() != DType::kF32) {
     take_shard(buffer_.flat_values(), main_);
   }
+  // bf16 parameters take the updated main parameters' rounding in the same pass (unsharded: the
+  // model's own; sharded: the send buffer the all-gathers read); fp32 ones are the main parameters
+  // (unsharded) or gather them as they are.
+  const Tensor rounded = buckets_ == nullptr ? (main_is_params_ ? Tensor{} : buffer_.flat_values()) : send_;
   adamw_update_runs(main_, grads(), exp_avg_, exp_avg_sq_, shard_runs_,
                     {options_.beta1, options_.beta2, options_.eps, options_.weight_decay}, lr, step_count_,
-                    grad_scale);
+                    grad_scale, rounded);
   write_back_params();
 }
 
 void Optimizer::write_back_params() {
+  if (buckets_ == nullptr) return;  // step() wrote bf16 parameters; fp32 ones are the main parameters
   Tensor& values = buffer_.flat_values();
-  if (buckets_ == nullptr) {
-    if (!main_is_params_) ops::cast(main_, values);
-    return;
-  }
   // Gather in forward order (the last bucket holds the first layers), the same on every rank.
   Communicator& dp = buckets_->comm();
   const auto& bs = buckets_->buckets();
   for (size_t b = bs.size(); b-- > 0;) {
     const GradBucket& g = bs[b];
     if (g.numel() == 0) continue;
-    Tensor in = main_.slice_flat(g.shard_offset, {g.shard_numel});
-    if (send_.defined()) {
-      Tensor narrow = send_.slice_flat(g.shard_offset, {g.shard_numel});
-      ops::cast(in, narrow);
-      in = narrow;
-    }
+    // send_ holds the shard's bf16 rounding (step() wrote it; its padding stays zero).
+    Tensor in = (send_.defined() ? send_ : main_).slice_flat(g.shard_offset, {g.shard_numel});
     Tensor out = g.padded_numel(dp.size()) != g.numel() ? staging_[b] : values.slice_flat(g.begin, {g.numel()});
     gathers_[b] = dp.all_gather_async(in, out);
   }

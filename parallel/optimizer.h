@@ -117,9 +117,9 @@ class Optimizer {
  private:
   Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options,
             const Tensor& initial_main);
-  // How a step's main parameters reach the model's parameters: nothing when they are the same tensor
-  // (unsharded fp32), else a copy (a cast when the parameters are bf16); sharded, each bucket's
-  // all-gather (of this rank's shard cast to the parameters' dtype first).
+  // How a step's main parameters reach the model's parameters, after step()'s AdamW has written
+  // their bf16 rounding (unsharded: into the parameters; sharded: into send_): nothing more
+  // unsharded; sharded, each bucket's all-gather of this rank's shard (send_, or fp32 main_).
   void write_back_params();
   // The all-gathers of gather_state: each (shard, flat) pair, bucket by bucket.
   void gather_shards(std::initializer_list<std::pair<Tensor*, Tensor*>> shards_and_flats);
