@@ -13,16 +13,17 @@ namespace {
 // The per-run loop of backends without a fused entry, then the copy one cast per stretch of
 // adjacent runs (the whole buffer when the runs tile it, as unsharded).
 void adamw_update_each_run(const Tensor& values, const Tensor& grads, const Tensor& exp_avg,
-                           const Tensor& exp_avg_sq, const std::vector<AdamWRun>& runs, ops::AdamWParams params,
-                           float weight_decay, const Tensor& copy) {
+                           const Tensor& exp_avg_sq, const std::vector<AdamWRun>& runs,
+                           const ops::AdamWParams& params, const Tensor& copy) {
   for (const AdamWRun& r : runs) {
     const Shape shape{r.numel};
     Tensor p = values.slice_flat(r.offset, shape);
     Tensor g = grads.slice_flat(r.offset, shape);
     Tensor m = exp_avg.slice_flat(r.offset, shape);
     Tensor v = exp_avg_sq.slice_flat(r.offset, shape);
-    params.weight_decay = r.decay ? weight_decay : 0.0f;
-    ops::adamw_update(p, g, m, v, params);
+    ops::AdamWParams run_params = params;
+    run_params.weight_decay = r.decay ? params.weight_decay : 0.0f;
+    ops::adamw_update(p, g, m, v, run_params);
   }
   if (!copy.defined()) return;
   for (size_t i = 0; i < runs.size();) {
@@ -64,7 +65,7 @@ void adamw_update_runs(const Tensor& values, const Tensor& grads, const Tensor& 
   }
   const Backend& be = backend_for("adamw_update_runs", {&values, &grads, &exp_avg, &exp_avg_sq});
   if (be.adamw_update_runs == nullptr || nonempty.empty()) {
-    adamw_update_each_run(values, grads, exp_avg, exp_avg_sq, nonempty, params, params.weight_decay, copy);
+    adamw_update_each_run(values, grads, exp_avg, exp_avg_sq, nonempty, params, copy);
     return;
   }
   check_adamw_operands("adamw_update_runs", values, grads, exp_avg, exp_avg_sq, step);  // once, not per run
