@@ -352,8 +352,7 @@ void adamw_update_runs(float* param, const float* grad, float* exp_avg, float* e
     LATTICE_CUDA_LAUNCHED();
     t = AdamWRunTable{};
   };
-  for (size_t r = 0; r < count; ++r) {
-    if (runs[r].numel <= 0) continue;
+  for (size_t r = 0; r < count; ++r) {  // numel > 0 each (the Backend entry's contract)
     t.offset[t.count] = runs[r].offset;
     t.numel[t.count] = runs[r].numel;
     t.decay[t.count] = runs[r].decay;
