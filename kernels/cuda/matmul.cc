@@ -10,11 +10,13 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/matmul_probe.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda_workspace.h"
 #include "kernels/error.h"
@@ -90,6 +92,7 @@ struct Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool found = false;  // false only for an epilogue plan the heuristic has no algorithm for (declined)
+  int probe = -1;      // LATTICE_CUBLASLT_PROBE's index of the shape, or -1
 };
 
 struct Lt {
@@ -120,6 +123,31 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
         cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   }
   return l;
+}
+
+// Up to `count` of cuBLASLt's algorithms for plan p's problem, best predicted first, within our
+// workspace and the alignments (bytes) of cuBLASLt's A, B and C / D; returns how many it found.
+int heuristic(const Plan& p, int align_a, int align_b, int align_c, cublasLtMatmulHeuristicResult_t* results,
+              int count) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  LATTICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = kWorkspaceBytes;
+  LATTICE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t aa = align_a, ab = align_b, ac = align_c;
+  LATTICE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa)));
+  LATTICE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof(ab)));
+  LATTICE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof(ac)));
+  LATTICE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof(ac)));
+  int found = 0;
+  LATTICE_CUBLAS_CHECK(
+      cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, count, results, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  return found;
 }
 
 Plan make_plan(const Key& key) {
@@ -162,24 +190,8 @@ Plan make_plan(const Key& key) {
   p.b = tb ? layout(ab_type, n, k, ldb, batch, stride_b) : layout(ab_type, k, n, ldb, batch, stride_b);
   p.c = layout(c_type, m, n, ldc, batch, stride_c);
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  LATTICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = kWorkspaceBytes;
-  LATTICE_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t aa = align_a, ab = align_b, ac = align_c;
-  LATTICE_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa)));
-  LATTICE_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof(ab)));
-  LATTICE_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof(ac)));
-  LATTICE_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof(ac)));
   cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  LATTICE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
-  cublasLtMatmulPreferenceDestroy(pref);
+  const int found = heuristic(p, align_a, align_b, align_c, &result, 1);
   if (found == 0 && (epilogue != Epilogue::kNone || declinable)) return p;  // declined: the caller runs other ops
   if (found == 0) {
     throw Error(fmt::format("cuBLASLt has no {} x {} -> {} algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, "
@@ -190,6 +202,49 @@ Plan make_plan(const Key& key) {
   p.algo = result.algo;
   p.found = true;
   return p;
+}
+
+const char* epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::kBias: return ", bias";
+    case Epilogue::kGeluAux: return ", GELU aux";
+    case Epilogue::kGeluAuxBias: return ", GELU aux bias";
+    case Epilogue::kDGelu: return ", DGELU";
+    case Epilogue::kNone: break;
+  }
+  return "";
+}
+
+// LATTICE_CUBLASLT_PROBE (kernels/cuda/matmul_probe.h): times the plan's algorithm and cuBLASLt's
+// other candidates on this call's operands (row-major problem p; alignments as the plan's key has
+// them); returns the shape's probe index, or -1.
+int probe_plan(const Problem& p, const Plan& plan, int align_lt_a, int align_lt_b, int align_c, float alpha,
+               const void* a, const void* b, float beta, const void* c_in) {
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(static_cast<size_t>(probe::candidates()));
+  const int found =
+      heuristic(plan, align_lt_a, align_lt_b, align_c, candidates.data(), static_cast<int>(candidates.size()));
+  const int64_t d_elements = (p.batch - 1) * p.stride_c + (p.m - 1) * p.ldc + p.n;  // row-major D's extent
+  const Lt& state = lt();
+  probe::Call call{state.handle,
+                   plan.op,
+                   plan.a,
+                   plan.b,
+                   plan.c,
+                   alpha,
+                   beta,
+                   b,  // cuBLASLt's A is our b (run's comment)
+                   a,
+                   c_in,
+                   state.workspace,
+                   kWorkspaceBytes,
+                   static_cast<size_t>(d_elements) * element_bytes(p.c_type),
+                   2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
+                       static_cast<double>(p.batch),
+                   fmt::format("{} x {} -> {}, m={} n={} k={} (trans {} {}{}{}, beta {})", type_name(p.ab_type),
+                               type_name(p.ab_type), type_name(p.c_type), p.m, p.n, p.k, p.ta ? 1 : 0, p.tb ? 1 : 0,
+                               p.batch > 1 ? fmt::format(", batch {}", p.batch) : "", epilogue_name(p.epilogue),
+                               beta != 0.0f ? 1 : 0)};
+  return probe::measure(call, plan.algo, candidates.data(), found);
 }
 
 // Runs a row-major problem with its cached plan; `op` names the caller in errors. `bias` and `aux`:
@@ -214,28 +269,33 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
   if (c_in == nullptr) c_in = c;
   // C and D share one layout, so one alignment: the lesser of the two matrices'.
   const int align_c = std::min(align(c, p.stride_c, p.c_type), align(c_in, p.stride_c, p.c_type));
+  const int align_lt_a = align(b, p.stride_b, p.ab_type), align_lt_b = align(a, p.stride_a, p.ab_type);
   const Key key{p.tb, p.ta, p.n, p.m, p.k, p.ldb, p.lda, p.ldc, p.batch, p.stride_b, p.stride_a, p.stride_c,
-                p.ab_type, p.c_type, beta != 0.0f,
-                align(b, p.stride_b, p.ab_type), align(a, p.stride_a, p.ab_type), align_c,
+                p.ab_type, p.c_type, beta != 0.0f, align_lt_a, align_lt_b, align_c,
                 tf32, p.epilogue, p.stride_bias, p.declinable};
   Lt& state = lt();
   // Held through the call: an epilogue plan's descriptor takes this call's bias and aux pointers,
   // which the call reads when it is made (the descriptor is shared by every call of the shape).
   std::lock_guard<std::mutex> lock(state.mutex);
   auto it = state.plans.find(key);
-  if (it == state.plans.end()) it = state.plans.emplace(key, make_plan(key)).first;
-  const Plan* plan = &it->second;
-  if (!plan->found) return false;
+  const bool first_call = it == state.plans.end();
+  if (first_call) it = state.plans.emplace(key, make_plan(key)).first;
+  Plan& plan = it->second;
+  if (!plan.found) return false;
   if (has_bias(p.epilogue)) {
     LATTICE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   if (has_aux(p.epilogue)) {
     LATTICE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
-  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c_in, plan->c,
-                                      c, plan->c, &plan->algo, state.workspace, kWorkspaceBytes, compute_stream()));
+  if (first_call && probe::candidates() > 0) {
+    plan.probe = probe_plan(p, plan, align_lt_a, align_lt_b, align_c, alpha, a, b, beta, c_in);
+  }
+  if (plan.probe >= 0) probe::count_call(plan.probe);
+  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan.op, &alpha, b, plan.a, a, plan.b, &beta, c_in, plan.c, c,
+                                      plan.c, &plan.algo, state.workspace, kWorkspaceBytes, compute_stream()));
   return true;
 }
 

@@ -174,10 +174,13 @@ bench gpt2-124m-bf16-1x64-gelu-fusion configs/gpt2-124m.json 4 --set training.mi
 bench gpt2-1.5b-bf16-4x16-gelu-fusion configs/bench-gpt2-1.5b.json 4 --set training.micro_batch_size=16 \
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true
 # Where those two steps' time goes: each op's device time in the real model (--profile-ops; its two
-# events per op slow a host-bound step, so its tokens/s are not the figures above).
-bench gpt2-124m-bf16-1x64-profile configs/gpt2-124m.json 3 --set training.micro_batch_size=64 \
+# events per op slow a host-bound step, so its tokens/s are not the figures above). With
+# LATTICE_CUBLASLT_PROBE (kernels/cuda/matmul_probe.h): would another of cuBLASLt's candidate
+# algorithms run these GEMMs faster? Its exit lines follow the op table; the first step, which it
+# slows, is not timed.
+LATTICE_CUBLASLT_PROBE=8 bench gpt2-124m-bf16-1x64-profile configs/gpt2-124m.json 3 --set training.micro_batch_size=64 \
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true --profile-ops
-bench gpt2-1.5b-bf16-4x16-profile configs/bench-gpt2-1.5b.json 3 --set training.micro_batch_size=16 \
+LATTICE_CUBLASLT_PROBE=8 bench gpt2-1.5b-bf16-4x16-profile configs/bench-gpt2-1.5b.json 3 --set training.micro_batch_size=16 \
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true --profile-ops
 torch_ref gpt2-1.5b-bf16-accum configs/bench-gpt2-1.5b.json "${accum1_5b[@]}" --dtype bf16
 bench llama-1b-bf16-accum configs/bench-llama-1b.json 4 "${accum_llama[@]}" --set training.precision=bf16
