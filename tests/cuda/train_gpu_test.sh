@@ -6,7 +6,8 @@
 # other, both ways; a profiler capture range changes nothing; model.init_from on the GPU; TP2,
 # PP2×v2 interleaved and DP2 with the distributed optimizer under mpirun on the one shared GPU
 # against the one-process CPU run; bf16 against bf16 on the CPU, with and without
-# training.gelu_fusion; a run larger than the GPU refused before it allocates.
+# training.gelu_fusion; LATTICE_CUBLASLT_PROBE changes no bit; a run larger than the GPU refused
+# before it allocates.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
 # Prints "PASS <name>" or "FAIL <name>: why" per check and ends with "N passed, M failed".
 set -uo pipefail
@@ -199,6 +200,26 @@ if train gpt2_fused_gpu 1 test-tiny-gpt2.json "${fuse[@]}" --set device=cuda --e
     flunk "gpt2: training.gelu_fusion is logged and changes the bf16 run (the epilogues ran)"
   fi
   check_resume "gpt2 (bf16, training.gelu_fusion)" test-tiny-gpt2.json gpt2_fused_gpu gpt2_fused "${fuse[@]}"
+  # LATTICE_CUBLASLT_PROBE (kernels/cuda/matmul_probe.h) runs other algorithms into scratch at each
+  # GEMM shape's first call (the bias, GELU and residual epilogues among them here): the run itself
+  # must not change, and its exit report must count the shapes.
+  if LATTICE_CUBLASLT_PROBE=4 train gpt2_probe_gpu 1 test-tiny-gpt2.json "${fuse[@]}" --set device=cuda \
+    --export "$WORK/gpt2_probe_gpu"; then
+    check "gpt2: LATTICE_CUBLASLT_PROBE leaves the run bitwise (bf16, training.gelu_fusion)" python3 \
+      tests/checkpoint/compare_resumed.py "$WORK/gpt2_fused_gpu.jsonl" "$WORK/gpt2_probe_gpu.jsonl" \
+      "$WORK/gpt2_fused_gpu" "$WORK/gpt2_probe_gpu"
+    if [[ $(basename "$BIN") == lattice_emulated ]]; then
+      echo "  not checked here: LATTICE_CUBLASLT_PROBE's report (the CPU emulator has no cuBLASLt to probe)"
+    elif grep -q "^cuBLASLt probe: [1-9][0-9]* GEMM shapes" "$WORK/gpt2_probe_gpu.log"; then
+      pass "gpt2: LATTICE_CUBLASLT_PROBE reports the GEMM shapes it timed"
+      grep "^cuBLASLt probe" "$WORK/gpt2_probe_gpu.log" | head -3 | sed 's/^/  /'
+    else
+      flunk "gpt2: LATTICE_CUBLASLT_PROBE reports the GEMM shapes it timed: $(grep -a -m2 'cuBLASLt probe' \
+        "$WORK/gpt2_probe_gpu.log")"
+    fi
+  else
+    flunk "gpt2: bf16 run with training.gelu_fusion and LATTICE_CUBLASLT_PROBE"
+  fi
 else
   flunk "gpt2: bf16 run with training.gelu_fusion"
 fi
