@@ -55,7 +55,10 @@ bool launch(const Call& c, void* d, const cublasLtMatmulAlgo_t& algo) {
 
 // Microseconds per call of `algo`, on the compute stream; negative where cuBLASLt refuses to run it.
 double time_us(const Call& c, void* d, const cublasLtMatmulAlgo_t& algo, cudaEvent_t start, cudaEvent_t stop) {
-  if (!launch(c, d, algo)) return -1.0;  // also the warm-up
+  if (!launch(c, d, algo)) {  // also the warm-up
+    (void)cudaGetLastError();   // a launch error it left must not surface at our next kernel's check
+    return -1.0;
+  }
   auto timed = [&](int reps) {
     LATTICE_CUDA_CHECK(cudaEventRecord(start, compute_stream()));
     for (int i = 0; i < reps; ++i) launch(c, d, algo);
