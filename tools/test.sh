@@ -35,7 +35,8 @@ if [[ $have_gpu -eq 0 ]]; then
   echo "gpu tests: $(echo "$gpu_tests" | wc -w) built, not run: no GPU is visible here (tools/gpu/bundle.sh + tools/gpu/check.sh run them, and the end-to-end GPU runs, on a GPU machine): $(echo $gpu_tests)"
   echo "gpu binaries check.sh runs (under mpirun or as benchmarks), built, not run: $(echo $gpu_binaries)"
   echo "on the CPU emulator of the CUDA kernels and NCCL instead (not a GPU run), in the counts below:" \
-    "//tests/cuda_emu:cuda_ops_emulated_test, //tests/cuda_emu:train_emulated_test, //tests/cuda_emu:cudnn_fallback_emulated_test," \
+    "//tests/cuda_emu:cuda_ops_emulated_test, //tests/cuda_emu:cuda_matmul_emulated_test (the cuBLASLt wrapper over an emulated cuBLASLt)," \
+    "//tests/cuda_emu:train_emulated_test, //tests/cuda_emu:cudnn_fallback_emulated_test," \
     "//tests/cuda_emu:profile_capture_emulated_test," \
     "//tests/cuda_emu:memory_plan_emulated_test, //tests/cuda_emu:nccl_communicator_emulated_test_np{1,2,3} and" \
     "//tests/cuda_emu:nccl_train_emulated_test"

@@ -17,7 +17,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 
 // What the bias epilogue takes (gemm_bias, gemm_residual): a non-empty product and a bias that is
 // null or 16-byte aligned (the epilogue reads it with vector loads; a bias slice of the flat
-// parameter buffer may not be). Shared with the CPU emulator's entries so that both decline alike.
+// parameter buffer may not be).
 inline bool bias_epilogue_fits(int64_t m, int64_t n, int64_t k, const void* bias) {
   return m > 0 && n > 0 && k > 0 && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
 }
@@ -33,7 +33,7 @@ bool gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 // with a bias (not null: alpha 1, beta 0) the bias epilogue adds bias + i·stride_bias. a and b f32
 // (c f32) or both bf16 (c bf16 or f32). false (nothing run) for an empty product, an f32 a with a
 // bf16 c, a bias or bias stride not 16-byte aligned, or a problem the heuristic has no algorithm for.
-// The rules of that list but the heuristic, shared with the CPU emulator's entry so both decline alike:
+// The rules of that list but the heuristic:
 inline bool batched_gemm_fits(int64_t m, int64_t n, int64_t k, int64_t batch, bool ab_bf16, bool c_bf16,
                               const void* bias, int64_t stride_bias) {
   const int64_t bias_bytes = c_bf16 ? 2 : 4;  // the bias is of c's type
@@ -59,8 +59,7 @@ bool gemm_residual(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 // not 16-byte aligned, or a problem the heuristic has no algorithm for: the caller then runs the
 // unfused ops. The epilogue applies cuBLASLt's GELU to the f32 result, not kernels' formula to a
 // rounded pre (tests/cuda/cuda_ops_test.cc measures the difference).
-// The shape and pointer rules of that list (all but the switch and the heuristic), shared with
-// the CPU emulator's entries (tests/cuda_emu/matmul_emu.cc) so that both decline alike.
+// The shape and pointer rules of that list (all but the switch and the heuristic):
 inline bool gelu_epilogue_fits(int64_t m, int64_t n, int64_t k, int64_t ldc, const void* bias, const void* pre) {
   return bias_epilogue_fits(m, n, k, bias) && ldc == n && n % 8 == 0 && reinterpret_cast<uintptr_t>(pre) % 16 == 0;
 }
