@@ -1,11 +1,12 @@
 // LATTICE_CUBLASLT_PROBE=N, a diagnostic (off when unset or 0): whether cuBLASLt's heuristic leaves
-// GEMM time on the table. At each GEMM shape's first call, the first N candidates of cuBLASLt's
-// heuristic (its first is the algorithm the run uses) are timed on that call's own operands, writing
-// into scratch, so that nothing the run computes changes; a log line per shape gives the first's and
-// the fastest's time, and at exit the run's GEMM time weighted by each shape's calls is printed both
-// ways (lines starting "cuBLASLt probe"), with the candidate that would save the most. The run keeps the heuristic's first algorithm: its bits
-// are those of an unprobed run. The probe's own runs fall in the shape's first step, which
-// `lattice bench` does not time.
+// GEMM time on the table. At each GEMM shape's first call, the run's algorithm (the heuristic's
+// first) and up to N of the heuristic's candidates are timed on that call's own operands, writing D
+// into scratch, so that nothing the run computes changes. A log line per shape gives the times; at
+// exit, lines starting "cuBLASLt probe" give the run's GEMM time weighted by each shape's calls with
+// the run's algorithms and with the fastest candidates, and the shapes that would save the most.
+// The run keeps the heuristic's first algorithm, so its bits are those of an unprobed run. The
+// probe's own runs fall in the shape's first step, which `lattice bench` does not time. On the CPU
+// emulator (tests/cuda_emu/cublaslt_emu.cc) it runs too, over three algorithms that compute alike.
 #pragma once
 
 #include <cublasLt.h>
