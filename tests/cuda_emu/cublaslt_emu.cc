@@ -107,19 +107,28 @@ struct Product {
   int64_t aux_ld;
 };
 
-// op(a) op(b) in f32 ([m, n], row stride n), bf16 operands widened exactly first.
-std::vector<float> product(const Product& p) {
+// p's operands in f32: as stored, or widened exactly from bf16 into wa and wb (same strides).
+struct F32Operands {
   std::vector<float> wa, wb;
-  const float* fa = static_cast<const float*>(p.a);
-  const float* fb = static_cast<const float*>(p.b);
+  const float* a;
+  const float* b;
+};
+F32Operands f32_operands(const Product& p) {
+  F32Operands o{{}, {}, static_cast<const float*>(p.a), static_cast<const float*>(p.b)};
   if (p.ab_bf16) {
-    wa = widen_operand(p.a, p.ta, p.m, p.k, p.lda);
-    wb = widen_operand(p.b, p.tb, p.k, p.n, p.ldb);
-    fa = wa.data();
-    fb = wb.data();
+    o.wa = widen_operand(p.a, p.ta, p.m, p.k, p.lda);
+    o.wb = widen_operand(p.b, p.tb, p.k, p.n, p.ldb);
+    o.a = o.wa.data();
+    o.b = o.wb.data();
   }
+  return o;
+}
+
+// op(a) op(b) in f32 ([m, n], row stride n).
+std::vector<float> product(const Product& p) {
+  const F32Operands o = f32_operands(p);
   std::vector<float> out(static_cast<size_t>(p.m * p.n), 0.0f);
-  cpu::sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, fa, p.lda, fb, p.ldb, 0.0f, out.data(), p.n);
+  cpu::sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, o.a, p.lda, o.b, p.ldb, 0.0f, out.data(), p.n);
   return out;
 }
 
@@ -127,22 +136,16 @@ void compute(const Product& p) {
   const bool in_place = p.c_in == p.c_out;
   if (p.epilogue == CUBLASLT_EPILOGUE_DEFAULT && (in_place || p.beta == 0.0f)) {
     // The CPU backend's own call: sgemm with alpha and beta into C (widened from bf16 and rounded once).
-    if (!p.ab_bf16 && !p.c_bf16) {
-      cpu::sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, static_cast<const float*>(p.a), p.lda,
-                 static_cast<const float*>(p.b), p.ldb, p.beta, static_cast<float*>(p.c_out), p.ldc);
-      return;
-    }
-    const std::vector<float> wa = widen_operand(p.a, p.ta, p.m, p.k, p.lda);
-    const std::vector<float> wb = widen_operand(p.b, p.tb, p.k, p.n, p.ldb);
+    const F32Operands o = f32_operands(p);
     if (!p.c_bf16) {
-      cpu::sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, wa.data(), p.lda, wb.data(), p.ldb, p.beta,
-                 static_cast<float*>(p.c_out), p.ldc);
+      cpu::sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, o.a, p.lda, o.b, p.ldb, p.beta, static_cast<float*>(p.c_out),
+                 p.ldc);
       return;
     }
     auto* cb = static_cast<uint16_t*>(p.c_out);
     std::vector<float> wc =
         p.beta != 0.0f ? widen(cb, p.m, p.n, p.ldc) : std::vector<float>(static_cast<size_t>(p.m * p.ldc), 0.0f);
-    cpu::sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, wa.data(), p.lda, wb.data(), p.ldb, p.beta, wc.data(), p.ldc);
+    cpu::sgemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, o.a, p.lda, o.b, p.ldb, p.beta, wc.data(), p.ldc);
     for (int64_t i = 0; i < p.m; ++i) cpu::f32_to_bf16(wc.data() + i * p.ldc, cb + i * p.ldc, p.n);
     return;
   }
