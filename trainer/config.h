@@ -58,6 +58,11 @@ struct TrainingConfig {
   // selective recompute repeats the forward exactly and results match the CPU's within 1e-5 in f32.
   // No effect on the CPU, for SwiGLU, or where cuBLASLt declines a shape (ops.h matmul_bias_gelu).
   bool gelu_fusion = false;
+  // GPU: each GEMM shape's cuBLASLt algorithm chosen by timing the heuristic's candidates at its first
+  // call (PyTorch's TunableOp), rather than the heuristic's first; the choices are written to
+  // DIR/rank-NNNNN.json and read back by a run given the same directory, so that a resumed or
+  // repeated run computes the same bits (kernels/cuda/matmul_autotune.h). Empty (the default): off.
+  std::string gemm_autotune_dir;
   // bf16: Megatron's mixed precision — bf16 parameter copies and activations, fp32 gradient
   // accumulation, fp32 master weights and moments in the optimizer; statistics and the loss in fp32.
   Precision precision = Precision::kFp32;

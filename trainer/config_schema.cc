@@ -133,6 +133,9 @@ std::vector<ConfigField> build_schema() {
   training.boolean("tf32", &TrainingConfig::tf32, "GPU f32 matmuls in TF32 (faster, ~1e-3 relative); false = exact f32");
   training.boolean("gelu_fusion", &TrainingConfig::gelu_fusion,
                    "GPU: the GELU and its backward in cuBLASLt GEMM epilogues; false = our own GELU kernels, bit for bit");
+  training.text("gemm_autotune_dir", &TrainingConfig::gemm_autotune_dir, {},
+                "GPU: choose each GEMM's cuBLASLt algorithm by timing, the choices kept in this directory "
+                "(reuse it to repeat or resume bit for bit); empty = the heuristic's first");
   training.choice("precision", &TrainingConfig::precision, {Precision::kFp32, Precision::kBf16}, precision_name,
                   "fp32, or bf16 compute with fp32 master weights and gradient accumulation");
 

@@ -19,6 +19,9 @@ void select_training_device(const Config& config) {
   if (device == Device::kCpu) {
     if (config.training.tf32) spdlog::warn("training.tf32 has no effect on the CPU: its matmuls are exact f32");
     if (config.training.gelu_fusion) spdlog::warn("training.gelu_fusion has no effect on the CPU: it has no fused GEMMs");
+    if (!config.training.gemm_autotune_dir.empty()) {
+      spdlog::warn("training.gemm_autotune_dir has no effect on the CPU: its GEMM has one algorithm");
+    }
     return;
   }
   if (!has_backend(device)) {
@@ -33,6 +36,13 @@ void select_training_device(const Config& config) {
   if (backend.set_gelu_fusion != nullptr) backend.set_gelu_fusion(config.training.gelu_fusion);
   if (config.training.gelu_fusion) spdlog::info("GELU in the MLP's GEMM epilogues (training.gelu_fusion)");
   selected = true;
+}
+
+void start_gemm_autotune(const Config& config, int rank) {
+  const Device device = config_device(config);
+  if (device == Device::kCpu) return;
+  const Backend& backend = backend_for("start_gemm_autotune", device);
+  if (backend.set_gemm_autotune != nullptr) backend.set_gemm_autotune(config.training.gemm_autotune_dir, rank);
 }
 
 }  // namespace lattice

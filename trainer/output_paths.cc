@@ -63,6 +63,9 @@ void check_writable_file(const std::string& field, const std::string& file) {
 
 void check_output_paths(const Config& c, const std::string& export_dir, int rank) {
   if (!c.checkpoint.dir.empty()) probe_directory("checkpoint.dir", c.checkpoint.dir, c.checkpoint.dir);
+  if (!c.training.gemm_autotune_dir.empty() && c.device != "cpu") {  // every rank writes its choices there
+    probe_directory("training.gemm_autotune_dir", c.training.gemm_autotune_dir, c.training.gemm_autotune_dir);
+  }
   if (!c.logging.trace_file.empty()) {  // written as PATH.tmp, then renamed: its directory must be writable
     const std::string file = Tracer::trace_path_for_rank(c.logging.trace_file, rank);
     probe_directory("logging.trace_file", file, directory_of(file));

@@ -8,7 +8,8 @@
 
 namespace lattice {
 
-// What this rank will write: checkpoint.dir (every rank writes a shard), its own logging.trace_file,
+// What this rank will write: checkpoint.dir (every rank writes a shard), on a GPU
+// training.gemm_autotune_dir (every rank its own file), its own logging.trace_file,
 // and on rank 0 the --export directory (`export_dir`), logging.tensorboard_dir and
 // logging.metrics_file. Missing directories are created; each directory gets a probe file created,
 // written and removed; an existing metrics file must open for appending (unchanged). InputError

@@ -83,6 +83,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
                c.model.vocab_size, T, stats_.num_params / 1e6);
 
   select_training_device(c);
+  start_gemm_autotune(c, grid.rank());
   device_ = std::make_unique<DeviceContext>(config_device(c));
   build_model();
   build_optimizer();

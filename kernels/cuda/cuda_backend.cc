@@ -23,6 +23,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matmul_autotune.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/runtime.h"
@@ -228,6 +229,7 @@ constexpr Backend kCudaBackend{
     .peak_memory_bytes = &pool_peak_bytes,
     .set_tf32 = &set_tf32,
     .set_gelu_fusion = &set_gelu_fusion,
+    .set_gemm_autotune = &autotune::configure,
     .set_profiler_capture = &set_profiler_capture,
     .sum_squares = &sum_squares,
     .sum_to = &sum_to,

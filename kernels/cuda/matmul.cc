@@ -9,13 +9,16 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/matmul_autotune.h"
 #include "kernels/cuda/matmul_probe.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda_workspace.h"
@@ -215,36 +218,100 @@ const char* epilogue_name(Epilogue e) {
   return "";
 }
 
-// LATTICE_CUBLASLT_PROBE (kernels/cuda/matmul_probe.h): times the plan's algorithm and cuBLASLt's
-// other candidates on this call's operands (row-major problem p; alignments as the plan's key has
-// them); returns the shape's probe index, or -1.
-int probe_plan(const Problem& p, const Plan& plan, int align_lt_a, int align_lt_b, int align_c, float alpha,
-               const void* a, const void* b, float beta, const void* c_in) {
-  std::vector<cublasLtMatmulHeuristicResult_t> candidates(static_cast<size_t>(probe::candidates()));
-  const int found =
-      heuristic(plan, align_lt_a, align_lt_b, align_c, candidates.data(), static_cast<int>(candidates.size()));
+// The epilogue alone: "none", "bias", "GELU aux", ...
+std::string epilogue_words(Epilogue e) { return e == Epilogue::kNone ? "none" : std::string(epilogue_name(e) + 2); }
+
+// This call of row-major problem p as the probe and the autotuner time it (matmul_probe.h): the
+// plan's descriptors and this call's operands, D into scratch.
+probe::Call timed_call(const Problem& p, const Plan& plan, float alpha, const void* a, const void* b, float beta,
+                       const void* c_in) {
   const int64_t d_elements = (p.batch - 1) * p.stride_c + (p.m - 1) * p.ldc + p.n;  // row-major D's extent
   const Lt& state = lt();
-  probe::Call call{state.handle,
-                   plan.op,
-                   plan.a,
-                   plan.b,
-                   plan.c,
-                   alpha,
-                   beta,
-                   b,  // cuBLASLt's A is our b (run's comment)
-                   a,
-                   c_in,
-                   state.workspace,
-                   kWorkspaceBytes,
-                   static_cast<size_t>(d_elements) * element_bytes(p.c_type),
-                   2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
-                       static_cast<double>(p.batch),
-                   fmt::format("{} x {} -> {}, m={} n={} k={} (trans {} {}{}{}, beta {})", type_name(p.ab_type),
-                               type_name(p.ab_type), type_name(p.c_type), p.m, p.n, p.k, p.ta ? 1 : 0, p.tb ? 1 : 0,
-                               p.batch > 1 ? fmt::format(", batch {}", p.batch) : "", epilogue_name(p.epilogue),
-                               beta != 0.0f ? 1 : 0)};
-  return probe::measure(call, plan.algo, candidates.data(), found);
+  return probe::Call{state.handle,
+                     plan.op,
+                     plan.a,
+                     plan.b,
+                     plan.c,
+                     alpha,
+                     beta,
+                     b,  // cuBLASLt's A is our b (run's comment)
+                     a,
+                     c_in,
+                     state.workspace,
+                     kWorkspaceBytes,
+                     static_cast<size_t>(d_elements) * element_bytes(p.c_type),
+                     2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
+                         static_cast<double>(p.batch),
+                     fmt::format("{} x {} -> {}, m={} n={} k={} (trans {} {}{}{}, beta {})", type_name(p.ab_type),
+                                 type_name(p.ab_type), type_name(p.c_type), p.m, p.n, p.k, p.ta ? 1 : 0, p.tb ? 1 : 0,
+                                 p.batch > 1 ? fmt::format(", batch {}", p.batch) : "", epilogue_name(p.epilogue),
+                                 beta != 0.0f ? 1 : 0)};
+}
+
+// Up to `count` of the heuristic's candidates for the plan (alignments as the plan's key has them).
+std::vector<cublasLtMatmulHeuristicResult_t> candidates_for(const Plan& plan, int align_lt_a, int align_lt_b,
+                                                            int align_c, int count) {
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(static_cast<size_t>(count));
+  candidates.resize(static_cast<size_t>(heuristic(plan, align_lt_a, align_lt_b, align_c, candidates.data(), count)));
+  return candidates;
+}
+
+// LATTICE_CUBLASLT_PROBE (kernels/cuda/matmul_probe.h): times the plan's algorithm and cuBLASLt's
+// other candidates on this call's operands; returns the shape's probe index, or -1.
+int probe_plan(const Problem& p, const Plan& plan, int align_lt_a, int align_lt_b, int align_c, float alpha,
+               const void* a, const void* b, float beta, const void* c_in) {
+  const auto candidates = candidates_for(plan, align_lt_a, align_lt_b, align_c, probe::candidates());
+  return probe::measure(timed_call(p, plan, alpha, a, b, beta, c_in), plan.algo, candidates.data(),
+                        static_cast<int>(candidates.size()));
+}
+
+// The plan's key in words, as training.gemm_autotune_dir's file names a shape: cuBLASLt's
+// column-major problem, every field the key has.
+std::string key_text(const Key& key) {
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, ab_type, c_type, has_beta, align_a,
+              align_b, align_c, tf32, epilogue, stride_bias, declinable] = key;
+  return fmt::format("{} x {} -> {}, column-major m={} n={} k={}, trans {} {}, ld {} {} {}, batch {} strides {} {} "
+                     "{}, beta {}, alignment {} {} {}, tf32 {}, epilogue {} (bias stride {}), declinable {}",
+                     type_name(ab_type), type_name(ab_type), type_name(c_type), m, n, k, ta ? 1 : 0, tb ? 1 : 0, lda,
+                     ldb, ldc, batch, stride_a, stride_b, stride_c, has_beta ? 1 : 0, align_a, align_b, align_c,
+                     tf32 ? 1 : 0, epilogue_words(epilogue), stride_bias, declinable ? 1 : 0);
+}
+
+// How many of the heuristic's candidates the autotuner times per shape.
+constexpr int kAutotuneCandidates = 16;
+
+// training.gemm_autotune_dir (matmul_autotune.h): the plan's algorithm from the file, or chosen now
+// by timing the heuristic's candidates on this call's operands and recorded.
+void autotune_plan(const Problem& p, Plan& plan, const Key& key, int align_lt_a, int align_lt_b, int align_c,
+                   float alpha, const void* a, const void* b, float beta, const void* c_in) {
+  const std::string shape = key_text(key);
+  if (const std::optional<cublasLtMatmulAlgo_t> algo = autotune::saved(shape)) {
+    cublasLtMatmulHeuristicResult_t checked{};
+    if (cublasLtMatmulAlgoCheck(lt().handle, plan.op, plan.a, plan.b, plan.c, plan.c, &*algo, &checked) !=
+            CUBLAS_STATUS_SUCCESS ||
+        checked.workspaceSize > kWorkspaceBytes) {
+      throw InputError(fmt::format("training.gemm_autotune_dir: {} holds an algorithm that cuBLASLt refuses for {} "
+                                   "(or that needs more than our {} MiB workspace); delete the file to tune anew",
+                                   autotune::file(), shape, kWorkspaceBytes >> 20));
+    }
+    plan.algo = *algo;
+    return;
+  }
+  const auto candidates = candidates_for(plan, align_lt_a, align_lt_b, align_c, kAutotuneCandidates);
+  const probe::Call call = timed_call(p, plan, alpha, a, b, beta, c_in);
+  const probe::Timing t =
+      probe::time_candidates(call, plan.algo, candidates.data(), static_cast<int>(candidates.size()));
+  autotune::Choice choice{plan.algo, 0, t.used_us, t.used_us, probe::describe(plan.algo)};
+  if (t.best >= 0 && t.best_us < t.used_us * (1.0 - autotune::kAutotuneMargin)) {
+    const cublasLtMatmulAlgo_t& faster = candidates[static_cast<size_t>(t.best)].algo;
+    choice = autotune::Choice{faster, t.best, t.used_us, t.best_us, probe::describe(faster)};
+  }
+  plan.algo = choice.algo;
+  spdlog::info("cuBLASLt autotune: {}: the heuristic's first {:.1f} us; {} of {} candidates: {:.1f} us ({:+.1f}%; {})",
+               call.shape, t.used_us, choice.candidate == 0 ? "kept, fastest" : fmt::format("#{}", choice.candidate),
+               candidates.size(), choice.chosen_us,
+               t.used_us > 0.0 ? 100.0 * (choice.chosen_us - t.used_us) / t.used_us : 0.0, choice.config);
+  autotune::record(shape, choice);
 }
 
 // Runs a row-major problem with its cached plan; `op` names the caller in errors. `bias` and `aux`:
@@ -289,6 +356,9 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
   if (has_aux(p.epilogue)) {
     LATTICE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  }
+  if (first_call && autotune::enabled()) {
+    autotune_plan(p, plan, key, align_lt_a, align_lt_b, align_c, alpha, a, b, beta, c_in);
   }
   if (first_call && probe::candidates() > 0) {
     plan.probe = probe_plan(p, plan, align_lt_a, align_lt_b, align_c, alpha, a, b, beta, c_in);

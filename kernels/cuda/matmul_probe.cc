@@ -19,7 +19,7 @@ namespace {
 
 struct Shape {
   std::string name;
-  double first_us = 0.0;  // the run's algorithm (the heuristic's first)
+  double first_us = 0.0;  // the run's algorithm
   double best_us = 0.0;   // the fastest of it and the candidates
   int best = -1;          // its place in the heuristic's order; -1: the run's own
   std::string best_config;
@@ -37,15 +37,6 @@ T config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t 
     return T{};
   }
   return value;
-}
-
-// What distinguishes one candidate from another in the log: the kernel and how it splits K.
-std::string describe(const cublasLtMatmulAlgo_t& algo) {
-  return fmt::format("algo {}, tile {}, stages {}, split-K {}, reduction {}",
-                     config<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID), config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                     config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
-                     config<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-                     config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
 }
 
 bool launch(const Call& c, void* d, const cublasLtMatmulAlgo_t& algo) {
@@ -76,7 +67,7 @@ double time_us(const Call& c, void* d, const cublasLtMatmulAlgo_t& algo, cudaEve
 
 double tflops(double flops, double us) { return flops / (us * 1e-6) / 1e12; }
 
-// At exit: the run's GEMM time, each shape weighted by its calls, with the heuristic's first
+// At exit: the run's GEMM time, each shape weighted by its calls, with the run's
 // algorithms and with the fastest candidates; then the shapes where the difference is largest.
 void summarize() {
   std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
@@ -87,7 +78,7 @@ void summarize() {
     best += s.best_us * static_cast<double>(s.calls);
   }
   std::printf("cuBLASLt probe: %zu GEMM shapes, up to %d candidates each; weighted by their calls, the run's "
-              "algorithms (the heuristic's first) take %.1f ms, the fastest candidates %.1f ms (%+.1f%%)\n",
+              "algorithms take %.1f ms, the fastest candidates %.1f ms (%+.1f%%)\n",
               shapes.size(), candidates(), first / 1000.0, best / 1000.0,
               first > 0.0 ? 100.0 * (best - first) / first : 0.0);
   std::vector<const Shape*> order;
@@ -113,40 +104,51 @@ int candidates() {
   return n;
 }
 
-int measure(const Call& call, const cublasLtMatmulAlgo_t& used, const cublasLtMatmulHeuristicResult_t* candidates,
-            int count) {
+std::string describe(const cublasLtMatmulAlgo_t& algo) {
+  return fmt::format("algo {}, tile {}, stages {}, split-K {}, reduction {}",
+                     config<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID), config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                     config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                     config<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                     config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
+}
+
+Timing time_candidates(const Call& call, const cublasLtMatmulAlgo_t& used,
+                       const cublasLtMatmulHeuristicResult_t* candidates, int count) {
   void* d = allocate(std::max<size_t>(call.d_bytes, 1));
   cudaEvent_t start = nullptr, stop = nullptr;
   LATTICE_CUDA_CHECK(cudaEventCreate(&start));
   LATTICE_CUDA_CHECK(cudaEventCreate(&stop));
-  Shape shape{call.shape};
-  shape.first_us = time_us(call, d, used, start, stop);
-  shape.best_us = shape.first_us;
-  shape.best = -1;  // the run's own
-  shape.best_config = describe(used);
-  for (int i = 0; i < count && shape.first_us > 0.0; ++i) {
-    if (candidates[i].state != CUBLAS_STATUS_SUCCESS ||
-        std::memcmp(&candidates[i].algo, &used, sizeof(used)) == 0) {
-      continue;
-    }
+  Timing t;
+  t.used_us = time_us(call, d, used, start, stop);
+  t.best_us = t.used_us;
+  for (int i = 0; i < count && t.used_us > 0.0; ++i) {
+    const bool same = std::memcmp(&candidates[i].algo, &used, sizeof(used)) == 0;
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS || same) continue;
     const double us = time_us(call, d, candidates[i].algo, start, stop);
-    if (us > 0.0 && us < shape.best_us) {
-      shape.best_us = us;
-      shape.best = i;
-      shape.best_config = describe(candidates[i].algo);
+    if (us > 0.0 && us < t.best_us) {
+      t.best_us = us;
+      t.best = i;
     }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   release(d);
-  if (shape.first_us <= 0.0) {
+  return t;
+}
+
+int measure(const Call& call, const cublasLtMatmulAlgo_t& used, const cublasLtMatmulHeuristicResult_t* candidates,
+            int count) {
+  const Timing t = time_candidates(call, used, candidates, count);
+  if (t.used_us <= 0.0) {
     spdlog::warn("cuBLASLt probe: {}: the run's algorithm did not run alone; shape not probed", call.shape);
     return -1;
   }
+  Shape shape{call.shape, t.used_us, t.best_us, t.best, describe(t.best < 0 ? used : candidates[t.best].algo)};
   spdlog::info("cuBLASLt probe: {}: the run's algorithm {:.1f} us ({:.0f} TFLOP/s; {}); fastest of {} candidates: "
                "{:.1f} us ({:.0f} TFLOP/s, {:+.1f}%; {})",
-               call.shape, shape.first_us, tflops(call.flops, shape.first_us), describe(used), count, shape.best_us,
-               tflops(call.flops, shape.best_us), 100.0 * (shape.best_us - shape.first_us) / shape.first_us,
+               call.shape, shape.first_us, tflops(call.flops, shape.first_us), describe(used), count,
+               shape.best_us, tflops(call.flops, shape.best_us),
+               100.0 * (shape.best_us - shape.first_us) / shape.first_us,
                shape.best < 0 ? "the run's own" : fmt::format("#{}, {}", shape.best, shape.best_config));
   std::lock_guard<std::mutex> lock(mutex);
   if (shapes.empty()) std::atexit(summarize);

@@ -6,8 +6,8 @@
 # other, both ways; a profiler capture range changes nothing; model.init_from on the GPU; TP2,
 # PP2×v2 interleaved and DP2 with the distributed optimizer under mpirun on the one shared GPU
 # against the one-process CPU run; bf16 against bf16 on the CPU, with and without
-# training.gelu_fusion; LATTICE_CUBLASLT_PROBE changes no bit; a run larger than the GPU refused
-# before it allocates.
+# training.gelu_fusion; LATTICE_CUBLASLT_PROBE changes no bit; training.gemm_autotune_dir's choices
+# saved, reused and resumed bitwise; a run larger than the GPU refused before it allocates.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
 # Prints "PASS <name>" or "FAIL <name>: why" per check and ends with "N passed, M failed".
 set -uo pipefail
@@ -18,6 +18,7 @@ MPIRUN=${MPIRUN:-mpirun}
 passed=0 failed=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 flunk() { echo "FAIL $1"; failed=$((failed + 1)); }
+losses() { grep -o '"loss":[^,}]*' "$1"; }  # a metrics file's losses, in order
 
 # train NAME NP CONFIG [--set ...]: trains 20 steps with metrics and export under $WORK/NAME.
 train() {
@@ -192,7 +193,6 @@ if train gpt2_fused_gpu 1 test-tiny-gpt2.json "${fuse[@]}" --set device=cuda --e
   check "gpt2: bf16 with training.gelu_fusion on the GPU vs bf16 on the CPU" \
     python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" \
     --noise "$WORK/gpt2_cpu.jsonl" "$WORK/gpt2_cpu" "$WORK/gpt2_fused_gpu.jsonl" "$WORK/gpt2_fused_gpu"
-  losses() { grep -o '"loss":[^,}]*' "$1"; }
   if grep -q "GELU in the MLP's GEMM epilogues" "$WORK/gpt2_fused_gpu.log" &&
     ! cmp -s <(losses "$WORK/gpt2_fused_gpu.jsonl") <(losses "$WORK/gpt2_bf16_gpu.jsonl"); then
     pass "gpt2: training.gelu_fusion is logged and changes the bf16 run (the epilogues ran)"
@@ -221,6 +221,72 @@ if train gpt2_fused_gpu 1 test-tiny-gpt2.json "${fuse[@]}" --set device=cuda --e
   fi
 else
   flunk "gpt2: bf16 run with training.gelu_fusion"
+fi
+
+# training.gemm_autotune_dir (kernels/cuda/matmul_autotune.h): each GEMM shape's algorithm chosen by
+# timing at its first call and written to DIR/rank-00000.json at once; a run given the same DIR reads
+# them and times nothing, so it, and a resume, are bitwise the tuning run; a file from another GPU is
+# refused (exit 2) and left as it was. On the emulator LATTICE_EMU_CUBLASLT_SLOW_ALGOS makes its
+# algorithms 0 and 2 slow for the tuning run, so timing must pick algorithm 1, whose split K changes
+# the bits: the run then differs from the untuned one, which shows that the choices are used (a
+# GPU's heuristic may already have chosen the fastest, so there only the bitwise checks apply). The
+# runs after it make 0 and 1 slow: had they timed anew, they would take algorithm 2 and other bits.
+tune=(--set training.precision=bf16 --set training.gelu_fusion=true --set device=cuda
+  --set training.gemm_autotune_dir="$WORK/gemm_algorithms")
+rm -rf "$WORK/gemm_algorithms"
+choices=$WORK/gemm_algorithms/rank-00000.json
+if LATTICE_EMU_CUBLASLT_SLOW_ALGOS=0,2 train gpt2_tuned 1 test-tiny-gpt2.json "${tune[@]}" \
+  --export "$WORK/gpt2_tuned"; then
+  timed=$(grep -c "cuBLASLt autotune: .* candidates: " "$WORK/gpt2_tuned.log")
+  saved=$(python3 -c "import json, sys; print(len(json.load(open(sys.argv[1]))['gemms']))" "$choices" 2>&1)
+  if [[ $timed -gt 0 && $saved == "$timed" ]]; then
+    pass "gpt2: training.gemm_autotune_dir timed $timed GEMM shapes and saved each choice"
+  else
+    flunk "gpt2: training.gemm_autotune_dir timed $timed GEMM shapes and saved $saved choices"
+  fi
+  check "gpt2: bf16 with GEMM autotuning on the GPU vs bf16 on the CPU" \
+    python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" \
+    --noise "$WORK/gpt2_cpu.jsonl" "$WORK/gpt2_cpu" "$WORK/gpt2_tuned.jsonl" "$WORK/gpt2_tuned"
+  if grep -q "CPU emulator of a GPU" "$WORK/gpt2_tuned.log"; then
+    if [[ $(grep -c '"candidate": 1' "$choices") == "$saved" && -s $WORK/gpt2_fused_gpu.jsonl ]] &&
+      ! cmp -s <(losses "$WORK/gpt2_tuned.jsonl") <(losses "$WORK/gpt2_fused_gpu.jsonl"); then
+      pass "gpt2 (emulator): timing chose the one fast algorithm for every shape, and the run used it"
+    else
+      flunk "gpt2 (emulator): timing chose the one fast algorithm for every shape, and the run used it"
+    fi
+  fi
+  export LATTICE_EMU_CUBLASLT_SLOW_ALGOS=0,1
+  if train gpt2_tuned_again 1 test-tiny-gpt2.json "${tune[@]}" --export "$WORK/gpt2_tuned_again"; then
+    grep -q "cuBLASLt autotune: .* candidates: " "$WORK/gpt2_tuned_again.log" &&
+      flunk "gpt2: a run given the same training.gemm_autotune_dir timed shapes again"
+    check "gpt2: a run given the same training.gemm_autotune_dir is bitwise the tuning run" python3 \
+      tests/checkpoint/compare_resumed.py "$WORK/gpt2_tuned.jsonl" "$WORK/gpt2_tuned_again.jsonl" \
+      "$WORK/gpt2_tuned" "$WORK/gpt2_tuned_again"
+  else
+    flunk "gpt2: the run given the same training.gemm_autotune_dir"
+  fi
+  check_resume "gpt2 (bf16, GEMM autotuning)" test-tiny-gpt2.json gpt2_tuned gpt2_tuned "${tune[@]}"
+  # A file of another GPU's choices, and one cut short: exit 2 naming the key, and the file unchanged.
+  refused() {  # refused LABEL EXPECTED_MESSAGE: runs over $WORK/gemm_algorithms_other
+    cp "$WORK/gemm_algorithms_other/rank-00000.json" "$WORK/other_before.json"
+    out=$("$BIN" train --config configs/test-tiny-gpt2.json --set data.path="$DATA" --set training.train_iters=2 \
+      "${tune[@]}" --set training.gemm_autotune_dir="$WORK/gemm_algorithms_other" 2>&1)
+    st=$?
+    if [[ $st -eq 2 ]] && grep -q "training.gemm_autotune_dir: .*$2" <<<"$out" &&
+      cmp -s "$WORK/other_before.json" "$WORK/gemm_algorithms_other/rank-00000.json"; then
+      pass "$1 training.gemm_autotune_dir file: exit 2 naming the key, the file unchanged"
+    else
+      flunk "$1 training.gemm_autotune_dir file: exit $st: $(grep -a -m1 'error' <<<"$out")"
+    fi
+  }
+  mkdir -p "$WORK/gemm_algorithms_other"
+  sed 's/"gpu": "[^"]*"/"gpu": "NVIDIA B200"/' "$choices" >"$WORK/gemm_algorithms_other/rank-00000.json"
+  refused "another GPU's" "holds algorithms chosen on NVIDIA B200"
+  head -c 300 "$choices" >"$WORK/gemm_algorithms_other/rank-00000.json"
+  refused "a truncated" "is not a valid file of cuBLASLt choices"
+  unset LATTICE_EMU_CUBLASLT_SLOW_ALGOS
+else
+  flunk "gpt2: bf16 run with training.gemm_autotune_dir"
 fi
 
 # The memory check, before anything is allocated: GPT-2 1.5B with 64 sequences of 1024 per micro-batch

@@ -6,12 +6,20 @@
 // before that rounding, C (beta) after the bias; the GELU epilogues apply kernels' GELU
 // (kernels/cpu/activation.h) to that f32 result. A plain in-place product is the CPU's own sgemm
 // call with beta, so f32 results are the CPU backend's bits. The heuristic offers three algorithms
-// that compute alike (for LATTICE_CUBLASLT_PROBE). Each call is one item of its stream, as a
+// (for LATTICE_CUBLASLT_PROBE and training.gemm_autotune_dir): algorithm i splits K into i + 1 parts
+// whose f32 products are added in order, as a split-K kernel would, so only the first gives the CPU's
+// bits. LATTICE_EMU_CUBLASLT_SLOW_ALGOS=0,2 (say) makes each call of those algorithms take 2 ms
+// more, so that a test knows which one timing picks. Each call is one item of its stream, as a
 // cuBLASLt call is. It checks the wrapper's use of cuBLASLt, not cuBLASLt.
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -105,6 +113,7 @@ struct Product {
   const void* bias;  // of c's type (matmul.cc states it so)
   void* aux;         // of c's type, row stride aux_ld
   int64_t aux_ld;
+  int64_t splits;    // parts of K (the algorithm's split-K)
 };
 
 // p's operands in f32: as stored, or widened exactly from bf16 into wa and wb (same strides).
@@ -124,17 +133,44 @@ F32Operands f32_operands(const Product& p) {
   return o;
 }
 
-// op(a) op(b) in f32 ([m, n], row stride n).
+// op(a) op(b) in f32 ([m, n], row stride n): K in p.splits parts, their products added in order.
 std::vector<float> product(const Product& p) {
   const F32Operands o = f32_operands(p);
-  std::vector<float> out(static_cast<size_t>(p.m * p.n), 0.0f);
-  cpu::sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, o.a, p.lda, o.b, p.ldb, 0.0f, out.data(), p.n);
+  std::vector<float> out(static_cast<size_t>(p.m * p.n), 0.0f), part;
+  for (int64_t s = 0; s < p.splits; ++s) {
+    const int64_t k0 = p.k * s / p.splits, k1 = p.k * (s + 1) / p.splits;
+    if (k1 == k0) continue;
+    // Columns k0.. of op(a) [m, k] and rows k0.. of op(b) [k, n], as stored.
+    const float* a = o.a + (p.ta ? k0 * p.lda : k0);
+    const float* b = o.b + (p.tb ? k0 : k0 * p.ldb);
+    if (s == 0) {
+      cpu::sgemm(p.ta, p.tb, p.m, p.n, k1 - k0, 1.0f, a, p.lda, b, p.ldb, 0.0f, out.data(), p.n);
+      continue;
+    }
+    part.assign(out.size(), 0.0f);
+    cpu::sgemm(p.ta, p.tb, p.m, p.n, k1 - k0, 1.0f, a, p.lda, b, p.ldb, 0.0f, part.data(), p.n);
+    for (size_t i = 0; i < out.size(); ++i) out[i] += part[i];
+  }
   return out;
+}
+
+// LATTICE_EMU_CUBLASLT_SLOW_ALGOS: whether calls of algorithm `id` take 2 ms more.
+bool slow_algorithm(uint64_t id) {
+  static const std::vector<uint64_t> slow = [] {
+    std::vector<uint64_t> ids;
+    const char* v = std::getenv("LATTICE_EMU_CUBLASLT_SLOW_ALGOS");
+    std::stringstream list(v != nullptr ? v : "");
+    for (std::string item; std::getline(list, item, ',');) {
+      if (!item.empty()) ids.push_back(std::stoull(item));
+    }
+    return ids;
+  }();
+  return std::find(slow.begin(), slow.end(), id) != slow.end();
 }
 
 void compute(const Product& p) {
   const bool in_place = p.c_in == p.c_out;
-  if (p.epilogue == CUBLASLT_EPILOGUE_DEFAULT && (in_place || p.beta == 0.0f)) {
+  if (p.epilogue == CUBLASLT_EPILOGUE_DEFAULT && (in_place || p.beta == 0.0f) && p.splits == 1) {
     // The CPU backend's own call: sgemm with alpha and beta into C (widened from bf16 and rounded once).
     const F32Operands o = f32_operands(p);
     if (!p.c_bf16) {
@@ -195,6 +231,8 @@ const char* cublasLtGetStatusString(cublasStatus_t status) {
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
+
+size_t cublasLtGetVersion(void) { return 130000; }  // the emulator's own number, as a file of choices records it
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   *handle = new cublasLtContext;
@@ -272,13 +310,39 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
 cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
                                                     cublasLtMatmulAlgoConfigAttributes_t attr, void* buf, size_t size,
                                                     size_t* written) {
-  // Algorithm i: id i, no split of K; the rest 0.
+  // Algorithm i: id i, K split into i + 1 parts; the rest 0.
   const int32_t value = attr == CUBLASLT_ALGO_CONFIG_ID ? static_cast<int32_t>(algo->data[0])
-                        : attr == CUBLASLT_ALGO_CONFIG_SPLITK_NUM ? 1
+                        : attr == CUBLASLT_ALGO_CONFIG_SPLITK_NUM ? static_cast<int32_t>(algo->data[0] + 1)
                                                                   : 0;
   if (size != sizeof(value)) return CUBLAS_STATUS_INVALID_VALUE;
   std::memcpy(buf, &value, sizeof(value));
   if (written != nullptr) *written = sizeof(value);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace {
+// What cuBLASLt checks of a call: the shapes agree, C is D's layout, A and B of one type, one of the
+// algorithms given.
+using LayoutRef = const cublasLtMatrixLayoutOpaque_t&;
+bool call_agrees(cublasLtMatmulDesc_t desc, LayoutRef A, LayoutRef B, LayoutRef C, LayoutRef D,
+                 const cublasLtMatmulAlgo_t* algo) {
+  const bool ta = desc->trans_a == CUBLAS_OP_T, tb = desc->trans_b == CUBLAS_OP_T;
+  const uint64_t m = D.rows, n = D.cols, k = ta ? A.rows : A.cols;
+  return (ta ? A.cols : A.rows) == m && (tb ? B.rows : B.cols) == n && (tb ? B.cols : B.rows) == k &&
+         C.rows == D.rows && C.cols == D.cols && C.ld == D.ld && C.type == D.type && A.type == B.type &&
+         A.batch == B.batch && A.batch == D.batch && C.stride == D.stride && algo != nullptr &&
+         algo->data[0] < kAlgorithms;
+}
+}  // namespace
+
+cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                       cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                       const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result) {
+  if (!call_agrees(desc, *a, *b, *c, *d, algo)) return CUBLAS_STATUS_INVALID_VALUE;
+  *result = cublasLtMatmulHeuristicResult_t{};
+  result->algo = *algo;
+  result->state = CUBLAS_STATUS_SUCCESS;
+  result->wavesCount = 1.0f;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -289,18 +353,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
                               cudaStream_t stream) {
   const auto& A = *a_layout;
   const auto& B = *b_layout;
-  const auto& C = *c_layout;
   const auto& D = *d_layout;
+  if (!call_agrees(desc, A, B, *c_layout, D, algo)) return CUBLAS_STATUS_INVALID_VALUE;
   const bool ta = desc->trans_a == CUBLAS_OP_T, tb = desc->trans_b == CUBLAS_OP_T;
   const int64_t m = static_cast<int64_t>(D.rows), n = static_cast<int64_t>(D.cols);
   const int64_t k = static_cast<int64_t>(ta ? A.rows : A.cols);
-  // What cuBLASLt checks: the shapes agree, C is D's layout, A and B of one type, an algorithm given.
-  const bool shapes_agree = static_cast<int64_t>(ta ? A.cols : A.rows) == m &&
-                            static_cast<int64_t>(tb ? B.rows : B.cols) == n &&
-                            static_cast<int64_t>(tb ? B.cols : B.rows) == k && C.rows == D.rows &&
-                            C.cols == D.cols && C.ld == D.ld && C.type == D.type && A.type == B.type &&
-                            A.batch == B.batch && A.batch == D.batch && C.stride == D.stride;
-  if (!shapes_agree || algo == nullptr || algo->data[0] >= kAlgorithms) return CUBLAS_STATUS_INVALID_VALUE;
   const bool has_aux = desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
                        desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_DGELU;
   const bool has_bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
@@ -328,10 +385,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
             desc->epilogue,
             desc->bias,
             desc->aux,
-            desc->aux_ld};
+            desc->aux_ld,
+            static_cast<int64_t>(algo->data[0]) + 1};
   const int64_t batch = D.batch, ab = element_bytes(A.type), cd = element_bytes(D.type);
   const int64_t stride_a = A.stride, stride_b = B.stride, stride_c = D.stride, stride_bias = desc->bias_stride;
+  const bool slow = slow_algorithm(algo->data[0]);
   lattice::emu::run_on(stream, [=] {
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     for (int64_t i = 0; i < batch; ++i) {
       Product q = p;
       q.a = advance(p.a, i * stride_b, ab);  // our a is cuBLASLt's B

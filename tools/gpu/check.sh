@@ -41,10 +41,11 @@ fi
 LOGS=/tmp/lattice-gpu-check
 rm -rf "$LOGS" && mkdir -p "$RESULTS" "$LOGS"
 exec > >(tee "$RESULTS/check.log") 2>&1
-# The logs and metrics alone: checkpoints and exported weights put the archive over the device
-# tool's 16 MiB a file.
+# The logs, metrics and the autotuned benchmarks' GEMM choices alone: checkpoints and exported
+# weights put the archive over the device tool's 16 MiB a file.
 save_logs() {
-  (cd "$(dirname "$LOGS")" && find "$(basename "$LOGS")" -type f \( -name '*.log' -o -name '*.jsonl' \) -print0 |
+  (cd "$(dirname "$LOGS")" && find "$(basename "$LOGS")" -type f \( -name '*.log' -o -name '*.jsonl' -o \
+    -path '*/autotune-*/rank-*.json' \) -print0 |
     tar czf "$OLDPWD/$RESULTS/logs.tgz" --null -T -) 2>/dev/null
 }
 start=$SECONDS
@@ -144,6 +145,7 @@ bench() {  # bench NAME CONFIG STEPS [--set ...]
   local st=$?
   grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|MFU|precision|peak cuda" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
   sed -n '/^-- device time by op/,$p' "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"  # --profile-ops' table
+  grep -o "cuBLASLt autotune: .*" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"  # training.gemm_autotune_dir's
   [[ $st -eq 0 ]] || { echo "  [$name] bench exited $st: $(tail -2 "$LOGS/bench-$name.log")"; }
   save_logs
 }
@@ -167,6 +169,11 @@ bench gpt2-124m-bf16-accum-gelu-fusion configs/gpt2-124m.json 6 "${accum124m[@]}
 bench gpt2-124m-bf16-accum configs/gpt2-124m.json 6 "${accum124m[@]}" --set training.precision=bf16
 bench gpt2-1.5b-bf16-accum-gelu-fusion configs/bench-gpt2-1.5b.json 4 "${accum1_5b[@]}" --set training.precision=bf16 \
   --set training.gelu_fusion=true
+# The same with each GEMM's algorithm chosen by timing (training.gemm_autotune_dir; its first step,
+# which times the candidates, is not timed): does it pay against the row above? Each shape's line
+# (the heuristic's first against the choice) follows; the choices land in logs.tgz.
+bench gpt2-1.5b-bf16-accum-gelu-fusion-autotune configs/bench-gpt2-1.5b.json 4 "${accum1_5b[@]}" \
+  --set training.precision=bf16 --set training.gelu_fusion=true --set training.gemm_autotune_dir="$LOGS/autotune-1.5b"
 # The same 64 sequences per step in fewer, larger micro-batches (llm.c's 124M runs take 64 at once):
 # larger GEMMs and fewer launches per token, against more activation memory.
 bench gpt2-124m-bf16-1x64-gelu-fusion configs/gpt2-124m.json 4 --set training.micro_batch_size=64 \
@@ -182,6 +189,9 @@ LATTICE_CUBLASLT_PROBE=8 bench gpt2-124m-bf16-1x64-profile configs/gpt2-124m.jso
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true --profile-ops
 LATTICE_CUBLASLT_PROBE=8 bench gpt2-1.5b-bf16-4x16-profile configs/bench-gpt2-1.5b.json 3 --set training.micro_batch_size=16 \
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true --profile-ops
+# GPT-2 124M's first row with each GEMM's algorithm chosen by timing, as 1.5B's above.
+bench gpt2-124m-bf16-accum-gelu-fusion-autotune configs/gpt2-124m.json 6 "${accum124m[@]}" \
+  --set training.precision=bf16 --set training.gelu_fusion=true --set training.gemm_autotune_dir="$LOGS/autotune-124m"
 torch_ref gpt2-1.5b-bf16-accum configs/bench-gpt2-1.5b.json "${accum1_5b[@]}" --dtype bf16
 bench llama-1b-bf16-accum configs/bench-llama-1b.json 4 "${accum_llama[@]}" --set training.precision=bf16
 torch_ref llama-1b-bf16-accum configs/bench-llama-1b.json "${accum_llama[@]}" --dtype bf16

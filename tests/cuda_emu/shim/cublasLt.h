@@ -1,6 +1,7 @@
 // Stands in for <cublasLt.h> in the emulated build: the part of cuBLASLt's API that
-// kernels/cuda/matmul.cc and matmul_probe.cc use, so that the real wrapper (its row-major to
-// column-major mapping, layouts, batch strides, epilogues and plan cache) runs on the CPU emulator.
+// kernels/cuda/matmul.cc, matmul_probe.cc and matmul_autotune.cc use, so that the real wrapper (its
+// row-major to column-major mapping, layouts, batch strides, epilogues, plan cache and autotuning)
+// runs on the CPU emulator.
 // tests/cuda_emu/cublaslt_emu.cc implements it with the CPU's GEMM. Values mirror CUDA 13's headers.
 #pragma once
 
@@ -80,6 +81,7 @@ struct cublasLtMatmulHeuristicResult_t {
 };
 
 const char* cublasLtGetStatusString(cublasStatus_t status);
+size_t cublasLtGetVersion(void);
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale);
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
@@ -101,6 +103,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
 cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
                                                     cublasLtMatmulAlgoConfigAttributes_t attr, void* buf, size_t size,
                                                     size_t* written);
+cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                       cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                       const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result);
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* a,
                               cublasLtMatrixLayout_t a_layout, const void* b, cublasLtMatrixLayout_t b_layout,
                               const void* beta, const void* c, cublasLtMatrixLayout_t c_layout, void* d,

@@ -1,0 +1,184 @@
+#include "kernels/cuda/matmul_autotune.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "kernels/cuda/runtime.h"
+#include "kernels/error.h"
+
+namespace lattice::cuda::autotune {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFormat = "lattice cuBLASLt algorithms 1";
+
+struct State {
+  std::mutex mutex;
+  std::string path;  // empty: off
+  std::string gpu;
+  size_t cublaslt_version = 0;
+  std::map<std::string, json> entries;  // shape -> its entry as the file has it
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+json algo_json(const cublasLtMatmulAlgo_t& algo) {
+  json words = json::array();
+  for (uint64_t w : algo.data) words.push_back(hex(w));
+  return words;
+}
+
+// The file's algorithm, or nullopt where the entry is not 8 words of 16 hex digits.
+std::optional<cublasLtMatmulAlgo_t> parse_algo(const json& words) {
+  cublasLtMatmulAlgo_t algo{};
+  constexpr size_t kWords = sizeof(algo.data) / sizeof(algo.data[0]);
+  if (!words.is_array() || words.size() != kWords) return std::nullopt;
+  for (size_t i = 0; i < kWords; ++i) {
+    if (!words[i].is_string() || words[i].get<std::string>().size() != 16) return std::nullopt;
+    const std::string w = words[i].get<std::string>();
+    size_t used = 0;
+    try {
+      algo.data[i] = std::stoull(w, &used, 16);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    if (used != w.size()) return std::nullopt;
+  }
+  return algo;
+}
+
+[[noreturn]] void refuse(const std::string& path, const std::string& problem) {
+  throw InputError(fmt::format("training.gemm_autotune_dir: {} {}; delete the file to tune anew, or point "
+                               "training.gemm_autotune_dir at another directory",
+                               path, problem));
+}
+
+// Reads s.path into s.entries (a missing file: none).
+void load(State& s) {
+  std::error_code ec;
+  if (!fs::exists(s.path, ec)) return;
+  std::ifstream in(s.path);
+  json j;
+  std::string gpu;
+  size_t version = 0;
+  try {
+    j = json::parse(in);
+    if (!j.is_object() || j.value("format", "") != kFormat || !j.contains("gemms") || !j["gemms"].is_object()) {
+      refuse(s.path, fmt::format("is not a file of cuBLASLt choices (\"format\": \"{}\")", kFormat));
+    }
+    gpu = j.value("gpu", "");
+    version = j.value("cublaslt_version", size_t{0});
+  } catch (const json::exception& e) {  // not JSON, or a field of the wrong type
+    refuse(s.path, fmt::format("is not a valid file of cuBLASLt choices ({})", e.what()));
+  }
+  if (gpu != s.gpu || version != s.cublaslt_version) {
+    refuse(s.path, fmt::format("holds algorithms chosen on {} with cuBLASLt {}, and this run has {} with cuBLASLt {}",
+                               gpu, version, s.gpu, s.cublaslt_version));
+  }
+  for (const auto& [shape, entry] : j["gemms"].items()) {
+    if (!entry.is_object() || !entry.contains("algo") || !parse_algo(entry["algo"])) {
+      refuse(s.path, fmt::format("has a malformed entry for {}", shape));
+    }
+    s.entries[shape] = entry;
+  }
+}
+
+// The whole file rewritten from s.entries: written beside it, then renamed over it.
+void save(const State& s) {
+  json gemms = json::object();
+  for (const auto& [shape, entry] : s.entries) gemms[shape] = entry;
+  const json j = {{"format", kFormat}, {"gpu", s.gpu}, {"cublaslt_version", s.cublaslt_version}, {"gemms", gemms}};
+  const std::string tmp = fmt::format("{}.tmp-{}", s.path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(1) << "\n";
+    out.flush();
+    if (!out) throw InputError(fmt::format("training.gemm_autotune_dir: cannot write {}", tmp));
+  }
+  std::error_code ec;
+  fs::rename(tmp, s.path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw InputError(fmt::format("training.gemm_autotune_dir: cannot replace {}: {}", s.path, ec.message()));
+  }
+}
+
+}  // namespace
+
+void configure(const std::string& dir, int rank) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.entries.clear();
+  s.path.clear();
+  if (dir.empty()) return;
+  s.gpu = device_model();
+  s.cublaslt_version = cublasLtGetVersion();
+  const std::string path = (fs::path(dir) / fmt::format("rank-{:05d}.json", rank)).string();
+  s.path = path;
+  try {
+    load(s);
+  } catch (...) {
+    s.path.clear();
+    throw;
+  }
+  if (s.entries.empty()) {
+    spdlog::info("cuBLASLt autotune (training.gemm_autotune_dir): each GEMM shape's algorithm chosen by timing at "
+                 "its first call, the choices written to {}", path);
+  } else {
+    spdlog::info("cuBLASLt autotune (training.gemm_autotune_dir): {} GEMM algorithms read from {} (chosen on {}); "
+                 "shapes it lacks are timed at their first call",
+                 s.entries.size(), path, s.gpu);
+  }
+}
+
+bool enabled() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return !s.path.empty();
+}
+
+std::optional<cublasLtMatmulAlgo_t> saved(const std::string& shape) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const auto it = s.entries.find(shape);
+  if (it == s.entries.end()) return std::nullopt;
+  return parse_algo(it->second["algo"]);
+}
+
+void record(const std::string& shape, const Choice& choice) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.path.empty()) return;
+  s.entries[shape] = json{{"algo", algo_json(choice.algo)},
+                          {"candidate", choice.candidate},
+                          {"heuristic_us", std::round(choice.heuristic_us * 10.0) / 10.0},
+                          {"chosen_us", std::round(choice.chosen_us * 10.0) / 10.0},
+                          {"config", choice.config}};
+  save(s);
+}
+
+std::string file() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.path;
+}
+
+}  // namespace lattice::cuda::autotune
