@@ -207,19 +207,17 @@ Plan make_plan(const Key& key) {
   return p;
 }
 
-const char* epilogue_name(Epilogue e) {
+// The epilogue in words: "none", "bias", "GELU aux", ...
+const char* epilogue_words(Epilogue e) {
   switch (e) {
-    case Epilogue::kBias: return ", bias";
-    case Epilogue::kGeluAux: return ", GELU aux";
-    case Epilogue::kGeluAuxBias: return ", GELU aux bias";
-    case Epilogue::kDGelu: return ", DGELU";
+    case Epilogue::kBias: return "bias";
+    case Epilogue::kGeluAux: return "GELU aux";
+    case Epilogue::kGeluAuxBias: return "GELU aux bias";
+    case Epilogue::kDGelu: return "DGELU";
     case Epilogue::kNone: break;
   }
-  return "";
+  return "none";
 }
-
-// The epilogue alone: "none", "bias", "GELU aux", ...
-std::string epilogue_words(Epilogue e) { return e == Epilogue::kNone ? "none" : std::string(epilogue_name(e) + 2); }
 
 // This call of row-major problem p as the probe and the autotuner time it (matmul_probe.h): the
 // plan's descriptors and this call's operands, D into scratch.
@@ -244,7 +242,8 @@ probe::Call timed_call(const Problem& p, const Plan& plan, float alpha, const vo
                          static_cast<double>(p.batch),
                      fmt::format("{} x {} -> {}, m={} n={} k={} (trans {} {}{}{}, beta {})", type_name(p.ab_type),
                                  type_name(p.ab_type), type_name(p.c_type), p.m, p.n, p.k, p.ta ? 1 : 0, p.tb ? 1 : 0,
-                                 p.batch > 1 ? fmt::format(", batch {}", p.batch) : "", epilogue_name(p.epilogue),
+                                 p.batch > 1 ? fmt::format(", batch {}", p.batch) : "",
+                                 p.epilogue != Epilogue::kNone ? fmt::format(", {}", epilogue_words(p.epilogue)) : "",
                                  beta != 0.0f ? 1 : 0)};
 }
 
