@@ -306,9 +306,11 @@ void autotune_plan(const Problem& p, Plan& plan, const Key& key, int align_lt_a,
     choice = autotune::Choice{faster, t.best, t.used_us, t.best_us, probe::describe(faster)};
   }
   plan.algo = choice.algo;
+  const std::string verdict = choice.candidate == 0
+                                  ? fmt::format("kept (none {:.0f}% faster)", 100.0 * autotune::kAutotuneMargin)
+                                  : fmt::format("#{}", choice.candidate);
   spdlog::info("cuBLASLt autotune: {}: the heuristic's first {:.1f} us; {} of {} candidates: {:.1f} us ({:+.1f}%; {})",
-               call.shape, t.used_us, choice.candidate == 0 ? "kept, fastest" : fmt::format("#{}", choice.candidate),
-               candidates.size(), choice.chosen_us,
+               call.shape, t.used_us, verdict, candidates.size(), choice.chosen_us,
                t.used_us > 0.0 ? 100.0 * (choice.chosen_us - t.used_us) / t.used_us : 0.0, choice.config);
   autotune::record(shape, choice);
 }
