@@ -96,6 +96,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   bool found = false;  // false only for an epilogue plan the heuristic has no algorithm for (declined)
   int probe = -1;      // LATTICE_CUBLASLT_PROBE's index of the shape, or -1
+  int tuned = -1;      // training.gemm_autotune_dir's index of the shape, or -1
 };
 
 struct Lt {
@@ -281,8 +282,9 @@ constexpr int kAutotuneCandidates = 16;
 
 // training.gemm_autotune_dir (matmul_autotune.h): the plan's algorithm from the file, or chosen now
 // by timing the heuristic's candidates on this call's operands and recorded.
-void autotune_plan(const Problem& p, Plan& plan, const Key& key, int align_lt_a, int align_lt_b, int align_c,
-                   float alpha, const void* a, const void* b, float beta, const void* c_in) {
+// Returns the shape's index for autotune::count_call.
+int autotune_plan(const Problem& p, Plan& plan, const Key& key, int align_lt_a, int align_lt_b, int align_c,
+                  float alpha, const void* a, const void* b, float beta, const void* c_in) {
   const std::string shape = key_text(key);
   if (const std::optional<cublasLtMatmulAlgo_t> algo = autotune::saved(shape)) {
     cublasLtMatmulHeuristicResult_t checked{};
@@ -294,7 +296,7 @@ void autotune_plan(const Problem& p, Plan& plan, const Key& key, int align_lt_a,
                                    autotune::file(), shape, kWorkspaceBytes >> 20));
     }
     plan.algo = *algo;
-    return;
+    return autotune::track(shape, false);
   }
   const auto candidates = candidates_for(plan, align_lt_a, align_lt_b, align_c, kAutotuneCandidates);
   const probe::Call call = timed_call(p, plan, alpha, a, b, beta, c_in);
@@ -313,6 +315,7 @@ void autotune_plan(const Problem& p, Plan& plan, const Key& key, int align_lt_a,
                call.shape, t.used_us, verdict, candidates.size(), choice.chosen_us,
                t.used_us > 0.0 ? 100.0 * (choice.chosen_us - t.used_us) / t.used_us : 0.0, choice.config);
   autotune::record(shape, choice);
+  return autotune::track(shape, true);
 }
 
 // Runs a row-major problem with its cached plan; `op` names the caller in errors. `bias` and `aux`:
@@ -359,12 +362,13 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
         cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
   if (first_call && autotune::enabled()) {
-    autotune_plan(p, plan, key, align_lt_a, align_lt_b, align_c, alpha, a, b, beta, c_in);
+    plan.tuned = autotune_plan(p, plan, key, align_lt_a, align_lt_b, align_c, alpha, a, b, beta, c_in);
   }
   if (first_call && probe::candidates() > 0) {
     plan.probe = probe_plan(p, plan, align_lt_a, align_lt_b, align_c, alpha, a, b, beta, c_in);
   }
   if (plan.probe >= 0) probe::count_call(plan.probe);
+  if (plan.tuned >= 0) autotune::count_call(plan.tuned);
   LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan.op, &alpha, b, plan.a, a, plan.b, &beta, c_in, plan.c, c,
                                       plan.c, &plan.algo, state.workspace, kWorkspaceBytes, compute_stream()));
   return true;

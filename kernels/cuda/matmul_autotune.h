@@ -41,4 +41,11 @@ void record(const std::string& shape, const Choice& choice);
 // The file's path (for messages).
 std::string file();
 
+// The shape's choice (saved or recorded), counted for the exit summary: at exit a line starting
+// "cuBLASLt autotune:" gives the run's GEMM time, each shape weighted by its calls, with the
+// heuristic's first algorithms and with the chosen ones, as timed when each was chosen. Returns the
+// index count_call takes.
+int track(const std::string& shape, bool timed_now);
+void count_call(int index);
+
 }  // namespace lattice::cuda::autotune

@@ -244,6 +244,15 @@ if LATTICE_EMU_CUBLASLT_SLOW_ALGOS=0,2 train gpt2_tuned 1 test-tiny-gpt2.json "$
   else
     flunk "gpt2: training.gemm_autotune_dir timed $timed GEMM shapes and saved $saved choices"
   fi
+  # The exit summary counts every shape as timed in this run; on the emulator algorithm 0, the
+  # heuristic's first, is the slow one, so the chosen algorithms must take less time.
+  summary=$(grep -o "cuBLASLt autotune: [0-9]* GEMM shapes .*" "$WORK/gpt2_tuned.log")
+  if [[ $summary == "cuBLASLt autotune: $timed GEMM shapes ($timed timed in this run, 0 read from "* ]] &&
+    { ! grep -q "CPU emulator of a GPU" "$WORK/gpt2_tuned.log" || [[ $summary == *"(-"*"%)" ]]; }; then
+    pass "gpt2: the autotune exit summary weighs all $timed shapes: ${summary#*weighted by their calls, }"
+  else
+    flunk "gpt2: the autotune exit summary: '${summary:-none}'"
+  fi
   check "gpt2: bf16 with GEMM autotuning on the GPU vs bf16 on the CPU" \
     python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" \
     --noise "$WORK/gpt2_cpu.jsonl" "$WORK/gpt2_cpu" "$WORK/gpt2_tuned.jsonl" "$WORK/gpt2_tuned"
@@ -259,6 +268,9 @@ if LATTICE_EMU_CUBLASLT_SLOW_ALGOS=0,2 train gpt2_tuned 1 test-tiny-gpt2.json "$
   if train gpt2_tuned_again 1 test-tiny-gpt2.json "${tune[@]}" --export "$WORK/gpt2_tuned_again"; then
     grep -q "cuBLASLt autotune: .* candidates: " "$WORK/gpt2_tuned_again.log" &&
       flunk "gpt2: a run given the same training.gemm_autotune_dir timed shapes again"
+    grep -q "cuBLASLt autotune: $timed GEMM shapes (0 timed in this run, $timed read from " \
+      "$WORK/gpt2_tuned_again.log" ||
+      flunk "gpt2: the rerun's autotune exit summary does not say that all $timed shapes came from the file"
     check "gpt2: a run given the same training.gemm_autotune_dir is bitwise the tuning run" python3 \
       tests/checkpoint/compare_resumed.py "$WORK/gpt2_tuned.jsonl" "$WORK/gpt2_tuned_again.jsonl" \
       "$WORK/gpt2_tuned" "$WORK/gpt2_tuned_again"
@@ -285,6 +297,19 @@ if LATTICE_EMU_CUBLASLT_SLOW_ALGOS=0,2 train gpt2_tuned 1 test-tiny-gpt2.json "$
   head -c 300 "$choices" >"$WORK/gemm_algorithms_other/rank-00000.json"
   refused "a truncated" "is not a valid file of cuBLASLt choices"
   unset LATTICE_EMU_CUBLASLT_SLOW_ALGOS
+  # A directory that cannot be made (under a regular file): exit 2 naming the field, from the check of
+  # every output path before training (not from the first GEMM's write of its choice).
+  touch "$WORK/not_a_directory"
+  out=$("$BIN" train --config configs/test-tiny-gpt2.json --set data.path="$DATA" --set training.train_iters=2 \
+    "${tune[@]}" --set training.gemm_autotune_dir="$WORK/not_a_directory/choices" 2>&1)
+  st=$?
+  if [[ $st -eq 2 ]] && grep -q "training.gemm_autotune_dir '.*' is not writable: cannot create" <<<"$out" &&
+    ! grep -qE "step +1/" <<<"$out" &&
+    [[ -f $WORK/not_a_directory && ! -s $WORK/not_a_directory ]]; then
+    pass "gpt2: an unwritable training.gemm_autotune_dir: exit 2 naming it, before step 1"
+  else
+    flunk "gpt2: an unwritable training.gemm_autotune_dir: exit $st: $(grep -a -m1 'error' <<<"$out")"
+  fi
 else
   flunk "gpt2: bf16 run with training.gemm_autotune_dir"
 fi
