@@ -104,9 +104,11 @@ __device__ float row_logsumexp(DataIn x, int64_t row, int64_t n, float* smem) {
       s = s == 0.0f ? 0.0f : s * expf(m - pack_max);
       m = pack_max;
     }
+    // While every element so far is -inf (a masked logit), each term is exp(-inf) = 0, not
+    // exp(-inf - -inf) = NaN.
 #pragma unroll
     for (int k = 0; k < kPack; ++k) {
-      if (k < count) s += expf(v[k] - m);
+      if (k < count && m != -INFINITY) s += expf(v[k] - m);
     }
   });
   const float row_m = block_reduce<true>(m, smem);

@@ -168,18 +168,21 @@ AdamWScalars adamw_scalars(const ops::AdamWParams& p, const AdamWCoefficients& c
 }
 
 // kernels/cpu/adamw.cc's adamw_loop for element i, the same float operations in the same order;
-// both AdamW kernels below step through it, so they give the same bits. __fsqrt_rn and __fdiv_rn
-// keep IEEE rounding even under --use_fast_math (the CPU uses std::sqrt and '/').
+// both AdamW kernels below step through it. Every operation is an explicit round-to-nearest
+// intrinsic, which ptxas never contracts into an FMA: with plain '*' and '-' it fused p's multiply
+// and subtract one way in adamw_kernel and another in adamw_runs_kernel (where decay is a register,
+// not a kernel argument), 1 ulp apart on about a quarter of the decayed elements. __fsqrt_rn and
+// __fdiv_rn keep IEEE rounding even under --use_fast_math (the CPU uses std::sqrt and '/').
 __device__ __forceinline__ float adamw_element(float* __restrict__ pw, const float* __restrict__ gw,
                                                float* __restrict__ mw, float* __restrict__ vw, int64_t i,
                                                const AdamWScalars& s, float decay) {
-  const float g = gw[i] * s.gs;
-  const float m = s.b1 * mw[i] + s.one_minus_b1 * g;
-  const float v = s.b2 * vw[i] + s.one_minus_b2 * g * g;
+  const float g = __fmul_rn(gw[i], s.gs);
+  const float m = __fadd_rn(__fmul_rn(s.b1, mw[i]), __fmul_rn(s.one_minus_b1, g));
+  const float v = __fadd_rn(__fmul_rn(s.b2, vw[i]), __fmul_rn(__fmul_rn(s.one_minus_b2, g), g));
   mw[i] = m;
   vw[i] = v;
-  const float denom = __fsqrt_rn(v) * s.inv_sqrt_bc2 + s.eps;
-  const float p = pw[i] * decay - s.step_size * __fdiv_rn(m, denom);
+  const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(v), s.inv_sqrt_bc2), s.eps);
+  const float p = __fsub_rn(__fmul_rn(pw[i], decay), __fmul_rn(s.step_size, __fdiv_rn(m, denom)));
   pw[i] = p;
   return p;
 }

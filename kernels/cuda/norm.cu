@@ -144,12 +144,14 @@ __device__ __forceinline__ void load_backward_pack(DataIn dy, DataIn x, DataIn g
 
 // dx's pack as stored, plus the residual path's gradient when there is one: the bits of the norm
 // backward storing dx and ops::add(dx, residual, dx) after it, with one store and no second pass.
+// __fadd_rn: in f32 stored_value is the identity, and ptxas could fuse a plain '+' with the multiply
+// that made d[k], which the two-op sequence does not do.
 __device__ __forceinline__ void add_residual(DataIn residual, DataOut dx, int64_t i, int count, float (&d)[kPack]) {
   if (residual.data == nullptr) return;
   float res[kPack] = {};
   load_pack(residual, i, count, res);
 #pragma unroll
-  for (int k = 0; k < kPack; ++k) d[k] = stored_value(dx, d[k]) + res[k];
+  for (int k = 0; k < kPack; ++k) d[k] = __fadd_rn(stored_value(dx, d[k]), res[k]);
 }
 
 // xhat = (x - mean) * rstd, g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -422,6 +423,20 @@ std::vector<OpCase> op_cases() {
                  return none();
                },
                {{0, 1, 2, 3, 4}}});
+  // Masked logits: each row's first 4096 are -inf (targets after them), so on a device whose threads
+  // take the row's packs in turn (CUDA: 1024 threads of 8) half the threads start the online softmax
+  // on packs of -inf alone, whose terms are exp(-inf) = 0 and not exp(-inf - -inf) = NaN. f32 only,
+  // as the long rows above.
+  c.push_back({"cross_entropy_forward_backward", "long rows, the first 4096 logits -inf", 1e-5,
+               [](In& in) {
+                 constexpr int64_t kRow = 12000, kMasked = 4096;
+                 Tensor logits = in.uniform({N, kRow}, -3, 3);
+                 for (int64_t i = 0; i < logits.numel(); ++i) {
+                   if (i % kRow < kMasked) logits.f32()[i] = -std::numeric_limits<float>::infinity();
+                 }
+                 return T{logits, in.ids({N}, kMasked, kRow), in.uniform({N}), in.uniform({N})};
+               },
+               [](T& t) { ops::cross_entropy_forward_backward(t[0], t[1], 0.5f, t[2], t[3], t[0]); return none(); }});
   return c;
 }
 

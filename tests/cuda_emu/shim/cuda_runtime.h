@@ -53,6 +53,9 @@ inline float __uint_as_float(unsigned u) {
 }
 inline float __fsqrt_rn(float x) { return std::sqrt(x); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
 
 // One block's threads run one at a time: a read-modify-write is atomic.
 inline unsigned long long atomicMin(unsigned long long* address, unsigned long long value) {
