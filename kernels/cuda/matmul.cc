@@ -148,13 +148,30 @@ int heuristic(const Plan& p, int align_a, int align_b, int align_c, cublasLtMatm
   LATTICE_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof(ac)));
   int found = 0;
-  LATTICE_CUBLAS_CHECK(
-      cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, count, results, &found));
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt().handle, p.op, p.a, p.b, p.c, p.c, pref, count, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  // NOT_SUPPORTED: cuBLASLt has no heuristic for this configuration at all (its header; seen for a
+  // batched GEMM with a bias epilogue): no algorithm, as when it finds none.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return 0;
+  LATTICE_CUBLAS_CHECK(status);
   return found;
 }
 
-Plan make_plan(const Key& key) {
+// The epilogue's vector and matrix for the next call of plan op (a null one where the epilogue has
+// none). Set before the heuristic too: cuBLASLt reads their alignment from the pointers.
+void set_epilogue_pointers(cublasLtMatmulDesc_t op, Epilogue epilogue, const void* bias, const void* aux) {
+  if (has_bias(epilogue)) {
+    LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  if (has_aux(epilogue)) {
+    LATTICE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  }
+}
+
+// The plan of a problem; bias and aux: its first call's epilogue pointers.
+Plan make_plan(const Key& key, const void* bias, const void* aux) {
   const auto [ta, tb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, ab_type, c_type, has_beta, align_a,
               align_b, align_c, tf32, epilogue, stride_bias, declinable] = key;
   Plan p;
@@ -194,8 +211,10 @@ Plan make_plan(const Key& key) {
   p.b = tb ? layout(ab_type, n, k, ldb, batch, stride_b) : layout(ab_type, k, n, ldb, batch, stride_b);
   p.c = layout(c_type, m, n, ldc, batch, stride_c);
 
+  set_epilogue_pointers(p.op, epilogue, bias, aux);
   cublasLtMatmulHeuristicResult_t result{};
-  const int found = heuristic(p, align_a, align_b, align_c, &result, 1);
+  int found = heuristic(p, align_a, align_b, align_c, &result, 1);
+  if (found > 0 && result.state != CUBLAS_STATUS_SUCCESS) found = 0;
   if (found == 0 && (epilogue != Epilogue::kNone || declinable)) return p;  // declined: the caller runs other ops
   if (found == 0) {
     throw Error(fmt::format("cuBLASLt has no {} x {} -> {} algorithm for m={} n={} k={} (trans {} {}, ld {} {} {}, "
@@ -350,17 +369,13 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
   std::lock_guard<std::mutex> lock(state.mutex);
   auto it = state.plans.find(key);
   const bool first_call = it == state.plans.end();
-  if (first_call) it = state.plans.emplace(key, make_plan(key)).first;
+  if (first_call) it = state.plans.emplace(key, make_plan(key, bias, aux)).first;
   Plan& plan = it->second;
-  if (!plan.found) return false;
-  if (has_bias(p.epilogue)) {
-    LATTICE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (!plan.found) {
+    if (first_call) spdlog::info("cuBLASLt has no algorithm for {}: {} runs it as separate ops", key_text(key), op);
+    return false;
   }
-  if (has_aux(p.epilogue)) {
-    LATTICE_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-  }
+  set_epilogue_pointers(plan.op, p.epilogue, bias, aux);
   if (first_call && autotune::enabled()) {
     plan.tuned = autotune_plan(p, plan, key, align_lt_a, align_lt_b, align_c, alpha, a, b, beta, c_in);
   }
@@ -369,8 +384,17 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
   }
   if (plan.probe >= 0) probe::count_call(plan.probe);
   if (plan.tuned >= 0) autotune::count_call(plan.tuned);
-  LATTICE_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan.op, &alpha, b, plan.a, a, plan.b, &beta, c_in, plan.c, c,
-                                      plan.c, &plan.algo, state.workspace, kWorkspaceBytes, compute_stream()));
+  const cublasStatus_t status = cublasLtMatmul(state.handle, plan.op, &alpha, b, plan.a, a, plan.b, &beta, c_in, plan.c,
+                                               c, plan.c, &plan.algo, state.workspace, kWorkspaceBytes, compute_stream());
+  // An algorithm the heuristic gave may still be refused when called (its header: e.g. alignment):
+  // where the caller has another way, every call of the shape takes it from now on (nothing ran).
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED && (p.epilogue != Epilogue::kNone || p.declinable)) {
+    plan.found = false;
+    spdlog::warn("cuBLASLt refused {} when called (CUBLAS_STATUS_NOT_SUPPORTED): {} runs it as separate ops",
+                 key_text(key), op);
+    return false;
+  }
+  LATTICE_CUBLAS_CHECK(status);
   return true;
 }
 

@@ -7,7 +7,8 @@
 # PP2×v2 interleaved and DP2 with the distributed optimizer under mpirun on the one shared GPU
 # against the one-process CPU run; bf16 against bf16 on the CPU, with and without
 # training.gelu_fusion; LATTICE_CUBLASLT_PROBE changes no bit; training.gemm_autotune_dir's choices
-# saved, reused and resumed bitwise; a run larger than the GPU refused before it allocates.
+# saved, reused and resumed bitwise; (emulator) GEMMs cuBLASLt refuses run as separate ops; a run
+# larger than the GPU refused before it allocates.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
 # Prints "PASS <name>" or "FAIL <name>: why" per check and ends with "N passed, M failed".
 set -uo pipefail
@@ -312,6 +313,37 @@ if LATTICE_EMU_CUBLASLT_SLOW_ALGOS=0,2 train gpt2_tuned 1 test-tiny-gpt2.json "$
   fi
 else
   flunk "gpt2: bf16 run with training.gemm_autotune_dir"
+fi
+
+# Where cuBLASLt refuses a problem the wrapper has another way for (an epilogue, a batch with a
+# shared operand, the residual read as C), whether its heuristic says so or only the call: each such
+# GEMM runs as separate ops from then on, the log names it, and training still matches the CPU (f32
+# within the GPU-vs-CPU bounds; bf16 with training.gelu_fusion within the bf16 ones). Only the
+# emulator can be made to refuse (LATTICE_EMU_CUBLASLT_REFUSE); on a GPU the runs above take what
+# its cuBLASLt accepts.
+if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
+  for when in heuristic launch; do
+    label="gpt2 (emulator): cuBLASLt refusing at its $when"
+    if LATTICE_EMU_CUBLASLT_REFUSE=$when train "gpt2_refused_$when" 1 test-tiny-gpt2.json --set device=cuda \
+      --export "$WORK/gpt2_refused_$when" &&
+      LATTICE_EMU_CUBLASLT_REFUSE=$when train "gpt2_refused_bf16_$when" 1 test-tiny-gpt2.json "${fuse[@]}" \
+        --set device=cuda --export "$WORK/gpt2_refused_bf16_$when"; then
+      log=$WORK/gpt2_refused_bf16_$when.log
+      named=$(grep -E "cuBLASLt (has no algorithm for|refused) " "$log" | grep -c "separate ops")
+      if grep -q "epilogue GELU aux bias" "$log" && grep -q "epilogue DGELU" "$log" && grep -q "batch 3 " "$log"; then
+        pass "$label: the log names the $named GEMM shapes run as separate ops (GELU, DGELU and q, k, v among them)"
+      else
+        flunk "$label: the log names $named GEMM shapes run as separate ops, not the GELU, DGELU and q, k, v ones"
+      fi
+      check "$label: f32 vs CPU" python3 tests/parallel/compare_dp_runs.py 20 "$WORK/gpt2_cpu.jsonl" \
+        "$WORK/gpt2_cpu" "$WORK/gpt2_refused_$when.jsonl" "$WORK/gpt2_refused_$when"
+      check "$label: bf16 with training.gelu_fusion vs bf16 on the CPU" python3 tests/parallel/compare_dp_runs.py \
+        --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" --noise "$WORK/gpt2_cpu.jsonl" "$WORK/gpt2_cpu" \
+        "$WORK/gpt2_refused_bf16_$when.jsonl" "$WORK/gpt2_refused_bf16_$when"
+    else
+      flunk "$label: the runs"
+    fi
+  done
 fi
 
 # The memory check, before anything is allocated: GPT-2 1.5B with 64 sequences of 1024 per micro-batch

@@ -292,11 +292,36 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) 
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
-                                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+namespace {
+// LATTICE_EMU_CUBLASLT_REFUSE=heuristic or =launch: cuBLASLt's two ways of refusing a problem the
+// wrapper has another way for, which a real cuBLASLt may take for some configurations (its header;
+// reports exist for a batched GEMM with a bias epilogue): the heuristic returns NOT_SUPPORTED, or it
+// offers algorithms and cublasLtMatmul then returns NOT_SUPPORTED. Refused: every epilogue, a batch
+// whose A or B is shared (stride 0), and at launch a C read (beta != 0) that is not D.
+bool refuses(const char* when, cublasLtMatmulDesc_t desc, const cublasLtMatrixLayoutOpaque_t& a,
+             const cublasLtMatrixLayoutOpaque_t& b, bool c_is_not_d) {
+  static const std::string mode = [] {
+    const char* v = std::getenv("LATTICE_EMU_CUBLASLT_REFUSE");
+    return std::string(v != nullptr ? v : "");
+  }();
+  if (mode != when) return false;
+  const bool shared_operand = a.batch > 1 && (a.stride == 0 || b.stride == 0);
+  return desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT || shared_operand || c_is_not_d;
+}
+}  // namespace
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
                                               cublasLtMatmulPreference_t, int requested,
                                               cublasLtMatmulHeuristicResult_t* results, int* returned) {
   if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  // cuBLASLt reads the epilogue's pointers' alignment when it chooses, so the wrapper must have set
+  // them by now (a null one would read as aligned).
+  const bool bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const bool aux = desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
+                   desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_DGELU;
+  if ((bias && desc->bias == nullptr) || (aux && desc->aux == nullptr)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (refuses("heuristic", desc, *a, *b, false)) return CUBLAS_STATUS_NOT_SUPPORTED;
   *returned = std::min(requested, kAlgorithms);
   for (int i = 0; i < *returned; ++i) {
     results[i] = cublasLtMatmulHeuristicResult_t{};
@@ -355,6 +380,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const auto& B = *b_layout;
   const auto& D = *d_layout;
   if (!call_agrees(desc, A, B, *c_layout, D, algo)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (refuses("launch", desc, A, B, c != d && *static_cast<const float*>(beta) != 0.0f)) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   const bool ta = desc->trans_a == CUBLAS_OP_T, tb = desc->trans_b == CUBLAS_OP_T;
   const int64_t m = static_cast<int64_t>(D.rows), n = static_cast<int64_t>(D.cols);
   const int64_t k = static_cast<int64_t>(ta ? A.rows : A.cols);
