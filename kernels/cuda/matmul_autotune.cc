@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda_workspace.h"
 #include "kernels/error.h"
 
 namespace lattice::cuda::autotune {
@@ -37,7 +38,7 @@ struct Tracked {
 struct State {
   std::mutex mutex;
   std::string path;  // empty: off
-  std::string gpu;
+  std::string gpu;  // runtime.h's device_identity
   size_t cublaslt_version = 0;
   std::map<std::string, json> entries;  // shape -> its entry as the file has it
   std::vector<Tracked> tracked;
@@ -89,6 +90,7 @@ void load(State& s) {
   json j;
   std::string gpu;
   size_t version = 0;
+  int64_t workspace = 0;
   try {
     j = json::parse(in);
     if (!j.is_object() || j.value("format", "") != kFormat || !j.contains("gemms") || !j["gemms"].is_object()) {
@@ -96,12 +98,15 @@ void load(State& s) {
     }
     gpu = j.value("gpu", "");
     version = j.value("cublaslt_version", size_t{0});
+    workspace = j.value("workspace_bytes", int64_t{0});
   } catch (const json::exception& e) {  // not JSON, or a field of the wrong type
     refuse(s.path, fmt::format("is not a valid file of cuBLASLt choices ({})", e.what()));
   }
-  if (gpu != s.gpu || version != s.cublaslt_version) {
-    refuse(s.path, fmt::format("holds algorithms chosen on {} with cuBLASLt {}, and this run has {} with cuBLASLt {}",
-                               gpu, version, s.gpu, s.cublaslt_version));
+  // The workspace bounds which algorithms the heuristic offers, so it is part of what was chosen on.
+  if (gpu != s.gpu || version != s.cublaslt_version || workspace != kCublasLtWorkspaceBytes) {
+    refuse(s.path, fmt::format("holds algorithms chosen on {} with cuBLASLt {} and a {}-byte workspace, and this run "
+                               "has {} with cuBLASLt {} and a {}-byte workspace",
+                               gpu, version, workspace, s.gpu, s.cublaslt_version, kCublasLtWorkspaceBytes));
   }
   for (const auto& [shape, entry] : j["gemms"].items()) {
     if (!entry.is_object() || !entry.contains("algo") || !parse_algo(entry["algo"])) {
@@ -115,7 +120,11 @@ void load(State& s) {
 void save(const State& s) {
   json gemms = json::object();
   for (const auto& [shape, entry] : s.entries) gemms[shape] = entry;
-  const json j = {{"format", kFormat}, {"gpu", s.gpu}, {"cublaslt_version", s.cublaslt_version}, {"gemms", gemms}};
+  const json j = {{"format", kFormat},
+                  {"gpu", s.gpu},
+                  {"cublaslt_version", s.cublaslt_version},
+                  {"workspace_bytes", kCublasLtWorkspaceBytes},
+                  {"gemms", gemms}};
   const std::string tmp = fmt::format("{}.tmp-{}", s.path, ::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -159,7 +168,7 @@ void configure(const std::string& dir, int rank) {
   s.entries.clear();
   s.path.clear();
   if (dir.empty()) return;
-  s.gpu = device_model();
+  s.gpu = device_identity();
   s.cublaslt_version = cublasLtGetVersion();
   const std::string path = (fs::path(dir) / fmt::format("rank-{:05d}.json", rank)).string();
   s.path = path;

@@ -120,15 +120,27 @@ Timing time_candidates(const Call& call, const cublasLtMatmulAlgo_t& used,
   LATTICE_CUDA_CHECK(cudaEventCreate(&stop));
   Timing t;
   t.used_us = time_us(call, d, used, start, stop);
-  t.best_us = t.used_us;
+  double candidate_us = -1.0;
   for (int i = 0; i < count && t.used_us > 0.0; ++i) {
     const bool same = std::memcmp(&candidates[i].algo, &used, sizeof(used)) == 0;
     if (candidates[i].state != CUBLAS_STATUS_SUCCESS || same) continue;
     const double us = time_us(call, d, candidates[i].algo, start, stop);
-    if (us > 0.0 && us < t.best_us) {
-      t.best_us = us;
+    if (us > 0.0 && (candidate_us < 0.0 || us < candidate_us)) {
+      candidate_us = us;
       t.best = i;
     }
+  }
+  // `used` again, last, its time the better of the two: timed only first, it would be the one that
+  // ran while the clocks may still have been rising, which would favour any candidate over it.
+  if (t.used_us > 0.0 && t.best >= 0) {
+    const double again = time_us(call, d, used, start, stop);
+    if (again > 0.0) t.used_us = std::min(t.used_us, again);
+  }
+  t.best_us = t.used_us;
+  if (t.best >= 0 && candidate_us < t.used_us) {
+    t.best_us = candidate_us;
+  } else {
+    t.best = -1;
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);

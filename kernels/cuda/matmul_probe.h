@@ -39,6 +39,7 @@ struct Call {
 
 // `used` (the run's algorithm) and the fastest of the `count` heuristic candidates that differ from
 // it, timed on the compute stream (microseconds per call; used_us < 0: `used` did not run alone).
+// `used` is timed first and again after the candidates, and keeps the better of its two times.
 struct Timing {
   double used_us = -1.0;
   double best_us = -1.0;

@@ -114,6 +114,13 @@ std::string device_model() {
   return prop.name;
 }
 
+std::string device_identity() {
+  ensure_started();
+  cudaDeviceProp prop{};
+  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
+  return fmt::format("{}, sm_{}{}, {} SMs", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+}
+
 size_t device_memory_bytes() {
   ensure_started();
   cudaDeviceProp prop{};

@@ -20,6 +20,9 @@ int visible_device_count();
 std::string select_device(int local_rank, int local_size);
 // The selected device's model name as the driver reports it (cudaDeviceProp::name).
 std::string device_model();
+// The model with what else decides which GEMM algorithms exist and which bits they give (cuBLAS
+// promises the same bits only for the same architecture and SM count): "NAME, sm_XY, N SMs".
+std::string device_identity();
 // The selected device's memory in all (cudaDeviceProp::totalGlobalMem).
 size_t device_memory_bytes();
 // The compute stream every kernel runs on (created on first use, non-blocking; on device 0 when

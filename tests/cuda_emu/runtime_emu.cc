@@ -44,6 +44,7 @@ std::string select_device(int local_rank, int local_size) {
 }
 
 std::string device_model() { return "CPU emulator of a GPU"; }
+std::string device_identity() { return device_model(); }
 
 // The host's memory, or LATTICE_EMULATED_GPU_MEMORY_MIB (the memory check's tests).
 size_t device_memory_bytes() {
