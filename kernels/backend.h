@@ -56,6 +56,8 @@ struct Backend {
   // (InputError) when no device is visible.
   std::string (*select_device)(int local_rank, int local_size);
   std::string (*device_model)();  // the selected device's model name ("NVIDIA H200"): bench's datasheet peak
+  // Optional: the selected device's compute capability as major * 10 + minor (90: Hopper).
+  int (*device_compute_capability)();
   // The memory check before a run allocates (trainer/memory_check.h): devices this process sees, and
   // the selected device's memory in all.
   int (*visible_devices)();

@@ -280,6 +280,15 @@ const char* decay_style_name(DecayStyle d) {
 
 const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
 
+const char* gelu_fusion_name(GeluFusion g) {
+  switch (g) {
+    case GeluFusion::kOn: return "true";
+    case GeluFusion::kOff: return "false";
+    case GeluFusion::kAuto: break;
+  }
+  return "auto";
+}
+
 const char* comm_backend_name(CommBackend b) {
   switch (b) {
     case CommBackend::kAuto: return "auto";

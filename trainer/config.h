@@ -23,6 +23,8 @@ enum class DecayStyle { kCosine, kLinear, kConstant };
 
 // training.precision and parallel.grad_reduce_dtype: "fp32" or "bf16".
 enum class Precision { kFp32, kBf16 };
+// training.gelu_fusion: true, false, or "auto" (device_selection.h decides).
+enum class GeluFusion { kAuto, kOn, kOff };
 
 // parallel.backend: what carries a parallel job's collectives. MPI takes any tensor (CUDA ones staged
 // through pinned host buffers); NCCL takes CUDA tensors, one GPU per rank. "auto" is NCCL for a CUDA
@@ -54,10 +56,11 @@ struct TrainingConfig {
   bool tf32 = false;
   // A GELU MLP's up projection with its GELU, and down_proj's input gradient with the GELU's backward,
   // each as one cuBLASLt GEMM with a GELU epilogue on the GPU (llm.c's gelu_fusion; Megatron fuses
-  // bias and GELU in a kernel of its own). Off (the default): bit for bit the unfused ops, so a
-  // selective recompute repeats the forward exactly and results match the CPU's within 1e-5 in f32.
-  // No effect on the CPU, for SwiGLU, or where cuBLASLt declines a shape (ops.h matmul_bias_gelu).
-  bool gelu_fusion = false;
+  // bias and GELU in a kernel of its own). Off: bit for bit the unfused ops, so a selective recompute
+  // repeats the forward exactly and results match the CPU's within 1e-5 in f32. Auto (the default):
+  // on for the bf16 recipe on Hopper and later, as llm.c's default (device_selection.h). No effect
+  // on the CPU, for SwiGLU, or where cuBLASLt declines a shape (ops.h matmul_bias_gelu).
+  GeluFusion gelu_fusion = GeluFusion::kAuto;
   // GPU: each GEMM shape's cuBLASLt algorithm chosen by timing the heuristic's candidates at its first
   // call (PyTorch's TunableOp), rather than the heuristic's first; the choices are written to
   // DIR/rank-NNNNN.json and read back by a run given the same directory, so that a resumed or
@@ -169,6 +172,7 @@ std::string config_hash(const Config& config);
 
 const char* decay_style_name(DecayStyle d);
 const char* precision_name(Precision p);
+const char* gelu_fusion_name(GeluFusion g);  // "auto", "true" or "false"
 // The tensor dtype of a precision: f32 or bf16.
 DType precision_dtype(Precision p);
 

@@ -131,8 +131,18 @@ std::vector<ConfigField> build_schema() {
                    "log a short sample every this many steps; 0 = never");
   training.text("sample_prompt", &TrainingConfig::sample_prompt, {}, "the text the samples continue");
   training.boolean("tf32", &TrainingConfig::tf32, "GPU f32 matmuls in TF32 (faster, ~1e-3 relative); false = exact f32");
-  training.boolean("gelu_fusion", &TrainingConfig::gelu_fusion,
-                   "GPU: the GELU and its backward in cuBLASLt GEMM epilogues; false = our own GELU kernels, bit for bit");
+  training.custom<GeluFusion>(
+      "gelu_fusion", &TrainingConfig::gelu_fusion, false,
+      "GPU: the GELU and its backward in cuBLASLt GEMM epilogues; false = our own GELU kernels, bit for bit; "
+      "\"auto\" = true for bf16 on compute capability 9.0 and later without selective recompute",
+      [](const nlohmann::json& j, const FieldContext& ctx) {
+        if (j.is_boolean()) return j.get<bool>() ? GeluFusion::kOn : GeluFusion::kOff;
+        if (j.is_string() && j.get<std::string>() == "auto") return GeluFusion::kAuto;
+        ctx.fail(ctx.name + " must be true, false or \"auto\", got " + describe_json(j));
+      },
+      [](const GeluFusion& g) {
+        return g == GeluFusion::kAuto ? nlohmann::json("auto") : nlohmann::json(g == GeluFusion::kOn);
+      });
   training.text("gemm_autotune_dir", &TrainingConfig::gemm_autotune_dir, {},
                 "GPU: choose each GEMM's cuBLASLt algorithm by timing, the choices kept in this directory "
                 "(reuse it to repeat or resume bit for bit); empty = the heuristic's first");

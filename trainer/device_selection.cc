@@ -1,6 +1,7 @@
 // The process's device from the config and the launcher's local rank.
 #include "trainer/device_selection.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "kernels/backend.h"
@@ -18,7 +19,9 @@ void select_training_device(const Config& config) {
   const Device device = config_device(config);
   if (device == Device::kCpu) {
     if (config.training.tf32) spdlog::warn("training.tf32 has no effect on the CPU: its matmuls are exact f32");
-    if (config.training.gelu_fusion) spdlog::warn("training.gelu_fusion has no effect on the CPU: it has no fused GEMMs");
+    if (config.training.gelu_fusion == GeluFusion::kOn) {
+      spdlog::warn("training.gelu_fusion has no effect on the CPU: it has no fused GEMMs");
+    }
     if (!config.training.gemm_autotune_dir.empty()) {
       spdlog::warn("training.gemm_autotune_dir has no effect on the CPU: its GEMM has one algorithm");
     }
@@ -33,9 +36,36 @@ void select_training_device(const Config& config) {
   spdlog::info("{}", backend.select_device(placement.local_rank, placement.local_size));
   backend.set_tf32(config.training.tf32);
   spdlog::info("matmul precision: {}", config.training.tf32 ? "TF32 tensor cores (training.tf32)" : "exact f32");
-  if (backend.set_gelu_fusion != nullptr) backend.set_gelu_fusion(config.training.gelu_fusion);
-  if (config.training.gelu_fusion) spdlog::info("GELU in the MLP's GEMM epilogues (training.gelu_fusion)");
+  const GeluFusionChoice gelu = gelu_fusion_choice(
+      config, backend.device_compute_capability != nullptr ? backend.device_compute_capability() : 0);
+  if (backend.set_gelu_fusion != nullptr) backend.set_gelu_fusion(gelu.on);
+  if (config.model.activation == Activation::kGelu) {
+    spdlog::info("{} (training.gelu_fusion {}: {})",
+                 gelu.on ? "GELU in the MLP's GEMM epilogues" : "GELU in its own kernels, not in GEMM epilogues",
+                 gelu_fusion_name(config.training.gelu_fusion), gelu.why);
+  }
   selected = true;
+}
+
+GeluFusionChoice gelu_fusion_choice(const Config& config, int compute_capability) {
+  switch (config.training.gelu_fusion) {
+    case GeluFusion::kOn: return {true, "as set"};
+    case GeluFusion::kOff: return {false, "as set"};
+    case GeluFusion::kAuto: break;
+  }
+  if (config.training.precision != Precision::kBf16) {
+    return {false, "f32 keeps our own GELU kernels, within 1e-5 of the CPU"};
+  }
+  if (config.model.recompute == Recompute::kSelective) {
+    return {false, "selective recompute repeats the GELU with our own kernel, so the forward uses it too"};
+  }
+  if (compute_capability < 90) {
+    return {false, compute_capability > 0
+                       ? fmt::format("compute capability {}.{}: cuBLASLt's fused GELU pays from 9.0 (llm.c's default)",
+                                     compute_capability / 10, compute_capability % 10)
+                       : std::string("the device's compute capability is not known")};
+  }
+  return {true, fmt::format("bf16 on compute capability {}.{}", compute_capability / 10, compute_capability % 10)};
 }
 
 void start_gemm_autotune(const Config& config, int rank) {

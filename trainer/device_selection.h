@@ -1,6 +1,8 @@
 // Which device this process trains on, chosen once before anything is allocated.
 #pragma once
 
+#include <string>
+
 #include "trainer/config.h"
 
 namespace lattice {
@@ -10,6 +12,18 @@ namespace lattice {
 // takes GPU local_rank mod visible GPUs, local rank read from the launcher (mpirun or srun), and
 // logs which one and whether other ranks share it. Once per process: later calls change nothing.
 void select_training_device(const Config& config);
+
+// Whether the GELU MLP's GEMMs take their GELU epilogues (training.gelu_fusion) on a device of this
+// compute capability (major * 10 + minor; 0: unknown), and why, for the log. "auto" turns them on
+// where llm.c does by default (compute capability 9.0 and later; on the H200 they paid 4% in bf16)
+// for the bf16 recipe, and leaves them off for f32 (exactness: within 1e-5 of the CPU) and under
+// selective recompute (which recomputes the GELU with our own kernel: the forward's bits again only
+// when the forward used it too).
+struct GeluFusionChoice {
+  bool on;
+  std::string why;
+};
+GeluFusionChoice gelu_fusion_choice(const Config& config, int compute_capability);
 
 // training.gemm_autotune_dir for this rank (on a GPU; after select_training_device): its file of
 // cuBLASLt choices read, or autotuning off when the key is empty. InputError (exit 2) when the file

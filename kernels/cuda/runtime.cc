@@ -121,6 +121,13 @@ std::string device_identity() {
   return fmt::format("{}, sm_{}{}, {} SMs", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
 }
 
+int device_compute_capability() {
+  ensure_started();
+  cudaDeviceProp prop{};
+  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
+  return prop.major * 10 + prop.minor;
+}
+
 size_t device_memory_bytes() {
   ensure_started();
   cudaDeviceProp prop{};

@@ -23,6 +23,8 @@ std::string device_model();
 // The model with what else decides which GEMM algorithms exist and which bits they give (cuBLAS
 // promises the same bits only for the same architecture and SM count): "NAME, sm_XY, N SMs".
 std::string device_identity();
+// The selected device's compute capability as major * 10 + minor (90: Hopper).
+int device_compute_capability();
 // The selected device's memory in all (cudaDeviceProp::totalGlobalMem).
 size_t device_memory_bytes();
 // The compute stream every kernel runs on (created on first use, non-blocking; on device 0 when

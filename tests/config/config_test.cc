@@ -593,7 +593,7 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["model"].size() == 19);
   CHECK(j["training"].size() == 14);
   CHECK(j["training"]["tf32"] == false);
-  CHECK(j["training"]["gelu_fusion"] == false);
+  CHECK(j["training"]["gelu_fusion"] == "auto");
   CHECK(j["training"]["gemm_autotune_dir"] == "");
   CHECK(j["training"]["precision"] == "fp32");
   CHECK(j["training"]["sample_interval"] == 0);

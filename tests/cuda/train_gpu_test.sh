@@ -160,10 +160,11 @@ done
 
 # bf16 mixed precision on the GPU against bf16 on the CPU (the oracle), one process and DP2 with the
 # distributed optimizer (bf16 all-gathers), with the CPU fp32 run among the noise runs as the bf16
-# equivalence tests do (tests/parallel/compare_dp_runs.py --bf16), and a bitwise GPU resume.
+# equivalence tests do (tests/parallel/compare_dp_runs.py --bf16), and a bitwise GPU resume. Our own
+# GELU kernels (training.gelu_fusion false; its "auto" default is checked below).
 for model in gpt2 llama; do
   cfg=test-tiny-$model.json
-  bf=(--set training.precision=bf16)
+  bf=(--set training.precision=bf16 --set training.gelu_fusion=false)
   if train "${model}_bf16_cpu" 1 "$cfg" "${bf[@]}" --export "$WORK/${model}_bf16_cpu" &&
     train "${model}_bf16_gpu" 1 "$cfg" "${bf[@]}" --set device=cuda --export "$WORK/${model}_bf16_gpu" &&
     train "${model}_bf16_gpu_dp2" 2 "$cfg" "${bf[@]}" --set device=cuda --set parallel.distributed_optimizer=true \
@@ -222,6 +223,41 @@ if train gpt2_fused_gpu 1 test-tiny-gpt2.json "${fuse[@]}" --set device=cuda --e
   fi
 else
   flunk "gpt2: bf16 run with training.gelu_fusion"
+fi
+
+# training.gelu_fusion "auto" (the default; trainer/device_selection.h): bitwise the fused run on
+# compute capability 9.0 and later, the unfused run before; under selective recompute the unfused
+# run (the recompute repeats the forward's GELU exactly); the log says which and why. The emulator,
+# which has no architecture, stands for both (LATTICE_EMULATED_GPU_SM).
+auto_gelu() {  # auto_gelu NAME EXPECTED(fused|unfused) REASON [--set ...]
+  local name=$1 expected=$2 reason=$3
+  shift 3
+  local ref=gpt2_bf16_gpu words="GELU in its own kernels, not in GEMM epilogues"
+  [[ $expected == fused ]] && ref=gpt2_fused_gpu words="GELU in the MLP's GEMM epilogues"
+  if train "$name" 1 test-tiny-gpt2.json --set training.precision=bf16 --set device=cuda "$@" \
+    --export "$WORK/$name"; then
+    grep -q "$words (training.gelu_fusion auto: .*$reason" "$WORK/$name.log" ||
+      flunk "$name: the log does not say '$words (training.gelu_fusion auto: ...$reason': \
+$(grep -a -m1 'training.gelu_fusion' "$WORK/$name.log")"
+    check "gpt2: training.gelu_fusion auto ($reason) is bitwise the $expected run" python3 \
+      tests/checkpoint/compare_resumed.py "$WORK/$ref.jsonl" "$WORK/$name.jsonl" "$WORK/$ref" "$WORK/$name"
+  else
+    flunk "gpt2: bf16 run with training.gelu_fusion auto ($reason)"
+  fi
+}
+if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
+  LATTICE_EMULATED_GPU_SM=90 auto_gelu gpt2_auto_sm90 fused "compute capability 9.0"
+  auto_gelu gpt2_auto_unknown unfused "not known"
+  LATTICE_EMULATED_GPU_SM=90 auto_gelu gpt2_auto_recompute unfused "selective recompute" \
+    --set model.recompute=selective
+else
+  sm=$(grep -m1 -o "sm_[0-9]*" "$WORK/gpt2_gpu.log" | tr -dc '0-9')
+  if [[ ${sm:-0} -ge 90 ]]; then
+    auto_gelu gpt2_auto fused "compute capability ${sm:0:-1}.${sm: -1}"
+  else
+    auto_gelu gpt2_auto unfused "compute capability ${sm:0:-1}.${sm: -1}"
+  fi
+  auto_gelu gpt2_auto_recompute unfused "selective recompute" --set model.recompute=selective
 fi
 
 # training.gemm_autotune_dir (kernels/cuda/matmul_autotune.h): each GEMM shape's algorithm chosen by

@@ -46,6 +46,13 @@ std::string select_device(int local_rank, int local_size) {
 std::string device_model() { return "CPU emulator of a GPU"; }
 std::string device_identity() { return device_model(); }
 
+// LATTICE_EMULATED_GPU_SM (e.g. 90), so that tests can take the paths a GPU's architecture picks;
+// unset: 0, no architecture.
+int device_compute_capability() {
+  const char* sm = std::getenv("LATTICE_EMULATED_GPU_SM");
+  return sm != nullptr ? std::atoi(sm) : 0;
+}
+
 // The host's memory, or LATTICE_EMULATED_GPU_MEMORY_MIB (the memory check's tests).
 size_t device_memory_bytes() {
   const char* mib = std::getenv("LATTICE_EMULATED_GPU_MEMORY_MIB");
