@@ -59,13 +59,10 @@ GeluFusionChoice gelu_fusion_choice(const Config& config, int compute_capability
   if (config.model.recompute == Recompute::kSelective) {
     return {false, "selective recompute repeats the GELU with our own kernel, so the forward uses it too"};
   }
-  if (compute_capability < 90) {
-    return {false, compute_capability > 0
-                       ? fmt::format("compute capability {}.{}: cuBLASLt's fused GELU pays from 9.0 (llm.c's default)",
-                                     compute_capability / 10, compute_capability % 10)
-                       : std::string("the device's compute capability is not known")};
-  }
-  return {true, fmt::format("bf16 on compute capability {}.{}", compute_capability / 10, compute_capability % 10)};
+  if (compute_capability <= 0) return {false, "the device's compute capability is not known"};
+  const std::string cc = fmt::format("compute capability {}.{}", compute_capability / 10, compute_capability % 10);
+  if (compute_capability < 90) return {false, cc + ": cuBLASLt's fused GELU pays from 9.0 (llm.c's default)"};
+  return {true, "bf16 on " + cc};
 }
 
 void start_gemm_autotune(const Config& config, int rank) {

@@ -81,6 +81,14 @@ PinnedStage& stage_from_host() {
   return s;
 }
 
+// The selected device's properties (the device started if it was not).
+cudaDeviceProp selected_properties() {
+  ensure_started();
+  cudaDeviceProp prop{};
+  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
+  return prop;
+}
+
 }  // namespace
 
 int visible_device_count() {
@@ -99,41 +107,26 @@ std::string select_device(int local_rank, int local_size) {
   const int chosen = local_rank % count;
   ensure_started(chosen);
   LATTICE_CHECK(state().device == chosen, "select_device: the CUDA device was already set to {}", state().device);
-  cudaDeviceProp prop{};
-  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, chosen));
+  const cudaDeviceProp prop = selected_properties();
   const int sharing = local_size / count + (chosen < local_size % count ? 1 : 0);
   return fmt::format("cuda: local rank {} uses GPU {} of {} ({}, {:.1f} GiB, sm_{}{}){}", local_rank, chosen, count,
                      prop.name, prop.totalGlobalMem / double(1 << 30), prop.major, prop.minor,
                      sharing > 1 ? fmt::format("; {} ranks of this node share it", sharing) : "");
 }
 
-std::string device_model() {
-  ensure_started();
-  cudaDeviceProp prop{};
-  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
-  return prop.name;
-}
+std::string device_model() { return selected_properties().name; }
 
 std::string device_identity() {
-  ensure_started();
-  cudaDeviceProp prop{};
-  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
+  const cudaDeviceProp prop = selected_properties();
   return fmt::format("{}, sm_{}{}, {} SMs", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
 }
 
 int device_compute_capability() {
-  ensure_started();
-  cudaDeviceProp prop{};
-  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
+  const cudaDeviceProp prop = selected_properties();
   return prop.major * 10 + prop.minor;
 }
 
-size_t device_memory_bytes() {
-  ensure_started();
-  cudaDeviceProp prop{};
-  LATTICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, state().device));
-  return prop.totalGlobalMem;
-}
+size_t device_memory_bytes() { return selected_properties().totalGlobalMem; }
 
 cudaStream_t compute_stream() {
   ensure_started();

@@ -252,11 +252,9 @@ if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
     --set model.recompute=selective
 else
   sm=$(grep -m1 -o "sm_[0-9]*" "$WORK/gpt2_gpu.log" | tr -dc '0-9')
-  if [[ ${sm:-0} -ge 90 ]]; then
-    auto_gelu gpt2_auto fused "compute capability ${sm:0:-1}.${sm: -1}"
-  else
-    auto_gelu gpt2_auto unfused "compute capability ${sm:0:-1}.${sm: -1}"
-  fi
+  expected=unfused
+  [[ ${sm:-0} -ge 90 ]] && expected=fused
+  auto_gelu gpt2_auto "$expected" "compute capability ${sm:0:-1}.${sm: -1}"
   auto_gelu gpt2_auto_recompute unfused "selective recompute" --set model.recompute=selective
 fi
 

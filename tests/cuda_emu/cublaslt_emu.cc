@@ -308,6 +308,15 @@ bool refuses(const char* when, cublasLtMatmulDesc_t desc, const cublasLtMatrixLa
   const bool shared_operand = a.batch > 1 && (a.stride == 0 || b.stride == 0);
   return desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT || shared_operand || c_is_not_d;
 }
+
+// Which of the epilogue's pointers the descriptor's epilogue reads.
+bool has_bias(cublasLtMatmulDesc_t desc) {
+  return desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool has_aux(cublasLtMatmulDesc_t desc) {
+  return desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         desc->epilogue == CUBLASLT_EPILOGUE_DGELU;
+}
 }  // namespace
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
@@ -317,10 +326,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
   // cuBLASLt reads the epilogue's pointers' alignment when it chooses, so the wrapper must have set
   // them by now (a null one would read as aligned).
-  const bool bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-  const bool aux = desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
-                   desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_DGELU;
-  if ((bias && desc->bias == nullptr) || (aux && desc->aux == nullptr)) return CUBLAS_STATUS_INVALID_VALUE;
+  if ((has_bias(desc) && desc->bias == nullptr) || (has_aux(desc) && desc->aux == nullptr)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
   if (refuses("heuristic", desc, *a, *b, false)) return CUBLAS_STATUS_NOT_SUPPORTED;
   *returned = std::min(requested, kAlgorithms);
   for (int i = 0; i < *returned; ++i) {
@@ -386,11 +394,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
   const bool ta = desc->trans_a == CUBLAS_OP_T, tb = desc->trans_b == CUBLAS_OP_T;
   const int64_t m = static_cast<int64_t>(D.rows), n = static_cast<int64_t>(D.cols);
   const int64_t k = static_cast<int64_t>(ta ? A.rows : A.cols);
-  const bool has_aux = desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
-                       desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_DGELU;
-  const bool has_bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   // The emulated epilogues read the bias and aux in D's type, as the wrapper states them.
-  if ((has_bias && desc->bias_type != D.type) || (has_aux && (desc->aux_type != D.type || desc->aux_ld != D.ld))) {
+  if ((has_bias(desc) && desc->bias_type != D.type) ||
+      (has_aux(desc) && (desc->aux_type != D.type || desc->aux_ld != D.ld))) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   // Row-major: D^T[n, m] = op(B)^T op(A)^T, i.e. our m = cuBLASLt's n, our a = its B (same flags).
