@@ -468,6 +468,39 @@ void bias_backward(const Tensor& dy, Tensor& dbias) {
   f32.finish();
 }
 
+void bias_backward_group(std::span<const Tensor> dys, std::span<Tensor> dbiases) {
+  const char* op = "bias_backward_group";
+  LATTICE_CHECK(!dys.empty() && dys.size() == dbiases.size(), "{}: {} dy and {} dbias tensors; need one of each per product",
+                op, dys.size(), dbiases.size());
+  const OpScope timed(op, {&dys[0], &dbiases[0]}, {.products = static_cast<int64_t>(dys.size())});
+  const Backend& be = backend_for(op, {&dys[0], &dbiases[0]});
+  bool one_shape = true;
+  for (size_t i = 0; i < dys.size(); ++i) {
+    LATTICE_CHECK(&backend_for(op, {&dys[i], &dbiases[i]}) == &be, "{}: product {} is on another device than product 0",
+                  op, i);
+    need_data(op, "dy", dys[i]);
+    need_data(op, "dbias", dbiases[i]);
+    need_numel(op, "dbias", dbiases[i], last_dim(dys[i]), fmt::format("last dim of dy {}", dys[i].describe()).c_str());
+    // Run one by one, a product must not change what a later one reads.
+    for (size_t j = 0; j < dys.size(); ++j) {
+      LATTICE_CHECK(!overlaps(dbiases[i], dys[j]) && (i == j || !overlaps(dbiases[i], dbiases[j])),
+                    "{}: dbias[{}] {} overlaps a dy or another dbias", op, i, dbiases[i].describe());
+    }
+    one_shape = one_shape && flat_rows(dys[i]) == flat_rows(dys[0]) && last_dim(dys[i]) == last_dim(dys[0]);
+  }
+  if (be.typed != nullptr && be.typed->bias_backward_group != nullptr && one_shape) {
+    std::vector<DataIn> in;
+    std::vector<DataOut> out;
+    for (size_t i = 0; i < dys.size(); ++i) {
+      in.push_back(data_in(dys[i]));
+      out.push_back(data_out(dbiases[i]));
+    }
+    return be.typed->bias_backward_group(in.data(), out.data(), static_cast<int>(in.size()), flat_rows(dys[0]),
+                                         last_dim(dys[0]));
+  }
+  for (size_t i = 0; i < dys.size(); ++i) bias_backward(dys[i], dbiases[i]);
+}
+
 // ---- embeddings ----
 
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, Ids ids_check) {

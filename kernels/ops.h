@@ -92,6 +92,10 @@ void matmul_group(std::span<const Tensor> a, bool trans_a, std::span<const Tenso
 void add_bias(Tensor& y, const Tensor& bias);
 // dbias[F] += column sums of dy[N, F].
 void bias_backward(const Tensor& dy, Tensor& dbias);
+// bias_backward(dys[i], dbiases[i]) for each i, bit for bit, as one launch where the device has one
+// and the dys share a shape (CUDA: the q, k and v bias gradients). No dbias may overlap a dy or
+// another dbias.
+void bias_backward_group(std::span<const Tensor> dys, std::span<Tensor> dbiases);
 
 // ---- token ids ----
 // Whether an op with token ids or targets checks them against the vocabulary. On a GPU the check

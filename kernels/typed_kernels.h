@@ -34,6 +34,8 @@ struct TypedKernels {
   void (*add)(DataIn a, DataIn b, DataOut out, int64_t n);  // out may alias a or b
   void (*add_bias)(DataOut y, DataIn bias, int64_t rows, int64_t cols);
   void (*bias_backward)(DataIn dy, DataOut dbias, int64_t rows, int64_t cols);
+  // Optional (null: ops runs bias_backward per product): `count` products of one shape at once.
+  void (*bias_backward_group)(const DataIn* dys, const DataOut* dbiases, int count, int64_t rows, int64_t cols);
 
   // ---- embeddings ----
   void (*embedding_forward_shard)(const int32_t* ids, DataIn table, DataOut out, int64_t n, int64_t hidden,

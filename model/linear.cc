@@ -91,15 +91,16 @@ void Linear::forward_group(std::span<const Linear* const> layers, const Tensor& 
 }
 
 void Linear::backward_weights_group(std::span<Linear* const> layers, const Tensor& x, std::span<const Tensor> dys) {
-  std::vector<Tensor> weight_grads;
+  std::vector<Tensor> weight_grads, bias_grads;
   for (const Linear* layer : layers) {
     LATTICE_CHECK(layer->kind_ != LinearKind::kRow, "backward_weights_group is for plain and column-parallel layers");
+    LATTICE_CHECK(layer->bias_.defined() == layers[0]->bias_.defined(),
+                  "backward_weights_group: layers with and without a bias");
     weight_grads.push_back(layer->weight_grad_);
+    if (layer->bias_.defined()) bias_grads.push_back(layer->bias_grad_);
   }
   ops::matmul_group(dys, true, {&x, 1}, false, {}, weight_grads, 1.0f, 1.0f);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i]->bias_.defined()) ops::bias_backward(dys[i], layers[i]->bias_grad_);
-  }
+  if (!bias_grads.empty()) ops::bias_backward_group(dys, bias_grads);
 }
 
 }  // namespace lattice

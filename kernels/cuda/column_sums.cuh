@@ -45,18 +45,30 @@ struct ColumnGrads {
   DataOut plane[kPlanes];
 };
 
+// Up to kMaxProducts column sums of one shape, run by one launch of each kernel (blockIdx.z picks
+// the product; the q, k and v bias gradients): each is summed exactly as it would be alone.
+template <int kPlanes, class Terms, int kMaxProducts>
+struct ColumnGroup {
+  Terms terms[kMaxProducts];
+  ColumnGrads<kPlanes> grads[kMaxProducts];
+  int count;
+};
+
 // terms(r, c, count, acc) adds row r's kPlanes terms of columns c .. c + count to acc[0 .. count)
 // (count <= kPack, c + count <= cols, r < rows). A thread covers the kPack columns of one pack (16-byte
 // loads where aligned; element access left the loads latency-bound), a block kColumnTileCols packs;
 // each column is still summed over its rows in the order the 32-column tiling gave, so the sums are
 // bitwise those of a thread per column.
-template <int kPlanes, class Terms>
-__global__ void column_partials_kernel(Terms terms, int64_t rows, int64_t cols, int64_t chunks,
-                                       int64_t rows_per_chunk, double* partials) {
+// Product blockIdx.z's partials are partials[blockIdx.z][planes][chunks][cols].
+template <int kPlanes, class Terms, int kMaxProducts>
+__global__ void column_partials_kernel(ColumnGroup<kPlanes, Terms, kMaxProducts> group, int64_t rows, int64_t cols,
+                                       int64_t chunks, int64_t rows_per_chunk, double* partials) {
   constexpr int kBlockCols = kColumnTileCols * kPack;
   // The block's kColumnTileCols x kColumnRowLanes threads finish its kBlockCols columns one each.
   static_assert(kColumnTileCols * kColumnRowLanes == kBlockCols, "one finishing thread per column");
   __shared__ double sh[kPlanes][kColumnRowLanes][kBlockCols];
+  const Terms& terms = group.terms[blockIdx.z];
+  partials += static_cast<int64_t>(blockIdx.z) * kPlanes * chunks * cols;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t block_c = static_cast<int64_t>(blockIdx.x) * kBlockCols;
   const int64_t c = block_c + static_cast<int64_t>(tx) * kPack;
@@ -85,11 +97,15 @@ __global__ void column_partials_kernel(Terms terms, int64_t rows, int64_t cols, 
   }
 }
 
-// grads.plane[p][c] += the sum over chunks (in order) of partials[p, chunk, c]. The loads go eight
-// at a time ahead of their adds: a column's chunks are ~85 loads that one at a time wait in turn.
-template <int kPlanes>
-__global__ void column_finish_kernel(const double* partials, int64_t chunks, int64_t cols, ColumnGrads<kPlanes> grads) {
+// grads.plane[p][c] += the sum over chunks (in order) of partials[p, chunk, c], for product
+// blockIdx.z. The loads go eight at a time ahead of their adds: a column's chunks are ~85 loads that
+// one at a time wait in turn.
+template <int kPlanes, class Terms, int kMaxProducts>
+__global__ void column_finish_kernel(const double* partials, int64_t chunks, int64_t cols,
+                                     ColumnGroup<kPlanes, Terms, kMaxProducts> group) {
   constexpr int kAhead = 8;
+  const ColumnGrads<kPlanes>& grads = group.grads[blockIdx.z];
+  partials += static_cast<int64_t>(blockIdx.z) * kPlanes * chunks * cols;
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     for (int p = 0; p < kPlanes; ++p) {
@@ -109,30 +125,37 @@ __global__ void column_finish_kernel(const double* partials, int64_t chunks, int
   }
 }
 
-// Accumulates the column sums of `terms` into grads on the compute stream. cols > 0; rows >= 0
-// (no rows still adds +0.0f to every gradient, as the CPU loops do).
-template <int kPlanes, class Terms>
-void column_sums(Terms terms, int64_t rows, int64_t cols, ColumnGrads<kPlanes> grads) {
+// Accumulates each product's column sums into its grads on the compute stream. 1 <= group.count <=
+// kMaxProducts; cols > 0; rows >= 0 (no rows still adds +0.0f to every gradient, as the CPU loops do).
+template <int kPlanes, class Terms, int kMaxProducts>
+void column_sums(const ColumnGroup<kPlanes, Terms, kMaxProducts>& group, int64_t rows, int64_t cols) {
   const int64_t col_tiles = (cols + kColumnTileCols - 1) / kColumnTileCols;
-  // Enough row chunks for ~kColumnTargetBlocks blocks, each chunk at least one row per lane.
+  // Enough row chunks for ~kColumnTargetBlocks blocks, each chunk at least one row per lane. A
+  // product's chunking depends on (rows, cols) alone, not on the group it runs in: its bits neither.
   int64_t chunks = std::max<int64_t>(1, kColumnTargetBlocks / col_tiles);
   chunks = std::min<int64_t>(chunks, (rows + kColumnRowLanes - 1) / kColumnRowLanes);
   chunks = std::clamp<int64_t>(chunks, 1, 65535);  // gridDim.y limit
   const int64_t rows_per_chunk = std::max<int64_t>(1, (rows + chunks - 1) / chunks);
   chunks = std::max<int64_t>(1, (rows + rows_per_chunk - 1) / rows_per_chunk);
-  Scratch scratch(static_cast<size_t>(kPlanes) * static_cast<size_t>(chunks * cols) * sizeof(double));
+  const auto count = static_cast<unsigned>(group.count);
+  Scratch scratch(count * static_cast<size_t>(kPlanes) * static_cast<size_t>(chunks * cols) * sizeof(double));
   auto* partials = static_cast<double*>(scratch.ptr);
   // The chunking above stays that of 32-column tiles (a shape's bits do not change); a block covers
   // kPack of those tiles.
   const int64_t block_tiles = (cols + kColumnTileCols * kPack - 1) / (kColumnTileCols * kPack);
-  const dim3 grid(static_cast<unsigned>(block_tiles), static_cast<unsigned>(chunks));
+  const dim3 grid(static_cast<unsigned>(block_tiles), static_cast<unsigned>(chunks), count);
   const dim3 block(kColumnTileCols, kColumnRowLanes);
-  column_partials_kernel<kPlanes><<<grid, block, 0, compute_stream()>>>(terms, rows, cols, chunks, rows_per_chunk,
-                                                                        partials);
+  column_partials_kernel<<<grid, block, 0, compute_stream()>>>(group, rows, cols, chunks, rows_per_chunk, partials);
   LATTICE_CUDA_LAUNCHED();
-  column_finish_kernel<kPlanes><<<grid_for(cols, kColumnFinishThreads), kColumnFinishThreads, 0, compute_stream()>>>(
-      partials, chunks, cols, grads);
+  const dim3 finish_grid(grid_for(cols, kColumnFinishThreads), 1, count);
+  column_finish_kernel<<<finish_grid, kColumnFinishThreads, 0, compute_stream()>>>(partials, chunks, cols, group);
   LATTICE_CUDA_LAUNCHED();
+}
+
+// One product's column sums.
+template <int kPlanes, class Terms>
+void column_sums(Terms terms, int64_t rows, int64_t cols, ColumnGrads<kPlanes> grads) {
+  column_sums(ColumnGroup<kPlanes, Terms, 1>{{terms}, {grads}, 1}, rows, cols);
 }
 
 }  // namespace

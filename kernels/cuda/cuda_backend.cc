@@ -185,6 +185,7 @@ constexpr TypedKernels kCudaTyped{
     .add = &add,
     .add_bias = &add_bias,
     .bias_backward = &bias_backward,
+    .bias_backward_group = &bias_backward_group,
     .embedding_forward_shard = &embedding_forward_shard,
     .embedding_backward_shard = &embedding_backward_shard,
     .add_position_embedding_tokens = &add_position_embedding_tokens,

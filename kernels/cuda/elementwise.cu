@@ -321,6 +321,20 @@ void bias_backward(DataIn dy, DataOut dbias, int64_t rows, int64_t cols) {
   column_sums<1>(BiasTerms{dy, cols}, std::max<int64_t>(rows, 0), cols, ColumnGrads<1>{{dbias}});
 }
 
+void bias_backward_group(const DataIn* dys, const DataOut* dbiases, int count, int64_t rows, int64_t cols) {
+  if (cols <= 0) return;
+  constexpr int kMaxProducts = 4;  // q, k, v
+  for (int first = 0; first < count; first += kMaxProducts) {
+    ColumnGroup<1, BiasTerms, kMaxProducts> group{};
+    group.count = std::min(kMaxProducts, count - first);
+    for (int i = 0; i < group.count; ++i) {
+      group.terms[i] = BiasTerms{dys[first + i], cols};
+      group.grads[i] = ColumnGrads<1>{{dbiases[first + i]}};
+    }
+    column_sums(group, std::max<int64_t>(rows, 0), cols);
+  }
+}
+
 void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
   if (n <= 0) return;
   cast_kernel<<<pack_grid(n, kThreads), kThreads, 0, compute_stream()>>>(DataIn{src, false}, DataOut{dst, true}, n);

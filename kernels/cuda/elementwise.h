@@ -39,6 +39,8 @@ void sum_squares_to(const float* x, int64_t n, double* out);
 void add_bias(DataOut y, DataIn bias, int64_t rows, int64_t cols);
 // dbias[F] += column sums of dy[N, F]; deterministic (no atomics).
 void bias_backward(DataIn dy, DataOut dbias, int64_t rows, int64_t cols);
+// The same for `count` products of one shape, in one launch of each kernel (per four products).
+void bias_backward_group(const DataIn* dys, const DataOut* dbiases, int count, int64_t rows, int64_t cols);
 // Round to nearest even, NaN stays a quiet NaN, overflow gives Inf (kernels/bf16.h bits).
 void f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);

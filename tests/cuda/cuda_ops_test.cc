@@ -491,6 +491,50 @@ TEST_CASE("bias_backward at GPT-2 124M shapes and ragged ones, dy f32 and bf16")
   }
 }
 
+// The q, k and v bias gradients in one launch (ops::bias_backward_group, the model's
+// backward_weights_group): on the device, the bits of bias_backward per product, at GPT-2 124M's and
+// 1.5B's widths and a ragged shape, dy f32 and bf16 (the products' dy are slices of one buffer, as
+// model/activations.cc lays them out); five products (a launch of four, then one); and products of
+// two shapes, which run one by one.
+TEST_CASE("bias_backward_group: the bits of bias_backward per product, in one launch") {
+  struct Group {
+    int64_t count, rows, cols;
+  };
+  for (const Group g : {Group{3, 8192, 768}, Group{3, 4096, 1600}, Group{5, 1000, 777}}) {
+    for (const bool bf16 : {false, true}) {
+      const Tensor dy = random_tensor({g.count, g.rows, g.cols}, 93), dbias = random_tensor({g.count * g.cols}, 94);
+      const Tensors inputs = bf16 ? test::with_bf16({dy, dbias}, {0}) : Tensors{dy, dbias};
+      const auto products = [&g](Tensors& t, bool grouped) {
+        std::vector<Tensor> dys, dbiases;
+        for (int64_t i = 0; i < g.count; ++i) {
+          dys.push_back(t[0].slice_flat(i * g.rows * g.cols, {g.rows, g.cols}));
+          dbiases.push_back(t[1].slice_flat(i * g.cols, {g.cols}));
+        }
+        if (grouped) return ops::bias_backward_group(dys, dbiases);
+        for (int64_t i = 0; i < g.count; ++i) ops::bias_backward(dys[i], dbiases[i]);
+      };
+      const Tensors grouped = run_on_gpu(inputs, [&](Tensors& t) { products(t, true); });
+      const Tensors separate = run_on_gpu(inputs, [&](Tensors& t) { products(t, false); });
+      const std::string what =
+          fmt::format("bias_backward_group {} x {} x {} dy {}", g.count, g.rows, g.cols, bf16 ? "bf16" : "f32");
+      INFO(what);
+      REQUIRE(std::memcmp(grouped[1].raw(), separate[1].raw(), grouped[1].bytes()) == 0);
+      std::printf("  %-58s the bits of bias_backward per product\n", what.c_str());
+    }
+  }
+  // Two shapes: per product, still the bits of bias_backward.
+  const Tensor a = random_tensor({300, 64}, 95), b = random_tensor({200, 64}, 96), dbias = random_tensor({128}, 97);
+  const auto products = [](Tensors& t, bool grouped) {
+    const std::vector<Tensor> dys = {t[0], t[1]};
+    std::vector<Tensor> dbiases = {t[2].slice_flat(0, {64}), t[2].slice_flat(64, {64})};
+    if (grouped) return ops::bias_backward_group(dys, dbiases);
+    for (size_t i = 0; i < dys.size(); ++i) ops::bias_backward(dys[i], dbiases[i]);
+  };
+  const Tensors grouped = run_on_gpu({a, b, dbias}, [&](Tensors& t) { products(t, true); });
+  const Tensors separate = run_on_gpu({a, b, dbias}, [&](Tensors& t) { products(t, false); });
+  REQUIRE(std::memcmp(grouped[2].raw(), separate[2].raw(), grouped[2].bytes()) == 0);
+}
+
 // The staging contract at GPT-2 sizes (more rows than the harness's ragged shapes, so the chunked
 // parameter-gradient and bias sums run several chunks): `op` on the GPU with the `bf16` arguments in
 // bf16 (the mixed-precision recipe's dtypes) against `op` on the same values widened to f32, the

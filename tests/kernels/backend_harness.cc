@@ -437,6 +437,24 @@ std::vector<OpCase> op_cases() {
                  return T{logits, in.ids({N}, kMasked, kRow), in.uniform({N}), in.uniform({N})};
                },
                [](T& t) { ops::cross_entropy_forward_backward(t[0], t[1], 0.5f, t[2], t[3], t[0]); return none(); }});
+  // The q, k, v products' bias gradients (the dys side by side, the biases in the flat buffer as
+  // above), then five of them. Appended, as each new case is: a case's inputs depend on its index.
+  c.push_back({"bias_backward_group", "q, k, v", 1e-5,
+               [](In& in) { return T{in.uniform({3, kRows, kOut}), in.uniform({3 * kBlock})}; },
+               [group](T& t) {
+                 std::vector<Tensor> dbiases = group(t[1], 3, kBlock, kOut * kIn, {kOut});
+                 ops::bias_backward_group(group(t[0], 3, kRows * kOut, 0, {kRows, kOut}), dbiases);
+                 return none();
+               },
+               {{0, 1}, {0}}});
+  c.push_back({"bias_backward_group", "five products", 1e-5,
+               [](In& in) { return T{in.uniform({5, 2 * kRows, kIn}), in.uniform({5 * kIn})}; },
+               [group](T& t) {
+                 std::vector<Tensor> dbiases = group(t[1], 5, kIn, 0, {kIn});
+                 ops::bias_backward_group(group(t[0], 5, 2 * kRows * kIn, 0, {2 * kRows, kIn}), dbiases);
+                 return none();
+               },
+               {{0, 1}, {0}}});
   return c;
 }
 

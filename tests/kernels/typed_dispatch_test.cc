@@ -36,8 +36,9 @@ namespace {
 
 // Every TypedKernels entry, in declaration order.
 #define TYPED_ENTRIES(X)                                                                                       \
-  X(fill) X(scale) X(axpy) X(add) X(add_bias) X(bias_backward) X(embedding_forward_shard)                      \
-  X(embedding_backward_shard) X(add_position_embedding_tokens) X(position_embedding_backward_tokens)           \
+  X(fill) X(scale) X(axpy) X(add) X(add_bias) X(bias_backward) X(bias_backward_group)                          \
+  X(embedding_forward_shard) X(embedding_backward_shard) X(add_position_embedding_tokens)                      \
+  X(position_embedding_backward_tokens)                                                                         \
   X(layernorm_forward) X(layernorm_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(gelu_forward)            \
   X(gelu_backward) X(swiglu_forward) X(swiglu_backward) X(rope) X(cross_entropy_forward)                       \
   X(cross_entropy_shard_max) X(cross_entropy_shard_sums) X(cross_entropy_shard_backward)                      \
@@ -138,6 +139,9 @@ void bias_backward(DataIn dy, DataOut dbias, int64_t rows, int64_t cols) {
   H h;
   cpu::bias_backward(h.in(dy, rows * cols), h.in_out(dbias, cols), rows, cols);
   h.finish();
+}
+void bias_backward_group(const DataIn* dys, const DataOut* dbiases, int count, int64_t rows, int64_t cols) {
+  for (int i = 0; i < count; ++i) bias_backward(dys[i], dbiases[i], rows, cols);
 }
 void embedding_forward_shard(const int32_t* ids, DataIn table, DataOut out, int64_t n, int64_t hidden,
                              int64_t first_row, int64_t rows) {
@@ -317,6 +321,7 @@ std::vector<int> entries_of(const test::OpCase& c) {
       {"add_bias", k_add_bias},
       {"matmul_bias", k_add_bias},
       {"bias_backward", k_bias_backward},
+      {"bias_backward_group", k_bias_backward_group},
       {"embedding_forward", k_embedding_forward_shard},
       {"embedding_backward", k_embedding_backward_shard},
       {"embedding_forward_shard", k_embedding_forward_shard},
