@@ -2,6 +2,7 @@
 // kernels/cpu/cpu_backend.cc now, kernels/cuda later), and the registry that maps a device to it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -58,9 +59,10 @@ struct Backend {
   std::string (*device_model)();  // the selected device's model name ("NVIDIA H200"): bench's datasheet peak
   // Optional: the selected device's compute capability as major * 10 + minor (90: Hopper).
   int (*device_compute_capability)();
-  // The memory check before a run allocates (trainer/memory_check.h): devices this process sees, and
-  // the selected device's memory in all.
-  int (*visible_devices)();
+  // The selected device's UUID: ranks that report the same one share a GPU (trainer/gpu_sharing.h;
+  // CUDA_VISIBLE_DEVICES may show each rank a different GPU as device 0). And its memory in all, for
+  // the memory check before a run allocates (trainer/memory_check.h).
+  std::array<uint8_t, 16> (*device_uuid)();
   size_t (*device_memory_bytes)();
   size_t (*peak_memory_bytes)();  // the most device memory in use at once so far
   void (*set_tf32)(bool enabled);  // f32 matmuls in TF32 from now on (training.tf32)

@@ -2,6 +2,7 @@
 #include "parallel/nccl_communicator.h"
 
 #include <chrono>
+#include <exception>
 #include <thread>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "kernels/error.h"
 #include "parallel/nccl_world.h"
 #include "parallel/trace.h"
+#include "parallel/watchdog.h"
 
 namespace lattice {
 
@@ -20,9 +22,14 @@ struct NcclCommunicator::State {
   ncclComm_t comm = nullptr;
   int world_rank = -1;
   std::string group;  // the MPI group's describe()
+  bool abandoned = false;  // a call timed out: the job is ending, nothing more is asked of NCCL
 
   ~State() {
     if (comm == nullptr) return;
+    // Destroyed while an error unwinds (the job is ending: run_train calls MPI_Abort) or after a
+    // timed-out call: finalizing or aborting could wait for the very hang being reported, so the
+    // communicator is left to the process's end.
+    if (abandoned || std::uncaught_exceptions() > 0) return;
     // A non-blocking communicator finalizes asynchronously: poll it (briefly), then free it.
     ncclResult_t result = ncclCommFinalize(comm);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -40,19 +47,17 @@ struct NcclCommunicator::State {
                             comm != nullptr ? fmt::format(" ({})", ncclGetLastError(comm)) : std::string()));
   }
 
-  // A non-blocking communicator answers ncclInProgress while it initializes or enqueues: poll its
-  // state to the end. Past `timeout_s` the communicator is aborted (safe: non-blocking, and no other
-  // thread of this process is inside NCCL) and the job ends with the watchdog's exit code.
+  // A non-blocking communicator answers ncclInProgress while it initializes or enqueues (a first
+  // use connects to the peers, whose hosts must reach the same call): poll its state to the end.
+  // Past `timeout_s` the error ends the job with the watchdog's exit code (run_train's MPI_Abort);
+  // the communicator is not aborted, as ncclCommAbort may wait for kernels a hang keeps queued.
   void settle(ncclResult_t result, const char* call, const std::string& operation, double timeout_s) {
     const auto start = std::chrono::steady_clock::now();
     while (result == ncclInProgress) {
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (timeout_s > 0 && waited > timeout_s) {
-        ncclCommAbort(comm);
-        comm = nullptr;
-        throw Error(fmt::format("rank {}: NCCL {} ({}) on {} did not finish within parallel.timeout_s = {} s; the "
-                                "NCCL communicator was aborted",
-                                world_rank, call, operation, group, timeout_s),
+        abandoned = true;
+        throw Error(hang_message({world_rank, group, fmt::format("NCCL {} ({})", call, operation)}, timeout_s, waited),
                     ExitCode::kHungCollective);
       }
       std::this_thread::yield();
@@ -167,9 +172,9 @@ NcclCommunicator::~NcclCommunicator() {
 
 CommHandle NcclCommunicator::enqueue(std::string operation, std::vector<Tensor> keep_alive, const char* call_name,
                                      const std::function<ncclResult_t(cudaStream_t)>& call) {
-  if (state_->comm == nullptr)
-    throw Error(fmt::format("rank {}: {} on {}: the NCCL communicator was aborted", state_->world_rank, operation,
-                            state_->group));
+  if (state_->comm == nullptr || state_->abandoned)
+    throw Error(fmt::format("rank {}: {} on {}: the NCCL communicator was {}", state_->world_rank, operation,
+                            state_->group, state_->abandoned ? "abandoned after a call timed out" : "aborted"));
   // Traced: the anchor on the compute stream comes first, so the span's start (on the NCCL stream,
   // after it waited for the compute stream) is never before it.
   const bool traced = tracer_ != nullptr && tracer_->enabled();
@@ -279,18 +284,16 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, std::s
   return nccl;
 }
 
-std::string nccl_unfit_reason(int ranks_per_node) {
-  const int gpus = cuda::visible_device_count();
-  if (ranks_per_node <= gpus) return "";
-  return fmt::format("{} ranks share this node's {} visible GPU(s) and NCCL needs a GPU per rank", ranks_per_node,
-                     gpus);
+std::string nccl_unfit_reason(int most_ranks_on_a_gpu) {
+  if (most_ranks_on_a_gpu <= 1) return "";
+  return fmt::format("{} ranks share one GPU and NCCL needs a GPU per rank", most_ranks_on_a_gpu);
 }
 
-std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int ranks_per_node) {
-  const std::string unfit = nccl_unfit_reason(ranks_per_node);
+std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int most_ranks_on_a_gpu) {
+  const std::string unfit = nccl_unfit_reason(most_ranks_on_a_gpu);
   if (!unfit.empty())
-    throw InputError(fmt::format("parallel.backend is \"nccl\" but {}: launch at most one rank per visible GPU on "
-                                 "each node, or set parallel.backend to \"mpi\" (host-staged, ranks may share a GPU)",
+    throw InputError(fmt::format("parallel.backend is \"nccl\" but {}: launch at most one rank per GPU, or set "
+                                 "parallel.backend to \"mpi\" (host-staged, ranks may share a GPU)",
                                  unfit));
   return std::make_unique<NcclCommunicator>(std::move(mpi_world));
 }

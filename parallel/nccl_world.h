@@ -12,15 +12,15 @@
 namespace lattice {
 
 // Wraps the job's MPI world: MPI stays the bootstrap (each group's NCCL id travels over it), the host
-// channel, and the transport of CPU tensors. Collective over the world. `ranks_per_node` is the
-// launcher's: NCCL needs a GPU per rank, so more ranks on a node than visible GPUs is an InputError
-// naming parallel.backend (MPI, host-staged, is the way to share a GPU). A CPU-only build throws
+// channel, and the transport of CPU tensors. Collective over the world. `most_ranks_on_a_gpu` is the
+// job's (trainer/gpu_sharing.h): NCCL needs a GPU per rank, so more than 1 is an InputError naming
+// parallel.backend (MPI, host-staged, is the way to share a GPU). A CPU-only build throws
 // InputError "built without CUDA".
-std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int ranks_per_node);
+std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int most_ranks_on_a_gpu);
 
-// Why NCCL cannot carry this rank's CUDA tensors ("12 ranks share this node's 8 visible GPU(s)", "this
-// binary was built without CUDA"), or "" when it can: nccl_world's refusal, and parallel.backend
-// "auto"'s choice between NCCL and MPI. Local to the node: the caller makes every rank agree.
-std::string nccl_unfit_reason(int ranks_per_node);
+// Why NCCL cannot carry the job's CUDA tensors ("2 ranks share one GPU and NCCL needs a GPU per
+// rank", "this binary was built without CUDA"), or "" when it can: nccl_world's refusal, and
+// parallel.backend "auto"'s choice between NCCL and MPI.
+std::string nccl_unfit_reason(int most_ranks_on_a_gpu);
 
 }  // namespace lattice

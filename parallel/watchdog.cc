@@ -15,6 +15,14 @@
 
 namespace lattice {
 
+std::string hang_message(const OpDescription& op, double timeout_s, double waited_s) {
+  return fmt::format(
+      "rank {}: {} on {} did not complete within parallel.timeout_s = {:g} s (waited {:.1f} s): a rank of that "
+      "group never joined it (it crashed, hangs, or took a different code path). Ending the job with exit code {}; "
+      "if this operation is legitimately slower, raise parallel.timeout_s.",
+      op.world_rank, op.operation, op.group, timeout_s, waited_s, kHungCollectiveExitCode);
+}
+
 Watchdog::Watchdog(double timeout_s, Action on_hang)
     : timeout_s_(timeout_s), on_hang_(std::move(on_hang)) {}
 
@@ -86,19 +94,13 @@ void Watchdog::wait(PendingOp& op) const {
     report.op = op.describe();
     report.waited_s = waited;
     report.timeout_s = timeout;
-    report.message = fmt::format(
-        "rank {}: {} on {} did not complete within parallel.timeout_s = {:g} s (waited {:.1f} s): "
-        "a rank of that group never joined it (it crashed, hangs, or took a different code path). "
-        "Ending the job with exit code {}; if this operation is legitimately slower, raise "
-        "parallel.timeout_s.",
-        report.op.world_rank, report.op.operation, report.op.group, timeout, waited,
-        kHungCollectiveExitCode);
+    report.message = hang_message(report.op, timeout, waited);
+    // The default action ends the job before anything is cancelled: NCCL's abort waits for the
+    // communicator's queued kernels, which a hang elsewhere (another communicator the compute stream
+    // waits for) can keep from ever starting. Process death frees the GPU.
+    if (!on_hang_) default_action(report);
     op.abort();
-    if (on_hang_) {
-      on_hang_(report);
-    } else {
-      default_action(report);
-    }
+    on_hang_(report);
     throw Error(report.message, static_cast<ExitCode>(kHungCollectiveExitCode));
   }
 }

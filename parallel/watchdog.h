@@ -25,6 +25,10 @@ struct OpDescription {
   std::string operation;  // "all_reduce(sum) of f32[1024] (4 KiB)"
 };
 
+// The one line a hang is reported with: the rank, the operation, the group, the timeout, what the
+// likely cause is and what to do.
+std::string hang_message(const OpDescription& op, double timeout_s, double waited_s);
+
 // The backend half of a CommHandle: one outstanding operation.
 class PendingOp {
  public:
@@ -36,9 +40,11 @@ class PendingOp {
   // another stream of that device can be ordered after it without the host waiting. Not recorded
   // (the default) for a host-driven operation (MPI), which the host must complete itself.
   virtual Event device_completion() const { return Event(); }
-  // Called once by the watchdog when a wait on the operation times out, before the hang action: a
-  // transport that can cancel its communicator does so (NCCL's ncclCommAbort), so that no rank stays
-  // blocked inside it while the job ends. MPI has nothing to cancel: MPI_Abort ends the job.
+  // Called once by the watchdog when a wait on the operation times out under an injected hang action
+  // (tests), before it: a transport that can cancel its communicator does so (NCCL's ncclCommAbort),
+  // so that the process can go on. The default action ends the job first instead (MPI_Abort), as
+  // NCCL's abort may itself wait for kernels that a hang elsewhere keeps from starting (NVIDIA/nccl
+  // #564). MPI has nothing to cancel.
   virtual void abort() noexcept {}
 };
 

@@ -34,6 +34,7 @@
 #include "trainer/dataset_check.h"
 #include "trainer/device_selection.h"
 #include "trainer/generate_command.h"
+#include "trainer/gpu_sharing.h"
 #include "trainer/hf_export.h"
 #include "trainer/launcher_env.h"
 #include "trainer/logging_setup.h"
@@ -70,26 +71,38 @@ std::optional<std::string> host_memory_shortfall(const Config& c, const Parallel
   return memory_shortfall(plan_memory(c, layout).peak(), ranks_per_node(), host_memory());
 }
 
-// On a GPU: when the ranks sharing one need more than it has. Selects the device (so only `lattice
-// train` asks: `lattice validate` may run where no GPU is).
-std::optional<std::string> device_memory_shortfall(const Config& c, const ParallelLayout& layout) {
+// On a GPU (selected: only `lattice train` asks, `lattice validate` may run where no GPU is): when the
+// ranks sharing it need more than it has.
+std::optional<std::string> device_memory_shortfall(const Config& c, const ParallelLayout& layout,
+                                                   int ranks_sharing_gpu) {
   const Device device = config_device(c);
   if (device == Device::kCpu) return std::nullopt;
-  select_training_device(c);
   const Backend& backend = backend_for("the memory check", device);
-  return memory_shortfall(plan_memory(c, layout).peak(), ranks_per_device(backend), device_memory(backend));
+  return memory_shortfall(plan_memory(c, layout).peak(), ranks_sharing_gpu, device_memory(backend));
 }
 
-// `lattice train` does not start a run that cannot fit (exit 2), unless told to.
-void check_memory(const Config& c, const ParallelLayout& layout, bool ignore) {
+// `lattice train` does not start a run that cannot fit (exit 2), unless told to. In a parallel job
+// (`world`) every rank ends alike when one does not fit: ranks of other nodes or GPUs may fit.
+void check_memory(const Config& c, const ParallelLayout& layout, bool ignore, const GpuSharing& sharing,
+                  HostChannel* world = nullptr) {
   std::optional<std::string> shortfall = host_memory_shortfall(c, layout);
-  if (!shortfall) shortfall = device_memory_shortfall(c, layout);
-  if (!shortfall) return;
-  if (ignore) {
-    spdlog::warn("{} (starting anyway: --ignore-memory-check)", *shortfall);
+  if (!shortfall) shortfall = device_memory_shortfall(c, layout, sharing.mine);
+  if (ignore) {  // on every rank alike (one command line), so no rank votes
+    if (shortfall) spdlog::warn("{} (starting anyway: --ignore-memory-check)", *shortfall);
     return;
   }
-  throw InputError(*shortfall + "; or start anyway with --ignore-memory-check");
+  const bool refused = world != nullptr ? world->any(shortfall.has_value(), "the memory check") : shortfall.has_value();
+  if (!refused) return;
+  throw InputError((shortfall ? *shortfall : std::string("memory: another rank of this job does not fit (its log "
+                                                         "says where and why)")) +
+                   "; or start anyway with --ignore-memory-check");
+}
+
+// Which ranks share this rank's GPU (a CPU run: none); selects the device. Collective over `world`.
+GpuSharing job_gpu_sharing(const Config& c, HostChannel& world) {
+  if (config_device(c) == Device::kCpu) return {};
+  select_training_device(c);
+  return gpu_sharing(backend_for("the ranks' GPUs", Device::kCuda), world);
 }
 
 // The report goes to stdout: the text one, or with --json one JSON document and nothing else. The
@@ -176,27 +189,25 @@ int run_comm_bench(int* argc, char*** argv) {
 // A parallel job's world communicator by parallel.backend: MPI (CUDA tensors staged through pinned
 // host buffers), or NCCL for CUDA tensors. "auto" takes NCCL where it can, as Megatron-LM and
 // TorchTitan do: a CUDA job whose every rank has a GPU of its own; ranks sharing a GPU take MPI.
-std::unique_ptr<Communicator> job_world(const Config& c, std::unique_ptr<MpiCommunicator> mpi_world) {
+// `sharing` is the job's (every rank's the same `most`), so every rank chooses alike.
+std::unique_ptr<Communicator> job_world(const Config& c, std::unique_ptr<MpiCommunicator> mpi_world,
+                                        const GpuSharing& sharing) {
   const char* staged = "collectives over MPI, CUDA tensors staged through pinned host buffers";
   if (c.device != "cuda" || c.parallel.backend == CommBackend::kMpi) {
     if (c.device == "cuda") spdlog::info("parallel.backend mpi: {}", staged);
     return mpi_world;
   }
-  select_training_device(c);  // NCCL binds each communicator to this rank's GPU
-  const int ranks_per_node = launcher_placement().local_size;
   if (c.parallel.backend == CommBackend::kAuto) {
-    // Every rank must choose alike, and a node whose ranks share its GPUs decides for all of them.
-    const std::string unfit = nccl_unfit_reason(ranks_per_node);
-    if (mpi_world->host().any(!unfit.empty(), "parallel.backend auto: NCCL or MPI")) {
-      spdlog::info("parallel.backend auto: {}, as {}", staged,
-                   unfit.empty() ? "another node's ranks share its GPUs" : unfit);
+    const std::string unfit = nccl_unfit_reason(sharing.most);
+    if (!unfit.empty()) {
+      spdlog::info("parallel.backend auto: {}, as {}", staged, unfit);
       return mpi_world;
     }
   }
   spdlog::info("parallel.backend {}: CUDA-tensor collectives and point-to-point over NCCL on their own streams; "
                "CPU tensors over MPI",
                comm_backend_name(c.parallel.backend));
-  return nccl_world(std::move(mpi_world), ranks_per_node);
+  return nccl_world(std::move(mpi_world), sharing.most);
 }
 
 int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_check, int* argc, char*** argv) {
@@ -206,7 +217,8 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   install_preemption_handlers();
   if (!launched_under_mpi()) {
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
-    check_memory(c, validate_layout(c, 1), ignore_memory_check);
+    if (config_device(c) != Device::kCpu) select_training_device(c);
+    check_memory(c, validate_layout(c, 1), ignore_memory_check, GpuSharing{});
     check_datasets(c);  // before anything is allocated: a bad token id fails now, not at its sample
     spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
     train(c, options);
@@ -216,7 +228,10 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   MpiRuntime mpi(argc, argv);
   install_preemption_handlers();  // again: MPI_Init must not have taken SIGTERM / SIGUSR1 / SIGINT over
   const ParallelLayout layout = validate_layout(c, mpi.world_size());
-  check_memory(c, layout, ignore_memory_check);  // every rank of a node: the same figures, the same verdict
+  auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
+  std::unique_ptr<MpiCommunicator> mpi_world = mpi.world(watchdog);
+  const GpuSharing sharing = job_gpu_sharing(c, mpi_world->host());
+  check_memory(c, layout, ignore_memory_check, sharing, &mpi_world->host());
   // Rank 0 checks the datasets (a first read of a large one may take long) while the others wait.
   if (mpi.rank() == 0) {
     try {
@@ -227,8 +242,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
     }
   }
   mpi.barrier();
-  auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
-  std::unique_ptr<Communicator> world = job_world(c, mpi.world(watchdog));
+  std::unique_ptr<Communicator> world = job_world(c, std::move(mpi_world), sharing);
   const RankGrid grid(mpi.world_size(), mpi.rank(), layout.tensor, layout.pipeline, layout.data);
   setup_logging(grid.rank(), grid.tp_rank(), grid.pp_rank(), grid.dp_rank());
   ProcessGroups groups = make_process_groups(grid, *world);

@@ -44,11 +44,6 @@ MachineMemory device_memory(const Backend& backend) {
   return {static_cast<int64_t>(backend.device_memory_bytes()), backend.device_model(), true};
 }
 
-int ranks_per_device(const Backend& backend) {
-  const int devices = backend.visible_devices();
-  return (ranks_per_node() + devices - 1) / devices;
-}
-
 std::optional<std::string> memory_shortfall(const RankMemoryPlan& rank, int ranks, const MachineMemory& available) {
   const int64_t needed = rank.total_bytes * ranks;
   if (needed <= available.bytes) return std::nullopt;

@@ -28,10 +28,9 @@ MachineMemory host_memory();
 // Ranks of this job sharing one node, as mpirun or srun says (trainer/launcher_env.h), else 1.
 int ranks_per_node();
 
-// The selected GPU's memory (the device is selected first: trainer/device_selection.h), and the most
-// of this node's ranks that share one GPU (local rank mod visible GPUs picks each rank's).
+// The selected GPU's memory (the device is selected first: trainer/device_selection.h); the ranks
+// that share it are trainer/gpu_sharing.h's.
 MachineMemory device_memory(const Backend& backend);
-int ranks_per_device(const Backend& backend);
 
 // nullopt when `ranks` ranks of the plan's largest `rank` fit in `available`, else a message with the
 // figures (the rank's items, in all for the node's ranks, available and its source) and what to change.

@@ -226,7 +226,7 @@ constexpr Backend kCudaBackend{
     .select_device = &select_device,
     .device_model = &device_model,
     .device_compute_capability = &device_compute_capability,
-    .visible_devices = &visible_device_count,
+    .device_uuid = &device_uuid,
     .device_memory_bytes = &device_memory_bytes,
     .peak_memory_bytes = &pool_peak_bytes,
     .set_tf32 = &set_tf32,

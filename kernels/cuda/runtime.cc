@@ -108,10 +108,17 @@ std::string select_device(int local_rank, int local_size) {
   ensure_started(chosen);
   LATTICE_CHECK(state().device == chosen, "select_device: the CUDA device was already set to {}", state().device);
   const cudaDeviceProp prop = selected_properties();
-  const int sharing = local_size / count + (chosen < local_size % count ? 1 : 0);
-  return fmt::format("cuda: local rank {} uses GPU {} of {} ({}, {:.1f} GiB, sm_{}{}){}", local_rank, chosen, count,
-                     prop.name, prop.totalGlobalMem / double(1 << 30), prop.major, prop.minor,
-                     sharing > 1 ? fmt::format("; {} ranks of this node share it", sharing) : "");
+  return fmt::format("cuda: local rank {} of {} uses visible GPU {} of {} ({}, {:.1f} GiB, sm_{}{})", local_rank,
+                     local_size, chosen, count, prop.name, prop.totalGlobalMem / double(1 << 30), prop.major,
+                     prop.minor);
+}
+
+std::array<uint8_t, 16> device_uuid() {
+  const cudaDeviceProp prop = selected_properties();
+  std::array<uint8_t, 16> uuid{};
+  static_assert(sizeof prop.uuid.bytes == uuid.size());
+  std::memcpy(uuid.data(), prop.uuid.bytes, uuid.size());
+  return uuid;
 }
 
 std::string device_model() { return selected_properties().name; }

@@ -3,6 +3,7 @@
 // backend is enqueued on compute_stream().
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,8 +17,11 @@ namespace lattice::cuda {
 // (cudaGetDeviceCount: <reason>)" when none is.
 int visible_device_count();
 // Makes GPU local_rank mod visible the process's device (before any other call below). Returns a
-// line for the log naming the device, and whether other local ranks share it.
+// line for the log naming the device.
 std::string select_device(int local_rank, int local_size);
+// The selected device's UUID (cudaDeviceProp::uuid): the same GPU whatever CUDA_VISIBLE_DEVICES
+// numbers it, so ranks that report one UUID share a GPU.
+std::array<uint8_t, 16> device_uuid();
 // The selected device's model name as the driver reports it (cudaDeviceProp::name).
 std::string device_model();
 // The model with what else decides which GEMM algorithms exist and which bits they give (cuBLAS

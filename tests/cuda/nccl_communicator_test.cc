@@ -163,7 +163,10 @@ TEST_CASE("the same inputs give the same bits run after run") {
 
 TEST_CASE("a stream wait on an NCCL collective orders the compute stream without a host wait") {
   const Tensor host = rank_values(1 << 16, DType::kF32, world().rank());
-  Tensor t = gpu().to_device(host);
+  Tensor t = gpu().to_device(host), warm = gpu().to_device(host);
+  // A first use of an algorithm connects to the peers (NCCL >= 2.22 connects at runtime), which
+  // holds the host until they arrive: not what is timed below.
+  nccl().all_reduce_async(warm).wait();
   cuda::synchronize();
   Watchdog& watchdog = nccl().watchdog();
   const size_t before = watchdog.in_flight();
@@ -222,10 +225,13 @@ TEST_CASE("a collective stalled past the timeout is reported naming the group an
     std::string report;
     const std::string name = stream_wait ? "stalled-ordered" : "stalled";
     NcclCommunicator comm(world().split(0, world().rank(), name, "injected stall"));
-    comm.watchdog().set_timeout_s(0.2);
-    comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
     // Before the stall: to_device's copy waits for the compute stream (on a GPU too).
     Tensor t = gpu().to_device(rank_values(1000, DType::kF32, world().rank()));
+    // Connected first (a first use connects to the peers, on the host, under the timeout), so that
+    // what times out below is the stall alone.
+    comm.all_reduce_async(t).wait();
+    comm.watchdog().set_timeout_s(0.2);
+    comm.watchdog().set_action([&](const HangReport& r) { report = r.message; });
     stall_compute_stream(1500);
     if (stream_wait) {
       comm.all_reduce_async(t).wait_on(gpu().stream());  // no host wait here

@@ -20,10 +20,10 @@ passed=0 failed=0
 result() {  # result NAME STATUS
   if [[ $2 -eq 0 ]]; then echo "PASS $1"; passed=$((passed + 1)); else echo "FAIL $1"; failed=$((failed + 1)); fi
 }
-train() {  # train NAME RANKS BACKEND [--set ...]
+train() {  # train NAME RANKS BACKEND [--set ...]; each rank runs under $RANK_WRAPPER when set
   local name=$1 np=$2 backend=$3
   shift 3
-  timeout $((WATCHDOG_S + 120)) $MPIRUN --oversubscribe -np "$np" "$BIN" train --config configs/test-tiny-gpt2.json --set device=cuda \
+  timeout $((WATCHDOG_S + 120)) $MPIRUN --oversubscribe -np "$np" ${RANK_WRAPPER:-} "$BIN" train --config configs/test-tiny-gpt2.json --set device=cuda \
     --set data.path="$DATA" --set training.train_iters=20 --set training.eval_interval=0 \
     --set parallel.backend="$backend" --set parallel.timeout_s="$WATCHDOG_S" --set logging.metrics_file="$WORK/$name.jsonl" \
     "$@" >"$WORK/$name.log" 2>&1 ||
@@ -52,12 +52,12 @@ result "one rank: parallel.backend auto takes NCCL, = mpi (every loss and grad n
 # Two ranks on one GPU, whatever this machine has: the emulator's LATTICE_EMULATED_GPUS, a GPU's
 # CUDA_VISIBLE_DEVICES (mpirun's ranks inherit both).
 (export LATTICE_EMULATED_GPUS=1 CUDA_VISIBLE_DEVICES=0 && train shared-auto 2 auto --set parallel.data=2 &&
-  train shared-mpi 2 mpi --set parallel.data=2) && took shared-auto "over MPI.*2 ranks share this node's 1 visible GPU" &&
+  train shared-mpi 2 mpi --set parallel.data=2) && took shared-auto "over MPI.*2 ranks share one GPU" &&
   same_steps shared-auto shared-mpi
 result "2 ranks sharing 1 GPU, parallel.data=2: parallel.backend auto takes MPI and says why, = mpi" $?
 (export LATTICE_EMULATED_GPUS=1 CUDA_VISIBLE_DEVICES=0 && train shared-nccl 2 nccl --set parallel.data=2)
 st=$?
-grep -a -q 'parallel.backend is "nccl" but 2 ranks share this node.s 1 visible GPU' "$WORK/shared-nccl.log"
+grep -a -q 'parallel.backend is "nccl" but 2 ranks share one GPU' "$WORK/shared-nccl.log"
 named=$?
 result "2 ranks sharing 1 GPU: parallel.backend nccl is exit 2 naming parallel.backend (exit $st)" \
   $((st == 2 && named == 0 ? 0 : 1))
@@ -70,6 +70,12 @@ if [[ $GPUS -ge 2 ]]; then
   done
   train auto-data2 2 auto --set parallel.data=2 && took auto-data2 "over NCCL" && same_steps auto-data2 mpi-data2
   result "2 GPUs, parallel.data=2: parallel.backend auto takes NCCL, = mpi (every loss and grad norm)" $?
+  # Each rank bound to its own GPU, which it sees as its only one (Slurm's --gpus-per-task=1): the
+  # GPUs' UUIDs, not local rank mod visible GPUs, say that no two ranks share one.
+  (RANK_WRAPPER=$(pwd)/tests/cuda/bind_gpu_per_rank.sh && train bound-data2 2 auto --set parallel.data=2) &&
+    took bound-data2 "over NCCL" && same_steps bound-data2 mpi-data2 &&
+    grep -a -q "local rank 1 of 2 uses visible GPU 0 of 1" "$WORK/bound-data2.log"
+  result "2 ranks each bound to its own GPU (CUDA_VISIBLE_DEVICES per rank): auto takes NCCL, = mpi" $?
   # The interleaved schedule: the pipeline's transfer lanes carry both directions between the 2 ranks.
   v2=(--set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved
     --set model.num_layers=4 --set training.micro_batch_size=1)

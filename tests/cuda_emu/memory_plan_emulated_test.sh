@@ -6,7 +6,8 @@
 # model's ~47 MiB, and cuBLASLt's 32 MiB is most of the rest, so leaving either out of the plan fails.
 # In bf16 the plan leaves cuDNN's SDPA workspace out (cuDNN sizes it on the GPU); the emulator's
 # stand-in for cuDNN allocates 16 KiB in its place. Also `lattice train`'s check of the plan against
-# the GPU's memory: exit 2 before anything is allocated, or a warning with --ignore-memory-check.
+# the GPU's memory, counting the ranks that share a GPU: exit 2 before anything is allocated (every
+# rank of the job), or a warning with --ignore-memory-check.
 set -euo pipefail
 source tests/cuda_emu/emulated_train_env.sh
 fail() { echo "FAIL: $*"; exit 1; }
@@ -52,6 +53,12 @@ export LATTICE_EMULATED_GPU_MEMORY_MIB=40
 refused refused_40mib "a rank needs about 47.6 MiB .*, but this GPU has 40.0 MiB (CPU emulator of a GPU)" 1
 LATTICE_EMULATED_GPU_MEMORY_MIB=80 refused refused_shared_80mib \
   "× 2 ranks sharing this GPU = 95.3 MiB, but this GPU has 80.0 MiB" 2 --set parallel.data=2
+# Three ranks on two GPUs: the two sharing GPU 0 do not fit in its 80 MiB, the third fits alone on
+# GPU 1; the ranks vote, so that one also ends with exit 2 instead of waiting in the job's next call.
+LATTICE_EMULATED_GPUS=2 LATTICE_EMULATED_GPU_MEMORY_MIB=80 refused refused_3_ranks_2_gpus \
+  "memory: another rank of this job does not fit" 3 --set parallel.data=3 --set training.global_batch_size=6
+grep -a -q "× 2 ranks sharing this GPU = 95.3 MiB, but this GPU has 80.0 MiB" "$WORK/refused_3_ranks_2_gpus.log" ||
+  fail "refused_3_ranks_2_gpus: the ranks sharing GPU 0 did not say why"
 
 check f32 1 --ignore-memory-check
 grep -a -q "but this GPU has 40.0 MiB.*(starting anyway: --ignore-memory-check)" "$WORK/f32.log" ||

@@ -3,13 +3,14 @@
 // and freed in the compute stream's order, as cudaFreeAsync frees it; the copies to and from the
 // host wait for the compute stream as the real ones do, the copy stream is synchronous, and the
 // other streams are queues (streams.h). It has one GPU, or LATTICE_EMULATED_GPUS of them (the
-// emulated NCCL's multi-rank tests: NCCL needs a GPU per rank), with the host's memory, or
-// LATTICE_EMULATED_GPU_MEMORY_MIB.
+// emulated NCCL's multi-rank tests: NCCL needs a GPU per rank), of which CUDA_VISIBLE_DEVICES shows
+// those it lists, each with the host's memory, or LATTICE_EMULATED_GPU_MEMORY_MIB.
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include <unistd.h>
 
@@ -32,15 +33,56 @@ size_t used = 0, peak = 0;
 
 }  // namespace
 
+namespace {
+
+// The machine's emulated GPUs, numbered 0 .. LATTICE_EMULATED_GPUS - 1, that this process sees: as
+// CUDA does, CUDA_VISIBLE_DEVICES lists them (by number; e.g. each rank bound to its own, as Slurm's
+// --gpus-per-task does), else all. Visible GPU i is the list's i-th.
+std::vector<int> visible_gpus() {
+  const char* count = std::getenv("LATTICE_EMULATED_GPUS");
+  const int machine = count != nullptr && std::atoi(count) > 0 ? std::atoi(count) : 1;
+  std::vector<int> visible;
+  const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
+  for (const char* p = list != nullptr ? list : ""; *p != '\0';) {
+    char* end = nullptr;
+    const long gpu = std::strtol(p, &end, 10);
+    if (end == p || gpu < 0 || gpu >= machine) break;  // CUDA stops at the first entry it cannot use
+    visible.push_back(static_cast<int>(gpu));
+    p = *end == ',' ? end + 1 : end;
+    if (*end != ',') break;
+  }
+  if (list == nullptr) {
+    for (int gpu = 0; gpu < machine; ++gpu) visible.push_back(gpu);
+  }
+  return visible;
+}
+
+int selected_gpu = 0;  // the machine's number of this process's GPU
+
+}  // namespace
+
 int visible_device_count() {
-  const char* gpus = std::getenv("LATTICE_EMULATED_GPUS");
-  return gpus != nullptr && std::atoi(gpus) > 0 ? std::atoi(gpus) : 1;
+  const int count = static_cast<int>(visible_gpus().size());
+  if (count == 0) {
+    throw InputError("no CUDA device is visible (cudaGetDeviceCount: 0 devices; the emulator's CUDA_VISIBLE_DEVICES "
+                     "names none of its LATTICE_EMULATED_GPUS)");
+  }
+  return count;
 }
 
 std::string select_device(int local_rank, int local_size) {
+  const int count = visible_device_count();
+  selected_gpu = visible_gpus()[static_cast<size_t>(local_rank % count)];
   // The real runtime's wording (tests/cuda/train_gpu_test.sh prints this line).
-  return fmt::format("cuda: local rank {} of {} uses the CPU emulator of a GPU (tests/cuda_emu)", local_rank,
-                     local_size);
+  return fmt::format("cuda: local rank {} of {} uses visible GPU {} of {} (the CPU emulator of a GPU, tests/cuda_emu)",
+                     local_rank, local_size, local_rank % count, count);
+}
+
+// GPU n's UUID: n in its first byte.
+std::array<uint8_t, 16> device_uuid() {
+  std::array<uint8_t, 16> uuid{};
+  uuid[0] = static_cast<uint8_t>(selected_gpu);
+  return uuid;
 }
 
 std::string device_model() { return "CPU emulator of a GPU"; }
