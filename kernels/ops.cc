@@ -470,8 +470,8 @@ void bias_backward(const Tensor& dy, Tensor& dbias) {
 
 void bias_backward_group(std::span<const Tensor> dys, std::span<Tensor> dbiases) {
   const char* op = "bias_backward_group";
-  LATTICE_CHECK(!dys.empty() && dys.size() == dbiases.size(), "{}: {} dy and {} dbias tensors; need one of each per product",
-                op, dys.size(), dbiases.size());
+  LATTICE_CHECK(!dys.empty() && dys.size() == dbiases.size(),
+                "{}: {} dy and {} dbias tensors; need one of each per product", op, dys.size(), dbiases.size());
   const OpScope timed(op, {&dys[0], &dbiases[0]}, {.products = static_cast<int64_t>(dys.size())});
   const Backend& be = backend_for(op, {&dys[0], &dbiases[0]});
   bool one_shape = true;
