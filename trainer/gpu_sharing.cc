@@ -10,12 +10,17 @@
 namespace lattice {
 
 GpuSharing gpu_sharing(const Backend& backend, HostChannel& world) {
-  const std::vector<std::array<uint8_t, 16>> uuids = world.all_gather(backend.device_uuid(), "the ranks' GPU UUIDs");
+  std::vector<std::array<uint8_t, 16>> uuids = world.all_gather(backend.device_uuid(), "the ranks' GPU UUIDs");
+  const std::array<uint8_t, 16> mine = uuids[static_cast<size_t>(world.rank())];
+  std::sort(uuids.begin(), uuids.end());  // equal UUIDs side by side: O(n log n) for jobs of thousands of ranks
   GpuSharing sharing;
-  for (const auto& uuid : uuids) {
-    sharing.most = std::max(sharing.most, static_cast<int>(std::count(uuids.begin(), uuids.end(), uuid)));
+  for (auto run = uuids.begin(); run != uuids.end();) {
+    const auto end = std::upper_bound(run, uuids.end(), *run);
+    const int ranks = static_cast<int>(end - run);
+    sharing.most = std::max(sharing.most, ranks);
+    if (*run == mine) sharing.mine = ranks;
+    run = end;
   }
-  sharing.mine = static_cast<int>(std::count(uuids.begin(), uuids.end(), uuids[static_cast<size_t>(world.rank())]));
   if (sharing.mine > 1) spdlog::info("cuda: {} ranks of this job share this rank's GPU", sharing.mine);
   return sharing;
 }
