@@ -31,10 +31,6 @@ std::unordered_map<void*, size_t>& live() {
 }
 size_t used = 0, peak = 0;
 
-}  // namespace
-
-namespace {
-
 // The machine's emulated GPUs, numbered 0 .. LATTICE_EMULATED_GPUS - 1, that this process sees: as
 // CUDA does, CUDA_VISIBLE_DEVICES lists them (by number; e.g. each rank bound to its own, as Slurm's
 // --gpus-per-task does), else all. Visible GPU i is the list's i-th.
@@ -43,16 +39,17 @@ std::vector<int> visible_gpus() {
   const int machine = count != nullptr && std::atoi(count) > 0 ? std::atoi(count) : 1;
   std::vector<int> visible;
   const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
-  for (const char* p = list != nullptr ? list : ""; *p != '\0';) {
+  if (list == nullptr) {
+    for (int gpu = 0; gpu < machine; ++gpu) visible.push_back(gpu);
+    return visible;
+  }
+  for (const char* p = list; *p != '\0'; ++p) {  // p steps over the comma after each entry
     char* end = nullptr;
     const long gpu = std::strtol(p, &end, 10);
     if (end == p || gpu < 0 || gpu >= machine) break;  // CUDA stops at the first entry it cannot use
     visible.push_back(static_cast<int>(gpu));
-    p = *end == ',' ? end + 1 : end;
-    if (*end != ',') break;
-  }
-  if (list == nullptr) {
-    for (int gpu = 0; gpu < machine; ++gpu) visible.push_back(gpu);
+    p = end;
+    if (*p != ',') break;
   }
   return visible;
 }
@@ -72,10 +69,11 @@ int visible_device_count() {
 
 std::string select_device(int local_rank, int local_size) {
   const int count = visible_device_count();
-  selected_gpu = visible_gpus()[static_cast<size_t>(local_rank % count)];
+  const int chosen = local_rank % count;
+  selected_gpu = visible_gpus()[static_cast<size_t>(chosen)];
   // The real runtime's wording (tests/cuda/train_gpu_test.sh prints this line).
   return fmt::format("cuda: local rank {} of {} uses visible GPU {} of {} (the CPU emulator of a GPU, tests/cuda_emu)",
-                     local_rank, local_size, local_rank % count, count);
+                     local_rank, local_size, chosen, count);
 }
 
 // GPU n's UUID: n in its first byte.
