@@ -6,10 +6,16 @@
 // spend most of their time switching. Fibers outlive the block they run: one that finishes its
 // thread parks, and runs the same thread index of the next block (of any launch on this host
 // thread), so getcontext/setcontext (a system call each) run once per fiber, not once per thread of
-// every block.
+// every block. Under AddressSanitizer (tests/cuda_emu's sanitized targets) every switch is announced
+// through its fiber API, so that it checks each fiber's frames against that fiber's stack.
 #include "tests/cuda_emu/emulator.h"
 
 #include <ucontext.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -35,7 +41,9 @@ enum class State { kRunnable, kAtBlockBarrier, kAtWarpBarrier, kDone };
 using JumpBuf = void* [5];
 
 // Separate and never inlined: __builtin_longjmp may not be in the function of its __builtin_setjmp.
-[[noreturn]] __attribute__((noinline)) void jump(JumpBuf& to) { __builtin_longjmp(to, 1); }
+// Not [[noreturn]] and not instrumented: AddressSanitizer unpoisons the whole current stack before a
+// call that never returns, which would drop the redzones of the frames a switch leaves suspended.
+__attribute__((noinline, no_sanitize_address)) void jump(JumpBuf& to) { __builtin_longjmp(to, 1); }
 
 struct Thread {
   uint3 idx;
@@ -49,7 +57,30 @@ struct Fiber {
   char* stack = nullptr;
   JumpBuf resume;        // where it waits: at a barrier, or parked between threads
   bool created = false;  // false: start it afresh (never run, or its last block failed mid-way)
+  void* asan_fake_stack = nullptr;  // AddressSanitizer's, kept while the fiber is switched out
 };
+
+// AddressSanitizer's bookkeeping of which stack runs (no-ops in other builds). leaving_for(save,
+// bottom, size) goes right before a switch to the stack [bottom, bottom + size); arrived(saved,
+// from) right after landing, and learns the stack it came from.
+struct StackSpan {
+  const void* bottom = nullptr;
+  size_t size = 0;
+};
+thread_local StackSpan scheduler_stack;  // the launching thread's, learnt as a fiber lands
+thread_local void* scheduler_fake_stack = nullptr;
+
+void leaving_for([[maybe_unused]] void** save, [[maybe_unused]] const void* bottom, [[maybe_unused]] size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(save, bottom, size);
+#endif
+}
+void arrived([[maybe_unused]] void* saved, [[maybe_unused]] StackSpan* from) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(saved, from != nullptr ? &from->bottom : nullptr,
+                                  from != nullptr ? &from->size : nullptr);
+#endif
+}
 
 // The launch being run (the emulator runs one at a time, on the calling thread).
 struct Run {
@@ -100,10 +131,20 @@ void validate(const LaunchConfig& c) {
   }
 }
 
+// Switches from fiber f back to the scheduler; returns when the scheduler resumes f.
+void to_scheduler(Fiber& f) {
+  if (__builtin_setjmp(f.resume) == 0) {
+    leaving_for(&f.asan_fake_stack, scheduler_stack.bottom, scheduler_stack.size);
+    jump(run->scheduler);
+  }
+  arrived(fibers()[run->current->linear].asan_fake_stack, &scheduler_stack);
+}
+
 // Runs the thread the scheduler resumes it for, then parks until the next. A fiber's stack has no
 // frame to unwind into, so an exception stops here and the scheduler, on the launching thread's
 // stack, rethrows it.
 [[noreturn]] void fiber_main() {
+  arrived(nullptr, &scheduler_stack);  // a fresh fiber: no fake stack saved
   for (;;) {
     try {
       (*run->body)();
@@ -112,7 +153,7 @@ void validate(const LaunchConfig& c) {
     }
     Thread* self = run->current;
     self->state = State::kDone;
-    if (__builtin_setjmp(fibers()[self->linear].resume) == 0) jump(run->scheduler);
+    to_scheduler(fibers()[self->linear]);
   }
 }
 
@@ -122,7 +163,7 @@ void wait(State at) {
   run->reached_barrier = true;
   Thread* self = run->current;
   self->state = at;
-  if (__builtin_setjmp(fibers()[self->linear].resume) == 0) jump(run->scheduler);
+  to_scheduler(fibers()[self->linear]);
 }
 
 // Once every thread has run until it waits or ends: releases each warp whose live lanes all wait at
@@ -160,9 +201,17 @@ void release_or_fail(std::vector<Thread>& threads) {
 void resume(Thread& t) {
   Fiber& f = fibers()[t.linear];
   run->current = &t;
-  if (__builtin_setjmp(run->scheduler) != 0) return;
+  if (__builtin_setjmp(run->scheduler) != 0) {
+    arrived(scheduler_fake_stack, nullptr);
+    return;
+  }
+  leaving_for(&scheduler_fake_stack, f.stack, kStackBytes);
   if (f.created) jump(f.resume);
   f.created = true;
+#if defined(__SANITIZE_ADDRESS__)
+  // Frames a failed block abandoned on this stack left their redzones poisoned.
+  __asan_unpoison_memory_region(f.stack, kStackBytes);
+#endif
   ucontext_t start;
   getcontext(&start);
   start.uc_stack.ss_sp = f.stack;
