@@ -2,7 +2,8 @@
 # The GPU check (issue 12). Runs on a machine with an NVIDIA GPU, its driver, the CUDA 13 toolkit and
 # Python with PyTorch — no Bazel, MPI or OpenBLAS — from the repository root, over the bundle that
 # tools/gpu/bundle.sh built elsewhere (build/gpu-bundle): every GPU test, then the GPU benchmark and
-# the same models timed in PyTorch. Ends with "N passed, M failed" and the benchmark's lines.
+# the same models timed in PyTorch, then (as time allows) compute-sanitizer's memcheck over the op
+# harness. Ends with "N passed, M failed" and the benchmark's lines.
 # What it prints also goes to $RESULTS/check.log (default build/gpu-check), and every run's log into
 # $RESULTS/logs.tgz (refreshed after each phase, so a run cut short still leaves them).
 #   tools/gpu/check.sh [--quick] [--bench] [--no-torch] [--no-nccl]
@@ -228,6 +229,27 @@ torch_ref llama-1b configs/bench-llama-1b.json
 # PyTorch with torch.compile (its first steps compile, for a minute or more): last, as it fits the budget.
 TORCH_REF_LIMIT=300 torch_ref gpt2-124m-bf16-accum-compile configs/gpt2-124m.json "${accum124m[@]}" --dtype bf16 \
   --compile
+# compute-sanitizer's memcheck over the op harness' small, odd shapes and offsets: our kernels, and
+# cuBLASLt's and cuDNN's reads of the buffers and layouts we hand them. The emulated suite's
+# sanitized build (tests/cuda_emu's SANITIZE) sees our kernels, not theirs. Last, as time allows;
+# where compute-sanitizer refuses the device (the gVisor machines) it says so and counts nothing.
+echo "-- compute-sanitizer memcheck: cuda_ops_test's backend harness --"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [[ ! -x $sanitizer ]]; then
+  echo "  not run: no compute-sanitizer on this machine"
+elif within memcheck 180; then
+  timeout "$limit" "$sanitizer" --tool memcheck --leak-check no --error-exitcode 99 "$B/bin/cuda_ops_test" \
+    --warn NoTests "every op matches*" >"$LOGS/memcheck.log" 2>&1
+  st=$?
+  grep -E "ERROR SUMMARY|Invalid|Device not supported|All tests passed|FAILED" "$LOGS/memcheck.log" | head -20 |
+    sed 's/^/  /'
+  if grep -q "Device not supported" "$LOGS/memcheck.log"; then
+    echo "  not run: compute-sanitizer does not support this device here"
+  else
+    result "compute-sanitizer memcheck: cuda_ops_test's backend harness" $st
+  fi
+  save_logs
+fi
 echo "-- NCCL against the host-staged MPI path (issue 13): GPT-2 124M, 2 GPUs --"
 if [[ $gpus -ge 2 ]]; then
   comm_bench() {  # comm_bench NAME BACKEND [--set ...]: mean step time of steps 2..8, the log's overlap lines

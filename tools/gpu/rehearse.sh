@@ -6,7 +6,8 @@
 # a device. The rehearsal passes when the plumbing held, with one stand-in GPU and with two: every
 # phase ran to its result lines, the one check that needs no GPU (the no-device error) passed, and
 # no library, command or file was missing. Then `check.sh --bench` with a budget (every benchmark
-# runs to its lines) and with none (every one named NOT RUN).
+# runs to its lines, and the memcheck, behind a stand-in compute-sanitizer, to its result) and with
+# none (every one named NOT RUN).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 [[ -x build/gpu-bundle/bin/lattice ]] || { echo "rehearse.sh: no bundle: run tools/gpu/bundle.sh first" >&2; exit 2; }
@@ -22,6 +23,13 @@ for ((i = 0; i < STAND_IN_GPUS; ++i)); do
 done
 STAND_IN
 chmod +x "$fake/nvidia-smi"
+# compute-sanitizer's stand-in runs the program without checking anything (this toolkit has none).
+cat >"$fake/compute-sanitizer" <<'STAND_IN'
+#!/usr/bin/env bash
+while [[ $1 == --* ]]; do shift 2; done  # its own options, each with a value
+exec "$@"
+STAND_IN
+chmod +x "$fake/compute-sanitizer"
 # With one stand-in GPU, then two (the branch that runs the 2-rank NCCL layouts).
 out=""
 for gpus in 1 2; do
@@ -45,6 +53,8 @@ for name in $benches; do
   grep -qE "^NOT RUN.*: (.* )?$name( |;)" <<<"$no_budget" || problems+=("no budget: $name not named NOT RUN")
 done
 grep -q "^NOT RUN" <<<"$bench_out" && problems+=("--bench with 400 s: something was left out")
+grep -qE "^FAIL compute-sanitizer memcheck: " <<<"$bench_out" ||
+  problems+=("--bench: the memcheck step did not run the op harness to its result")
 grep -q "^NOT RUN.* pytorch:gpt2-124m-bf16-accum " <<<"$no_budget" || problems+=("no budget: PyTorch not named NOT RUN")
 grep -q "^== op parity" <<<"$bench_out$no_budget" && problems+=("--bench ran the tests")
 grep -q "^NOT RUN: the 2-rank NCCL layouts" <<<"$out" ||
