@@ -147,7 +147,9 @@ TEST_CASE("watchdog: a wait past the timeout reports rank, group, operation and 
 
 TEST_CASE("watchdog: operations that complete in time, or with the timeout off, return normally") {
   int calls = 0;
-  Watchdog dog(5.0, [&](const HangReport&) { ++calls; });
+  // 60 s: the 1000 polls back off to 500 us sleeps (~0.4 s), which took over 5 s on a 2-core machine
+  // running four other processes.
+  Watchdog dog(60.0, [&](const HangReport&) { ++calls; });
   FakeOp quick(1000);
   dog.wait(quick);
   CHECK(quick.count() == 1001);
