@@ -25,7 +25,10 @@ std::vector<std::vector<int32_t>> sample_docs(int32_t max_token) {
   for (int d = 0; d < 37; ++d) {
     std::vector<int32_t> doc;
     int len = d == 5 ? 0 : 1 + (d * 13) % 29;  // document 5 is empty
-    for (int j = 0; j < len; ++j) doc.push_back(static_cast<int32_t>((d * 7919 + j * 104729) % (max_token + 1)));
+    // In 64 bits: max_token + 1 overflows int32 for the i32 dtype's largest token.
+    for (int j = 0; j < len; ++j) {
+      doc.push_back(static_cast<int32_t>((int64_t{d} * 7919 + int64_t{j} * 104729) % (int64_t{max_token} + 1)));
+    }
     docs.push_back(doc);
   }
   docs[3][0] = max_token;
