@@ -137,6 +137,7 @@ void to_scheduler(Fiber& f) {
     leaving_for(&f.asan_fake_stack, scheduler_stack.bottom, scheduler_stack.size);
     jump(run->scheduler);
   }
+  // Back on this fiber: found again through run->current, as f is not promised to survive the jump.
   arrived(fibers()[run->current->linear].asan_fake_stack, &scheduler_stack);
 }
 
