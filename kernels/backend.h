@@ -182,6 +182,12 @@ struct Backend {
   bool (*attention_backward_bf16)(const uint16_t* dout, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                   const uint16_t* out, const float* lse, uint16_t* dq, uint16_t* dk, uint16_t* dv,
                                   const AttentionShape& s);
+  // Optional, beside the two above: the device memory bf16 attention of this shape takes beyond its
+  // operands, which a device's library sizes only on the device (cuDNN's SDPA workspace, as it
+  // builds the graphs), for the memory plan; and that memory allocated now and kept, so that a run's
+  // steps allocate nothing.
+  int64_t (*attention_bf16_workspace_bytes)(const AttentionShape& s);
+  void (*reserve_attention_bf16_workspace)(const AttentionShape& s);
 
   // ---- loss ----
   void (*cross_entropy_forward)(const float* logits, const int32_t* targets, float* losses, float* lse,

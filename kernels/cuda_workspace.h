@@ -37,4 +37,12 @@ inline int64_t f32_attention_workspace_bytes(const AttentionShape& s) {
   return dvec + 2 * attention_gemm_chunk(s) * s.seq * s.seq * int64_t{sizeof(float)};
 }
 
+// cuDNN's SDPA workspace, which cuDNN sizes as it builds a graph on the GPU, estimated where no GPU
+// can say (`lattice validate` and `lattice plan` off the GPU): before 9.25 its deterministic backward
+// holds dP in it on Hopper, b·h·ceil64(T)·ceil128(T) bf16 (../shared/GPU.md §1); its forward none.
+inline int64_t cudnn_sdpa_workspace_estimate(const AttentionShape& s) {
+  const auto up = [](int64_t x, int64_t to) { return (x + to - 1) / to * to; };
+  return s.batch * s.q_heads * up(s.seq, 64) * up(s.seq, 128) * 2;
+}
+
 }  // namespace lattice

@@ -78,7 +78,8 @@ std::optional<std::string> device_memory_shortfall(const Config& c, const Parall
   const Device device = config_device(c);
   if (device == Device::kCpu) return std::nullopt;
   const Backend& backend = backend_for("the memory check", device);
-  return memory_shortfall(plan_memory(c, layout).peak(), ranks_sharing_gpu, device_memory(backend));
+  return memory_shortfall(plan_memory(c, layout, device_attention_workspace(backend, c, layout)).peak(),
+                          ranks_sharing_gpu, device_memory(backend));
 }
 
 // `lattice train` does not start a run that cannot fit (exit 2), unless told to. In a parallel job

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "trainer/launcher_env.h"
+#include "trainer/model_builder.h"  // config_device
 #include "trainer/model_stats.h"  // format_bytes
 
 namespace lattice {
@@ -42,6 +43,24 @@ int ranks_per_node() { return launcher_placement().local_size; }
 
 MachineMemory device_memory(const Backend& backend) {
   return {static_cast<int64_t>(backend.device_memory_bytes()), backend.device_model(), true};
+}
+
+namespace {
+bool bf16_attention_sized_by(const Backend& backend, const Config& c) {
+  return c.training.precision == Precision::kBf16 && backend.device == config_device(c) &&
+         backend.attention_bf16_workspace_bytes != nullptr;
+}
+}  // namespace
+
+std::optional<int64_t> device_attention_workspace(const Backend& backend, const Config& c, const ParallelLayout& layout) {
+  if (!bf16_attention_sized_by(backend, c)) return std::nullopt;
+  return backend.attention_bf16_workspace_bytes(rank_attention_shape(c, layout));
+}
+
+void reserve_attention_workspace(const Backend& backend, const Config& c, const ParallelLayout& layout) {
+  if (bf16_attention_sized_by(backend, c) && backend.reserve_attention_bf16_workspace != nullptr) {
+    backend.reserve_attention_bf16_workspace(rank_attention_shape(c, layout));
+  }
 }
 
 std::optional<std::string> memory_shortfall(const RankMemoryPlan& rank, int ranks, const MachineMemory& available) {

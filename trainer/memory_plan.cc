@@ -78,7 +78,8 @@ int slot_micro_batches(const ParallelLayout& pl) {
 }
 
 // `slots`: the activation slots of each of the rank's chunks (the slot planner's).
-RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank, const std::vector<int>& slots) {
+RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank, const std::vector<int>& slots,
+                         int64_t bf16_attention_workspace) {
   const ModelConfig& m = c.model;
   ModelLayout layout;
   layout.tp_rank = 0;
@@ -193,10 +194,11 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
   }
   // The CUDA backend's workspaces (kernels/cuda_workspace.h): cuBLASLt's, kept from the first GEMM,
   // and in f32 the attention backward's scratch, allocated per call while the activations are held.
-  // bf16 attention is cuDNN's, whose workspace cuDNN sizes as it builds the graph on the GPU: not here.
+  // bf16 attention is cuDNN's, whose workspace cuDNN sizes as it builds the graph on the GPU: the
+  // caller's figure, or the estimate.
   if (config_device(c) == Device::kCuda) {
-    r.workspace_bytes = rounded(kCublasLtWorkspaceBytes);
-    if (!bf16) r.workspace_bytes += rounded(f32_attention_workspace_bytes({s.B, s.T, s.Hq, s.Hkv, s.D}));
+    r.workspace_bytes = rounded(kCublasLtWorkspaceBytes) +
+                        rounded(bf16 ? bf16_attention_workspace : f32_attention_workspace_bytes({s.B, s.T, s.Hq, s.Hkv, s.D}));
   }
 
   // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes, and,
@@ -227,8 +229,17 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
 
 }  // namespace
 
-MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout) {
+AttentionShape rank_attention_shape(const Config& config, const ParallelLayout& layout) {
+  const ModelConfig& m = config.model;
+  return {config.training.micro_batch_size, m.seq_length, m.num_attention_heads / layout.tensor,
+          m.num_kv_heads / layout.tensor, m.head_dim()};
+}
+
+MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout,
+                       std::optional<int64_t> bf16_attention_workspace) {
   MemoryPlan plan;
+  plan.attention_workspace_estimated = config_device(config) == Device::kCuda &&
+                                     config.training.precision == Precision::kBf16 && !bf16_attention_workspace;
   // Every tp rank of a stage holds the same shapes (the vocabulary is padded to split evenly); tp
   // rank 0 also writes the replicated tensors in checkpoints, so its figures are the stage's.
   // Stages with the same chunks (the layer counts, which holds the embedding or head) and the same
@@ -247,7 +258,9 @@ MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout) {
         plan_activation_slots(make_schedule(layout.schedule, p, v, slot_batches, pp), v, slot_batches).needed;
     key.insert(key.end(), slots.begin(), slots.end());
     auto it = planned.find(key);
-    if (it == planned.end()) it = planned.emplace(key, plan_rank(config, layout, pp, slots)).first;
+    if (it == planned.end()) it = planned.emplace(key, plan_rank(config, layout, pp, slots,
+                                                   bf16_attention_workspace.value_or(cudnn_sdpa_workspace_estimate(
+                                                       rank_attention_shape(config, layout))))).first;
     plan.ranks.push_back(it->second);
     plan.ranks.back().pp_rank = pp;
   }
@@ -272,6 +285,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
                      {"mpi_temporary", r.mpi_temporary_bytes}, {"peak", r.total_bytes}});
   }
   return {{"peak", plan.peak_bytes}, {"peak_pp_rank", plan.peak().pp_rank},
+          {"attention_workspace_estimated", plan.attention_workspace_estimated},
           {"ranks", ranks}};
 }
 
@@ -297,9 +311,8 @@ std::string format_memory_plan(const MemoryPlan& plan, const Config& config, con
   line("scratch, loss head, batches", r.scratch_bytes);
   line("communication buffers", r.comm_bytes);
   if (r.workspace_bytes > 0) {
-    const bool bf16 = config.training.precision == Precision::kBf16;
     line(config_device(config) == Device::kCpu ? "bf16 → f32 operand workspace"
-         : bf16                                ? "cuBLASLt workspace (cuDNN's: unplanned)"
+         : plan.attention_workspace_estimated  ? "workspaces (cuDNN's: estimated)"
                                                : "cuBLASLt + attention workspace",
          r.workspace_bytes);
   }

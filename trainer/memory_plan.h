@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/attention_shape.h"
 #include "trainer/config.h"
 
 namespace lattice {
@@ -31,7 +33,8 @@ struct RankMemoryPlan {
   int64_t scratch_bytes = 0;           // per-chunk layer scratch, recompute sets, embedding/head/loss buffers
   int64_t comm_bytes = 0;              // pipeline p2p buffers, bf16 reduce staging, distributed-optimizer buffers
   int64_t workspace_bytes = 0;         // CPU: bf16 operands widened to f32 (largest op); CUDA: cuBLASLt's,
-                                       // and f32 attention's (kernels/cuda_workspace.h)
+                                       // f32 attention's (kernels/cuda_workspace.h), and bf16 attention's
+                                       // as the device sizes it (cuDNN's; plan_memory's argument)
   int64_t checkpoint_bytes = 0;        // checkpoint.dir: the async writer's snapshot (+ the gathered state)
   int64_t transient_bytes = 0;         // bf16 + distributed optimizer: the fp32 init values, freed before step 1
   // The tensors' high mark: the steady state (everything above but the transient) or, at start, the
@@ -47,13 +50,23 @@ struct RankMemoryPlan {
 
 struct MemoryPlan {
   std::vector<RankMemoryPlan> ranks;   // one per pipeline stage (its tp ranks hold the same shapes)
+  // bf16 on a GPU, planned without the device's figure for its attention workspace (cuDNN's, which
+  // only the GPU can size; `lattice validate` and `lattice plan` off the GPU): estimated instead.
+  bool attention_workspace_estimated = false;
   int64_t peak_bytes = 0;              // the largest total_bytes
   int peak_index = 0;                  // its index in `ranks`
   const RankMemoryPlan& peak() const { return ranks[static_cast<size_t>(peak_index)]; }
 };
 
 // Throws InputError like validate_layout when the layout does not fit the model (heads, FFN size).
-MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout);
+// `bf16_attention_workspace`: what bf16 attention takes on this rank's device beyond the plan's own
+// items, as the device sizes it (Backend::attention_bf16_workspace_bytes of rank_attention_shape);
+// nullopt where no device says (kernels/cuda_workspace.h's estimate of cuDNN's then).
+MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout,
+                       std::optional<int64_t> bf16_attention_workspace = std::nullopt);
+
+// The shape of one rank's attention calls: the micro-batch, the sequence, the rank's share of the heads.
+AttentionShape rank_attention_shape(const Config& config, const ParallelLayout& layout);
 
 // The plan as validate --json reports it: the peak and every rank's items.
 nlohmann::json memory_plan_json(const MemoryPlan& plan);

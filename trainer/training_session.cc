@@ -22,6 +22,7 @@
 #include "trainer/export_gather.h"
 #include "trainer/hf_export.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/memory_check.h"
 #include "trainer/model_builder.h"
 #include "trainer/output_paths.h"
 #include "trainer/run_dir.h"
@@ -64,7 +65,6 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   const RankGrid& grid = rc_.grid;
   stop_request_ = std::make_unique<StopRequest>(c.training, rc_.world);
   pl_ = validate_layout(c, grid.world_size());
-  memory_plan_ = plan_memory(c, pl_);
   p_ = grid.pp_size();
   v_ = pl_.virtual_stages;
   D_ = grid.dp_size();
@@ -85,6 +85,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   select_training_device(c);
   start_gemm_autotune(c, grid.rank());
   device_ = std::make_unique<DeviceContext>(config_device(c));
+  memory_plan_ = plan_memory(c, pl_, device_attention_workspace(device_->backend(), c, pl_));
   build_model();
   build_optimizer();
   // Checkpoints: resume (main parameters, moments, optimizer step; the data source seeks to the
@@ -108,6 +109,8 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   build_pipeline();
   log_precision();
   if (grid.world_size() > 1) log_layout();
+  // After the optimizer has freed the bf16 init values (the plan's transient), as the plan assumes.
+  reserve_attention_workspace(device_->backend(), c, pl_);
   log_memory_plan();
 
   bool has_head = false;

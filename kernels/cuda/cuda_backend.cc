@@ -2,10 +2,12 @@
 // events, and the few entries composed here (index checks that throw, initialization).
 #include "kernels/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,7 +29,9 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda_workspace.h"
 #include "kernels/error.h"
+#include "kernels/f32_staging.h"
 
 namespace lattice::cuda {
 
@@ -106,6 +110,45 @@ bool attention_backward_bf16(const uint16_t* dout, const uint16_t* q, const uint
   if (!cudnn_runs(s, SdpaDirection::kBackwardDeterministic)) return false;
   cudnn_sdpa_backward(s, SdpaDirection::kBackwardDeterministic, dout, q, k, v, out, lse, dq, dk, dv);
   return true;
+}
+
+// cuDNN's workspace for the forward and the deterministic backward of shape s; nullopt for a
+// direction cuDNN refuses (the f32 kernels run it).
+struct SdpaWorkspaces {
+  std::optional<size_t> forward, backward;
+  size_t shared() const { return std::max(forward.value_or(0), backward.value_or(0)); }  // one buffer serves both
+};
+SdpaWorkspaces sdpa_workspaces(const AttentionShape& s) {
+  const auto bytes = [&](SdpaDirection d) -> std::optional<size_t> {
+    if (!cudnn_runs(s, d)) return std::nullopt;
+    return cudnn_sdpa_workspace_bytes(s, d);
+  };
+  return {bytes(SdpaDirection::kForward), bytes(SdpaDirection::kBackwardDeterministic)};
+}
+
+// What bf16 attention of shape s takes beside its operands: cuDNN's shared workspace (cuDNN before
+// 9.25 holds the deterministic backward's dP in it on Hopper); and for a direction cuDNN refuses,
+// the f32 kernels' scratch and the f32 copies of its operands that F32Staging keeps (4 forward, 8
+// backward, each at most q's size).
+int64_t attention_bf16_workspace_bytes(const AttentionShape& s) {
+  const SdpaWorkspaces w = sdpa_workspaces(s);
+  const int64_t staged = !w.backward ? F32Staging::kMaxStaged : !w.forward ? 4 : 0;
+  const int64_t cudnn = static_cast<int64_t>(w.shared());
+  if (staged == 0) return cudnn;
+  const int64_t q_bytes = s.batch * s.seq * s.q_heads * s.head_dim * int64_t{sizeof(float)};
+  return cudnn + f32_attention_workspace_bytes(s) + staged * q_bytes;
+}
+
+// cuDNN's workspace for shape s allocated now (a run's steps then allocate nothing; the f32
+// fallback's staging still grows at its first call).
+void reserve_attention_bf16_workspace(const AttentionShape& s) {
+  const SdpaWorkspaces w = sdpa_workspaces(s);
+  cudnn_sdpa_reserve_workspace(w.shared());
+  spdlog::info("cuDNN SDPA workspace: {:.1f} MiB, allocated before step 1 (forward {}, deterministic backward {}; "
+               "batch {}, seq {}, heads {}/{}, head dim {})",
+               w.shared() / 1048576.0, w.forward ? fmt::format("{:.1f} MiB", *w.forward / 1048576.0) : "f32 kernels",
+               w.backward ? fmt::format("{:.1f} MiB", *w.backward / 1048576.0) : "f32 kernels", s.batch, s.seq,
+               s.q_heads, s.kv_heads, s.head_dim);
 }
 
 // Attention: the GEMM path (cuBLAS speed, tensor cores with TF32) when its [T, T] score buffers
@@ -250,6 +293,8 @@ constexpr Backend kCudaBackend{
     .attention_backward = &attention_backward,
     .attention_forward_bf16 = &attention_forward_bf16,
     .attention_backward_bf16 = &attention_backward_bf16,
+    .attention_bf16_workspace_bytes = &attention_bf16_workspace_bytes,
+    .reserve_attention_bf16_workspace = &reserve_attention_bf16_workspace,
     .cross_entropy_shard_loss = &cross_entropy_shard_loss,
     .fill_normal = &fill_normal_via_host,
     .adamw_update = &adamw_update,

@@ -285,6 +285,12 @@ void cudnn_sdpa_backward(cudnnHandle_t handle, const AttentionShape& shape, Sdpa
   execute(handle, shape, direction, pack, workspace);
 }
 
+size_t cudnn_sdpa_workspace_bytes(const AttentionShape& shape, SdpaDirection direction) {
+  return cudnn_sdpa_graph_workspace_bytes(cudnn_handle(), shape, direction);
+}
+
+void cudnn_sdpa_reserve_workspace(size_t bytes) { shared_workspace(bytes); }
+
 void cudnn_sdpa_forward(const AttentionShape& shape, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                         uint16_t* out, float* lse) {
   cudnnHandle_t h = cudnn_handle();

@@ -71,7 +71,10 @@ void cudnn_sdpa_backward(cudnnHandle_t handle, const AttentionShape& shape, Sdpa
                          void* workspace);
 
 // The same, with one shared workspace grown through lattice::cuda::allocate as graphs need more
-// (llm.c's approach): for callers that do not manage workspace themselves.
+// (llm.c's approach): for callers that do not manage workspace themselves. A run reserves what its
+// shapes need before step 1 (cudnn_sdpa_reserve_workspace), so that its steps allocate nothing.
+size_t cudnn_sdpa_workspace_bytes(const AttentionShape& shape, SdpaDirection direction);  // the process's handle
+void cudnn_sdpa_reserve_workspace(size_t bytes);  // grows the shared workspace to at least `bytes` now
 void cudnn_sdpa_forward(const AttentionShape& shape, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                         uint16_t* out, float* lse);
 void cudnn_sdpa_backward(const AttentionShape& shape, SdpaDirection direction, const uint16_t* dout,

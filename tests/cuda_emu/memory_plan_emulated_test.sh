@@ -4,8 +4,10 @@
 # model's tensors, the kernels' scratch, cuBLASLt's kept workspace) must be within 1% of the
 # predicted tensors. Sequences of 512 make f32 attention's [T, T] score scratch 8 MiB of the tiny
 # model's ~47 MiB, and cuBLASLt's 32 MiB is most of the rest, so leaving either out of the plan fails.
-# In bf16 the plan leaves cuDNN's SDPA workspace out (cuDNN sizes it on the GPU); the emulator's
-# stand-in for cuDNN allocates 16 KiB in its place. Also `lattice train`'s check of the plan against
+# In bf16 the plan counts cuDNN's SDPA workspace as the device sizes it at start (the emulator's
+# stand-in for cuDNN sizes and holds it as cuDNN before 9.25 does on Hopper: 4 MiB here), and the run
+# allocates it before step 1; where cuDNN refuses, the f32 kernels' scratch and staging instead.
+# Also `lattice train`'s check of the plan against
 # the GPU's memory, counting the ranks that share a GPU: exit 2 before anything is allocated (every
 # rank of the job), or a warning with --ignore-memory-check.
 set -euo pipefail
@@ -65,6 +67,12 @@ grep -a -q "but this GPU has 40.0 MiB.*(starting anyway: --ignore-memory-check)"
   fail "f32 with --ignore-memory-check: no warning"
 unset LATTICE_EMULATED_GPU_MEMORY_MIB
 check bf16 1 --set training.precision=bf16
+grep -a -q "cuDNN SDPA workspace: 4.0 MiB, allocated before step 1" "$WORK/bf16.log" ||
+  fail "bf16: no 4.0 MiB cuDNN workspace allocated before step 1"
+grep -a -q "workspaces (cuDNN's: estimated)" "$WORK/bf16.log" && fail "bf16: the plan estimated what the GPU sized"
+LATTICE_EMU_CUDNN_REFUSES=all check bf16_refused 1 --set training.precision=bf16
+LATTICE_EMU_CUDNN_REFUSES=backward check bf16_refused_backward 1 --set training.precision=bf16
 check tp2_f32 2 --set parallel.tensor=2
-echo "PASS: the pool's high mark within 1% of the memory plan in f32, bf16 and TP2; a run larger than" \
+echo "PASS: the pool's high mark within 1% of the memory plan in f32, bf16 (cuDNN, or refused in either" \
+  "direction) and TP2; a run larger than" \
   "the GPU's memory refused before it allocates, alone and with 2 ranks sharing the GPU"
