@@ -68,6 +68,8 @@ struct Backend {
   void (*set_tf32)(bool enabled);  // f32 matmuls in TF32 from now on (training.tf32)
   // Optional: gemm_gelu and gemm_dgelu take problems from now on (training.gelu_fusion).
   void (*set_gelu_fusion)(bool enabled);
+  // Optional: bf16 attention's backward deterministic (the default) or not (training.deterministic_attention).
+  void (*set_deterministic_attention)(bool deterministic);
   // Optional: GEMM algorithms chosen by timing, the choices kept in DIR/rank-NNNNN.json (empty: off;
   // training.gemm_autotune_dir). InputError when that file is not this machine's.
   void (*set_gemm_autotune)(const std::string& dir, int rank);

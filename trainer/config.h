@@ -61,6 +61,11 @@ struct TrainingConfig {
   // on for the bf16 recipe on Hopper and later, as llm.c's default (device_selection.h). No effect
   // on the CPU, for SwiGLU, or where cuBLASLt declines a shape (ops.h matmul_bias_gelu).
   GeluFusion gelu_fusion = GeluFusion::kAuto;
+  // GPU bf16: cuDNN's attention backward in its deterministic form, so that a run repeats bit for bit
+  // (resume included). Off: its plain backward, which sums dQ with atomics (faster where the
+  // deterministic one pays for its dP workspace: cuDNN before 9.25 on Hopper), as Transformer Engine
+  // and Megatron run by default; the last bits of the gradients then vary from run to run.
+  bool deterministic_attention = true;
   // GPU: each GEMM shape's cuBLASLt algorithm chosen by timing the heuristic's candidates at its first
   // call (PyTorch's TunableOp), rather than the heuristic's first; the choices are written to
   // DIR/rank-NNNNN.json and read back by a run given the same directory, so that a resumed or

@@ -143,6 +143,9 @@ std::vector<ConfigField> build_schema() {
       [](const GeluFusion& g) {
         return g == GeluFusion::kAuto ? nlohmann::json("auto") : nlohmann::json(g == GeluFusion::kOn);
       });
+  training.boolean("deterministic_attention", &TrainingConfig::deterministic_attention,
+                   "GPU bf16: cuDNN's deterministic attention backward, the same bits every run; false = its "
+                   "plain backward (dQ summed by atomics), faster, but runs no longer repeat bit for bit");
   training.text("gemm_autotune_dir", &TrainingConfig::gemm_autotune_dir, {},
                 "GPU: choose each GEMM's cuBLASLt algorithm by timing, the choices kept in this directory "
                 "(reuse it to repeat or resume bit for bit); empty = the heuristic's first");

@@ -22,6 +22,9 @@ void select_training_device(const Config& config) {
     if (config.training.gelu_fusion == GeluFusion::kOn) {
       spdlog::warn("training.gelu_fusion has no effect on the CPU: it has no fused GEMMs");
     }
+    if (!config.training.deterministic_attention) {
+      spdlog::warn("training.deterministic_attention has no effect on the CPU: its attention is deterministic");
+    }
     if (!config.training.gemm_autotune_dir.empty()) {
       spdlog::warn("training.gemm_autotune_dir has no effect on the CPU: its GEMM has one algorithm");
     }
@@ -43,6 +46,13 @@ void select_training_device(const Config& config) {
     spdlog::info("{} (training.gelu_fusion {}: {})",
                  gelu.on ? "GELU in the MLP's GEMM epilogues" : "GELU in its own kernels, not in GEMM epilogues",
                  gelu_fusion_name(config.training.gelu_fusion), gelu.why);
+  }
+  if (backend.set_deterministic_attention != nullptr) {
+    backend.set_deterministic_attention(config.training.deterministic_attention);
+    if (config.training.precision == Precision::kBf16 && !config.training.deterministic_attention) {
+      spdlog::warn("bf16 attention backward: cuDNN's plain backward, dQ summed by atomics "
+                   "(training.deterministic_attention false): runs no longer repeat bit for bit, resume included");
+    }
   }
   selected = true;
 }

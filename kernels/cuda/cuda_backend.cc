@@ -3,6 +3,7 @@
 #include "kernels/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -66,11 +67,18 @@ void fill_normal_via_host(float* x, const std::vector<int64_t>& box_shape, const
 }
 
 // bf16 attention: cuDNN's SDPA (flash attention) with the deterministic backward, so that a run
-// gives the same bits every time. The f32 kernels below take what cuDNN does not: a head dim that
-// is not a multiple of 8 or above 256, a graph the installed cuDNN refuses on this GPU (no engine,
-// cuDNN too old for the frontend's graph), and LATTICE_CUDA_ATTENTION=flash|gemm (the tests'
-// choice). Either of the first two is logged once per shape with the reason, as Transformer
-// Engine falls back from its fused attention; LATTICE_CUDA_ATTENTION=cudnn makes them errors.
+// gives the same bits every time (training.deterministic_attention false: its plain backward). The
+// f32 kernels below take what cuDNN does not: a head dim that is not a multiple of 8 or above 256, a
+// graph the installed cuDNN refuses on this GPU (no engine, cuDNN too old for the frontend's graph),
+// and LATTICE_CUDA_ATTENTION=flash|gemm (the tests' choice). Either of the first two is logged once
+// per shape with the reason, as Transformer Engine falls back from its fused attention;
+// LATTICE_CUDA_ATTENTION=cudnn makes them errors.
+std::atomic<bool> deterministic_attention{true};
+void set_deterministic_attention(bool deterministic) { deterministic_attention = deterministic; }
+SdpaDirection backward_direction() {
+  return deterministic_attention ? SdpaDirection::kBackwardDeterministic : SdpaDirection::kBackward;
+}
+
 bool cudnn_runs(const AttentionShape& s, SdpaDirection direction) {
   const char* forced = std::getenv("LATTICE_CUDA_ATTENTION");
   const bool required = forced != nullptr && std::strcmp(forced, "cudnn") == 0;
@@ -107,13 +115,14 @@ bool attention_forward_bf16(const uint16_t* q, const uint16_t* k, const uint16_t
 bool attention_backward_bf16(const uint16_t* dout, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const uint16_t* out, const float* lse, uint16_t* dq, uint16_t* dk, uint16_t* dv,
                              const AttentionShape& s) {
-  if (!cudnn_runs(s, SdpaDirection::kBackwardDeterministic)) return false;
-  cudnn_sdpa_backward(s, SdpaDirection::kBackwardDeterministic, dout, q, k, v, out, lse, dq, dk, dv);
+  const SdpaDirection direction = backward_direction();
+  if (!cudnn_runs(s, direction)) return false;
+  cudnn_sdpa_backward(s, direction, dout, q, k, v, out, lse, dq, dk, dv);
   return true;
 }
 
-// cuDNN's workspace for the forward and the deterministic backward of shape s; nullopt for a
-// direction cuDNN refuses (the f32 kernels run it).
+// cuDNN's workspace for the forward and the backward (backward_direction()) of shape s; nullopt for
+// a direction cuDNN refuses (the f32 kernels run it).
 struct SdpaWorkspaces {
   std::optional<size_t> forward, backward;
   size_t shared() const { return std::max(forward.value_or(0), backward.value_or(0)); }  // one buffer serves both
@@ -123,7 +132,7 @@ SdpaWorkspaces sdpa_workspaces(const AttentionShape& s) {
     if (!cudnn_runs(s, d)) return std::nullopt;
     return cudnn_sdpa_workspace_bytes(s, d);
   };
-  return {bytes(SdpaDirection::kForward), bytes(SdpaDirection::kBackwardDeterministic)};
+  return {bytes(SdpaDirection::kForward), bytes(backward_direction())};
 }
 
 // What bf16 attention of shape s takes beside its operands: cuDNN's shared workspace (cuDNN before
@@ -144,9 +153,10 @@ int64_t attention_bf16_workspace_bytes(const AttentionShape& s) {
 void reserve_attention_bf16_workspace(const AttentionShape& s) {
   const SdpaWorkspaces w = sdpa_workspaces(s);
   cudnn_sdpa_reserve_workspace(w.shared());
-  spdlog::info("cuDNN SDPA workspace: {:.1f} MiB, allocated before step 1 (forward {}, deterministic backward {}; "
-               "batch {}, seq {}, heads {}/{}, head dim {})",
+  spdlog::info("cuDNN SDPA workspace: {:.1f} MiB, allocated before step 1 (forward {}, {} {}; batch {}, seq {}, "
+               "heads {}/{}, head dim {})",
                w.shared() / 1048576.0, w.forward ? fmt::format("{:.1f} MiB", *w.forward / 1048576.0) : "f32 kernels",
+               deterministic_attention ? "deterministic backward" : "backward",
                w.backward ? fmt::format("{:.1f} MiB", *w.backward / 1048576.0) : "f32 kernels", s.batch, s.seq,
                s.q_heads, s.kv_heads, s.head_dim);
 }
@@ -274,6 +284,7 @@ constexpr Backend kCudaBackend{
     .peak_memory_bytes = &pool_peak_bytes,
     .set_tf32 = &set_tf32,
     .set_gelu_fusion = &set_gelu_fusion,
+    .set_deterministic_attention = &set_deterministic_attention,
     .set_gemm_autotune = &autotune::configure,
     .set_profiler_capture = &set_profiler_capture,
     .sum_squares = &sum_squares,

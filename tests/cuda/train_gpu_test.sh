@@ -225,6 +225,22 @@ else
   flunk "gpt2: bf16 run with training.gelu_fusion"
 fi
 
+# training.deterministic_attention false: cuDNN's plain attention backward (dQ summed by atomics),
+# within the same bounds of the CPU's bf16 run, and the log's warning that runs no longer repeat.
+nondet=(--set training.precision=bf16 --set training.gelu_fusion=false --set training.deterministic_attention=false)
+if train gpt2_nondet_gpu 1 test-tiny-gpt2.json "${nondet[@]}" --set device=cuda --export "$WORK/gpt2_nondet_gpu"; then
+  check "gpt2: bf16 with cuDNN's plain attention backward on the GPU vs bf16 on the CPU" \
+    python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" \
+    --noise "$WORK/gpt2_cpu.jsonl" "$WORK/gpt2_cpu" "$WORK/gpt2_nondet_gpu.jsonl" "$WORK/gpt2_nondet_gpu"
+  if grep -q "cuDNN's plain backward, dQ summed by atomics" "$WORK/gpt2_nondet_gpu.log"; then
+    pass "gpt2: training.deterministic_attention false is logged"
+  else
+    flunk "gpt2: training.deterministic_attention false is logged"
+  fi
+else
+  flunk "gpt2: bf16 run with training.deterministic_attention false"
+fi
+
 # training.gelu_fusion "auto" (the default; trainer/device_selection.h): bitwise the fused run on
 # compute capability 9.0 and later, the unfused run before; under selective recompute the unfused
 # run (the recompute repeats the forward's GELU exactly); the log says which and why. The emulator,

@@ -70,9 +70,15 @@ check bf16 1 --set training.precision=bf16
 grep -a -q "cuDNN SDPA workspace: 4.0 MiB, allocated before step 1" "$WORK/bf16.log" ||
   fail "bf16: no 4.0 MiB cuDNN workspace allocated before step 1"
 grep -a -q "workspaces (cuDNN's: estimated)" "$WORK/bf16.log" && fail "bf16: the plan estimated what the GPU sized"
+# training.deterministic_attention false: cuDNN's plain backward, whose workspace (none, as emulated)
+# the plan counts instead.
+check bf16_nondeterministic 1 --set training.precision=bf16 --set training.deterministic_attention=false
+grep -a -q "cuDNN SDPA workspace: 0.0 MiB, allocated before step 1 (forward 0.0 MiB, backward 0.0 MiB" \
+  "$WORK/bf16_nondeterministic.log" || fail "bf16_nondeterministic: not cuDNN's plain backward's workspace"
+grep -a -q "deterministic backward 4.0 MiB" "$WORK/bf16.log" || fail "bf16: not the deterministic backward's workspace"
 LATTICE_EMU_CUDNN_REFUSES=all check bf16_refused 1 --set training.precision=bf16
 LATTICE_EMU_CUDNN_REFUSES=backward check bf16_refused_backward 1 --set training.precision=bf16
 check tp2_f32 2 --set parallel.tensor=2
-echo "PASS: the pool's high mark within 1% of the memory plan in f32, bf16 (cuDNN, or refused in either" \
-  "direction) and TP2; a run larger than" \
+echo "PASS: the pool's high mark within 1% of the memory plan in f32, bf16 (cuDNN's deterministic or plain" \
+  "backward, or cuDNN refusing either direction) and TP2; a run larger than" \
   "the GPU's memory refused before it allocates, alone and with 2 ranks sharing the GPU"

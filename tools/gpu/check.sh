@@ -144,7 +144,7 @@ bench() {  # bench NAME CONFIG STEPS [--set ...]
   within "$name" 150 || return 0
   timeout "$limit" "$LATTICE" bench --config "$cfg" --steps "$steps" --set device=cuda "$@" >"$LOGS/bench-$name.log" 2>&1
   local st=$?
-  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|MFU|precision|peak cuda" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
+  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|MFU|precision|peak cuda|cuDNN SDPA workspace" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
   sed -n '/^-- device time by op/,$p' "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"  # --profile-ops' table
   grep -o "cuBLASLt autotune: .*" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"  # training.gemm_autotune_dir's
   # Fused or batched GEMMs this cuBLASLt would not run, so ran as separate ops (slower, not wrong).
@@ -185,6 +185,14 @@ bench gpt2-124m-bf16-1x64-gelu-fusion configs/gpt2-124m.json 4 --set training.mi
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true
 bench gpt2-1.5b-bf16-4x16-gelu-fusion configs/bench-gpt2-1.5b.json 4 --set training.micro_batch_size=16 \
   --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true
+# What determinism costs at those batches: cuDNN's plain attention backward (dQ summed by atomics)
+# instead of its deterministic one, which before cuDNN 9.25 writes and reads a [T, T] dP per head.
+bench gpt2-124m-bf16-1x64-gelu-fusion-nondeterministic configs/gpt2-124m.json 4 --set training.micro_batch_size=64 \
+  --set training.global_batch_size=64 --set training.precision=bf16 --set training.gelu_fusion=true \
+  --set training.deterministic_attention=false
+bench gpt2-1.5b-bf16-4x16-gelu-fusion-nondeterministic configs/bench-gpt2-1.5b.json 4 \
+  --set training.micro_batch_size=16 --set training.global_batch_size=64 --set training.precision=bf16 \
+  --set training.gelu_fusion=true --set training.deterministic_attention=false
 # Where those two steps' time goes: each op's device time in the real model (--profile-ops; its two
 # events per op slow a host-bound step, so its tokens/s are not the figures above). With
 # LATTICE_CUBLASLT_PROBE (kernels/cuda/matmul_probe.h): would another of cuBLASLt's candidate
