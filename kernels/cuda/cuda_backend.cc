@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include <cublasLt.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -161,6 +162,14 @@ void reserve_attention_bf16_workspace(const AttentionShape& s) {
                s.q_heads, s.kv_heads, s.head_dim);
 }
 
+// The device line, with the libraries that choose the GEMM algorithms and the attention engines:
+// what two runs' speeds, or a bug report, need to name.
+std::string select_device_naming_libraries(int local_rank, int local_size) {
+  const size_t lt = cublasLtGetVersion();  // major·10000 + minor·100 + patch
+  return fmt::format("{}, cuBLASLt {}.{}.{}, {}", select_device(local_rank, local_size), lt / 10000, lt / 100 % 100,
+                     lt % 100, cudnn_versions());
+}
+
 // Attention: the GEMM path (cuBLAS speed, tensor cores with TF32) when its [T, T] score buffers
 // fit, else the flash kernel (O(T) memory). LATTICE_CUDA_ATTENTION=flash|gemm forces one, so the
 // tests check both against the CPU.
@@ -276,7 +285,7 @@ constexpr Backend kCudaBackend{
     .event_synchronize = &event_synchronize,
     .compute_wait = &compute_wait,
     .event_seconds = &event_seconds,
-    .select_device = &select_device,
+    .select_device = &select_device_naming_libraries,
     .device_model = &device_model,
     .device_compute_capability = &device_compute_capability,
     .device_uuid = &device_uuid,

@@ -240,6 +240,12 @@ std::string cudnn_sdpa_check_all(const AttentionShape& shape, int sm_version) {
   return "";
 }
 
+std::string cudnn_versions() {
+  const size_t v = cudnnGetVersion();  // major·10000 + minor·100 + patch since cuDNN 9
+  return fmt::format("cuDNN {}.{}.{} (frontend {}.{}.{})", v / 10000, v / 100 % 100, v % 100,
+                     CUDNN_FRONTEND_MAJOR_VERSION, CUDNN_FRONTEND_MINOR_VERSION, CUDNN_FRONTEND_PATCH_VERSION);
+}
+
 cudnnHandle_t cudnn_handle() {
   static cudnnHandle_t handle = [] {
     cudnnHandle_t h = nullptr;

@@ -42,6 +42,10 @@ std::string cudnn_sdpa_check(const AttentionShape& shape, SdpaDirection directio
 // The forward and both backward graphs; the first failure's message, or "".
 std::string cudnn_sdpa_check_all(const AttentionShape& shape, int sm_version);
 
+// "cuDNN 9.10.2 (frontend 1.32.0)": the library this process loaded (the one that chooses the SDPA
+// engines and sizes their workspace), and the frontend it was built with.
+std::string cudnn_versions();
+
 // ---- Execution: needs a GPU (written, not yet run on one) --------------------------------------
 
 // The process's cuDNN handle, created on first use and bound to compute_stream() (cudnnSetStream).

@@ -108,9 +108,13 @@ std::string select_device(int local_rank, int local_size) {
   ensure_started(chosen);
   LATTICE_CHECK(state().device == chosen, "select_device: the CUDA device was already set to {}", state().device);
   const cudaDeviceProp prop = selected_properties();
-  return fmt::format("cuda: local rank {} of {} uses visible GPU {} of {} ({}, {:.1f} GiB, sm_{}{})", local_rank,
-                     local_size, chosen, count, prop.name, prop.totalGlobalMem / double(1 << 30), prop.major,
-                     prop.minor);
+  int driver = 0, runtime = 0;  // major·1000 + minor·10
+  LATTICE_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  LATTICE_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  return fmt::format("cuda: local rank {} of {} uses visible GPU {} of {} ({}, {:.1f} GiB, sm_{}{}); driver's CUDA "
+                     "{}.{}, runtime {}.{}",
+                     local_rank, local_size, chosen, count, prop.name, prop.totalGlobalMem / double(1 << 30),
+                     prop.major, prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
 }
 
 std::array<uint8_t, 16> device_uuid() {

@@ -65,6 +65,8 @@ std::string cudnn_sdpa_refusal(const AttentionShape& s, SdpaDirection direction)
   return "";
 }
 
+std::string cudnn_versions() { return "cuDNN: the emulator's stand-in"; }
+
 size_t cudnn_sdpa_workspace_bytes(const AttentionShape& s, SdpaDirection direction) {
   return workspace_bytes(s, direction);
 }

@@ -237,6 +237,9 @@ torch_ref llama-1b configs/bench-llama-1b.json
 # PyTorch with torch.compile (its first steps compile, for a minute or more): last, as it fits the budget.
 TORCH_REF_LIMIT=300 torch_ref gpt2-124m-bf16-accum-compile configs/gpt2-124m.json "${accum124m[@]}" --dtype bf16 \
   --compile
+# The GPU and the libraries the benchmarks ran with (cuDNN's version decides its SDPA engines and workspace).
+gpu_line=$(awk 'match($0, /uses visible GPU.*/) { print substr($0, RSTART); exit }' "$LOGS"/bench-*.log 2>/dev/null)
+echo "-- the benchmarks' GPU: ${gpu_line:-none ran}"
 # compute-sanitizer's memcheck over the op harness' small, odd shapes and offsets: our kernels, and
 # cuBLASLt's and cuDNN's reads of the buffers and layouts we hand them. The emulated suite's
 # sanitized build (tests/cuda_emu's SANITIZE) sees our kernels, not theirs. Last, as time allows;
