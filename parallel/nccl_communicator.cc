@@ -289,6 +289,12 @@ std::string nccl_unfit_reason(int most_ranks_on_a_gpu) {
   return fmt::format("{} ranks share one GPU and NCCL needs a GPU per rank", most_ranks_on_a_gpu);
 }
 
+std::string nccl_version() {
+  int v = 0;  // major·10000 + minor·100 + patch since NCCL 2.9
+  if (ncclGetVersion(&v) != ncclSuccess) return "NCCL (version unknown)";
+  return fmt::format("NCCL {}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+}
+
 std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_world, int most_ranks_on_a_gpu) {
   const std::string unfit = nccl_unfit_reason(most_ranks_on_a_gpu);
   if (!unfit.empty())

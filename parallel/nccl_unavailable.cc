@@ -10,4 +10,6 @@ std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator>, int) 
 
 std::string nccl_unfit_reason(int) { return "this binary was built without CUDA"; }
 
+std::string nccl_version() { return ""; }
+
 }  // namespace lattice

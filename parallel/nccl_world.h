@@ -23,4 +23,7 @@ std::unique_ptr<Communicator> nccl_world(std::unique_ptr<MpiCommunicator> mpi_wo
 // parallel.backend "auto"'s choice between NCCL and MPI.
 std::string nccl_unfit_reason(int most_ranks_on_a_gpu);
 
+// "NCCL 2.28.3": the library this process loaded (a CPU-only build: "").
+std::string nccl_version();
+
 }  // namespace lattice

@@ -205,9 +205,9 @@ std::unique_ptr<Communicator> job_world(const Config& c, std::unique_ptr<MpiComm
       return mpi_world;
     }
   }
-  spdlog::info("parallel.backend {}: CUDA-tensor collectives and point-to-point over NCCL on their own streams; "
+  spdlog::info("parallel.backend {}: CUDA-tensor collectives and point-to-point over {} on their own streams; "
                "CPU tensors over MPI",
-               comm_backend_name(c.parallel.backend));
+               comm_backend_name(c.parallel.backend), nccl_version());
   return nccl_world(std::move(mpi_world), sharing.most);
 }
 
