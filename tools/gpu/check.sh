@@ -163,22 +163,16 @@ torch_ref() {  # [TORCH_REF_LIMIT=S] torch_ref NAME CONFIG [--set ...]
 # Issue 12's targets in bf16 first, each step 64 sequences as llm.c's runs amortize the optimizer
 # over a GPU's share of a large batch (GPT-2 124M: 64 x 1024 tokens per GPU step on 8 GPUs; 1.5B:
 # 128 x 1024): GPT-2 124M as 4 micro-batches of 16, 1.5B as 8 of 8, the ~1B Llama (seq 2048) as
-# 8 of 4. With and without training.gelu_fusion (cuBLASLt's GELU epilogues): whether it pays. (Its
-# default, "auto", fuses in bf16 on Hopper: the rows without a gelu_fusion key run it so.)
+# 8 of 4, with training.gelu_fusion (cuBLASLt's GELU epilogues; its default, "auto", fuses in bf16
+# on Hopper: the rows without a gelu_fusion key run it so). The rows measured on 2026-12-04 come
+# first (did the kernel changes since pay?), then the larger micro-batches and the opt-ins.
 accum124m=(--set training.micro_batch_size=16 --set training.global_batch_size=64)
 accum1_5b=(--set training.micro_batch_size=8 --set training.global_batch_size=64)
 accum_llama=(--set training.micro_batch_size=4 --set training.global_batch_size=32)
 bench gpt2-124m-bf16-accum-gelu-fusion configs/gpt2-124m.json 6 "${accum124m[@]}" --set training.precision=bf16 \
   --set training.gelu_fusion=true
-bench gpt2-124m-bf16-accum configs/gpt2-124m.json 6 "${accum124m[@]}" --set training.precision=bf16 \
-  --set training.gelu_fusion=false
 bench gpt2-1.5b-bf16-accum-gelu-fusion configs/bench-gpt2-1.5b.json 4 "${accum1_5b[@]}" --set training.precision=bf16 \
   --set training.gelu_fusion=true
-# The same with each GEMM's algorithm chosen by timing (training.gemm_autotune_dir; its first step,
-# which times the candidates, is not timed): does it pay against the row above? Each shape's line
-# (the heuristic's first against the choice) follows; the choices land in logs.tgz.
-bench gpt2-1.5b-bf16-accum-gelu-fusion-autotune configs/bench-gpt2-1.5b.json 4 "${accum1_5b[@]}" \
-  --set training.precision=bf16 --set training.gelu_fusion=true --set training.gemm_autotune_dir="$LOGS/autotune-1.5b"
 # The same 64 sequences per step in fewer, larger micro-batches (llm.c's 124M runs take 64 at once):
 # larger GEMMs and fewer launches per token, against more activation memory.
 bench gpt2-124m-bf16-1x64-gelu-fusion configs/gpt2-124m.json 4 --set training.micro_batch_size=64 \
@@ -193,7 +187,16 @@ bench gpt2-124m-bf16-1x64-gelu-fusion-nondeterministic configs/gpt2-124m.json 4 
 bench gpt2-1.5b-bf16-4x16-gelu-fusion-nondeterministic configs/bench-gpt2-1.5b.json 4 \
   --set training.micro_batch_size=16 --set training.global_batch_size=64 --set training.precision=bf16 \
   --set training.gelu_fusion=true --set training.deterministic_attention=false
-# Where those two steps' time goes: each op's device time in the real model (--profile-ops; its two
+# 1.5B's 8 x 8 row with each GEMM's algorithm chosen by timing (training.gemm_autotune_dir; its
+# first step, which times the candidates, is not timed): does it pay against that row? Each
+# shape's line (the heuristic's first against the choice) follows; the choices land in logs.tgz.
+bench gpt2-1.5b-bf16-accum-gelu-fusion-autotune configs/bench-gpt2-1.5b.json 4 "${accum1_5b[@]}" \
+  --set training.precision=bf16 --set training.gelu_fusion=true --set training.gemm_autotune_dir="$LOGS/autotune-1.5b"
+# GPT-2 124M's 4 x 16 row without the GELU epilogues: what training.gelu_fusion pays (H200,
+# 2026-12-04: 4%).
+bench gpt2-124m-bf16-accum configs/gpt2-124m.json 6 "${accum124m[@]}" --set training.precision=bf16 \
+  --set training.gelu_fusion=false
+# Where the 1 x 64 and 4 x 16 steps' time goes: each op's device time in the real model (--profile-ops; its two
 # events per op slow a host-bound step, so its tokens/s are not the figures above). With
 # LATTICE_CUBLASLT_PROBE (kernels/cuda/matmul_probe.h): would another of cuBLASLt's candidate
 # algorithms run these GEMMs faster? Its exit lines follow the op table; the first step, which it
