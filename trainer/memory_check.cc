@@ -52,7 +52,8 @@ bool bf16_attention_sized_by(const Backend& backend, const Config& c) {
 }
 }  // namespace
 
-std::optional<int64_t> device_attention_workspace(const Backend& backend, const Config& c, const ParallelLayout& layout) {
+std::optional<int64_t> device_attention_workspace(const Backend& backend, const Config& c,
+                                                  const ParallelLayout& layout) {
   if (!bf16_attention_sized_by(backend, c)) return std::nullopt;
   return backend.attention_bf16_workspace_bytes(rank_attention_shape(c, layout));
 }

@@ -35,7 +35,8 @@ MachineMemory device_memory(const Backend& backend);
 // What this run's bf16 attention takes on the selected device beyond the plan's own items (cuDNN's
 // workspace, which cuDNN sizes as it builds the graphs), for plan_memory; nullopt for a run that is
 // not bf16 on a device that can say. reserve_attention_workspace allocates it now (before step 1).
-std::optional<int64_t> device_attention_workspace(const Backend& backend, const Config& c, const ParallelLayout& layout);
+std::optional<int64_t> device_attention_workspace(const Backend& backend, const Config& c,
+                                                  const ParallelLayout& layout);
 void reserve_attention_workspace(const Backend& backend, const Config& c, const ParallelLayout& layout);
 
 // nullopt when `ranks` ranks of the plan's largest `rank` fit in `available`, else a message with the

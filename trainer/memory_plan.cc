@@ -197,8 +197,9 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
   // bf16 attention is cuDNN's, whose workspace cuDNN sizes as it builds the graph on the GPU: the
   // caller's figure, or the estimate.
   if (config_device(c) == Device::kCuda) {
-    r.workspace_bytes = rounded(kCublasLtWorkspaceBytes) +
-                        rounded(bf16 ? bf16_attention_workspace : f32_attention_workspace_bytes({s.B, s.T, s.Hq, s.Hkv, s.D}));
+    const int64_t attention =
+        bf16 ? bf16_attention_workspace : f32_attention_workspace_bytes({s.B, s.T, s.Hq, s.Hkv, s.D});
+    r.workspace_bytes = rounded(kCublasLtWorkspaceBytes) + rounded(attention);
   }
 
   // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes, and,
@@ -241,8 +242,10 @@ MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout,
   plan.attention_workspace_estimated = config_device(config) == Device::kCuda &&
                                      config.training.precision == Precision::kBf16 && !bf16_attention_workspace;
   // The estimate is the deterministic backward's; the plain one takes none worth counting.
-  const int64_t attention_workspace = bf16_attention_workspace.value_or(
-      config.training.deterministic_attention ? cudnn_sdpa_workspace_estimate(rank_attention_shape(config, layout)) : 0);
+  const int64_t attention_workspace =
+      bf16_attention_workspace.value_or(config.training.deterministic_attention
+                                            ? cudnn_sdpa_workspace_estimate(rank_attention_shape(config, layout))
+                                            : 0);
   // Every tp rank of a stage holds the same shapes (the vocabulary is padded to split evenly); tp
   // rank 0 also writes the replicated tensors in checkpoints, so its figures are the stage's.
   // Stages with the same chunks (the layer counts, which holds the embedding or head) and the same
@@ -261,7 +264,9 @@ MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout,
         plan_activation_slots(make_schedule(layout.schedule, p, v, slot_batches, pp), v, slot_batches).needed;
     key.insert(key.end(), slots.begin(), slots.end());
     auto it = planned.find(key);
-    if (it == planned.end()) it = planned.emplace(key, plan_rank(config, layout, pp, slots, attention_workspace)).first;
+    if (it == planned.end()) {
+      it = planned.emplace(key, plan_rank(config, layout, pp, slots, attention_workspace)).first;
+    }
     plan.ranks.push_back(it->second);
     plan.ranks.back().pp_rank = pp;
   }
