@@ -2,6 +2,7 @@
 // resharding between TP2 boxes and one process both ways, consolidation, every corruption class and
 // its message (with the store untouched), keep_last / `latest` semantics, and .partial leftovers.
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -201,10 +202,24 @@ struct FakeCopyStream {
     std::lock_guard<std::mutex> lock(mutex);
     return completed.count(*static_cast<int*>(e)) > 0;
   }
+  // While held, the writer thread's wait for the copies blocks: the snapshot is then still in
+  // flight when the training thread fences it, as on a GPU where the DMAs take a while. Without
+  // it, a writer thread that finished first would leave the fence nothing to order.
+  static inline bool hold_writer = false;
+  static inline std::condition_variable released;
   static void synchronize(void* e) {
-    ++(std::this_thread::get_id() == training_thread ? training_thread_waits : writer_thread_waits);
-    std::lock_guard<std::mutex> lock(mutex);
+    const bool training = std::this_thread::get_id() == training_thread;
+    ++(training ? training_thread_waits : writer_thread_waits);
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!training) released.wait(lock, [] { return !hold_writer; });
     for (int i = 1; i <= *static_cast<int*>(e); ++i) completed.insert(i);  // one stream: in order
+  }
+  static void release_writer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      hold_writer = false;
+    }
+    released.notify_all();
   }
   static void compute_wait(void*) { ++compute_waits; }
 
@@ -237,6 +252,7 @@ TEST_CASE("a device's snapshot: pinned buffer, copy-stream DMAs, and the trainin
     options.device = Device::kCuda;
     FakeCopyStream::pinned_allocations = FakeCopyStream::copies = FakeCopyStream::compute_waits = 0;
     FakeCopyStream::training_thread_waits = 0;
+    FakeCopyStream::hold_writer = overlap;
     CheckpointWriter writer(options, {}, model_json(model()), CheckpointLayout{});
     writer.save(*run.store, {&values, &exp_avg, &exp_avg_sq}, state_at(5));
     writer.wait_snapshot();  // before the optimizer step
@@ -246,6 +262,7 @@ TEST_CASE("a device's snapshot: pinned buffer, copy-stream DMAs, and the trainin
     // save() waited for them itself, once.
     CHECK(FakeCopyStream::training_thread_waits == (overlap ? 0 : 1));
     CHECK(FakeCopyStream::compute_waits == (overlap ? 1 : 0));
+    FakeCopyStream::release_writer();
     writer.wait_snapshot();  // a second fence adds nothing
     CHECK(FakeCopyStream::compute_waits == (overlap ? 1 : 0));
     writer.finish();
