@@ -78,8 +78,9 @@ int slot_micro_batches(const ParallelLayout& pl) {
 }
 
 // `slots`: the activation slots of each of the rank's chunks (the slot planner's).
+// `attention_workspace`: what the device's attention takes beside its operands (plan_memory's choice).
 RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank, const std::vector<int>& slots,
-                         int64_t bf16_attention_workspace) {
+                         int64_t attention_workspace) {
   const ModelConfig& m = c.model;
   ModelLayout layout;
   layout.tp_rank = 0;
@@ -193,13 +194,9 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
     r.workspace_bytes = tables * rounded(4 * s.rows * s.H) + (F32Staging::kMaxStaged - tables) * activation;
   }
   // The CUDA backend's workspaces (kernels/cuda_workspace.h): cuBLASLt's, kept from the first GEMM,
-  // and in f32 the attention backward's scratch, allocated per call while the activations are held.
-  // bf16 attention is cuDNN's, whose workspace cuDNN sizes as it builds the graph on the GPU: the
-  // caller's figure, or the estimate.
+  // and attention's.
   if (config_device(c) == Device::kCuda) {
-    const int64_t attention =
-        bf16 ? bf16_attention_workspace : f32_attention_workspace_bytes({s.B, s.T, s.Hq, s.Hkv, s.D});
-    r.workspace_bytes = rounded(kCublasLtWorkspaceBytes) + rounded(attention);
+    r.workspace_bytes = rounded(kCublasLtWorkspaceBytes) + rounded(attention_workspace);
   }
 
   // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes, and,
@@ -239,13 +236,16 @@ AttentionShape rank_attention_shape(const Config& config, const ParallelLayout& 
 MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout,
                        std::optional<int64_t> bf16_attention_workspace) {
   MemoryPlan plan;
-  plan.attention_workspace_estimated = config_device(config) == Device::kCuda &&
-                                     config.training.precision == Precision::kBf16 && !bf16_attention_workspace;
-  // The estimate is the deterministic backward's; the plain one takes none worth counting.
+  const bool bf16 = config.training.precision == Precision::kBf16;
+  plan.attention_workspace_estimated = config_device(config) == Device::kCuda && bf16 && !bf16_attention_workspace;
+  // f32: our kernels' backward scratch, allocated per call while the activations are held. bf16:
+  // cuDNN's, as the device sized it, or the estimate (the deterministic backward's; the plain one
+  // takes none worth counting).
+  const AttentionShape shape = rank_attention_shape(config, layout);
   const int64_t attention_workspace =
-      bf16_attention_workspace.value_or(config.training.deterministic_attention
-                                            ? cudnn_sdpa_workspace_estimate(rank_attention_shape(config, layout))
-                                            : 0);
+      !bf16 ? f32_attention_workspace_bytes(shape)
+            : bf16_attention_workspace.value_or(
+                  config.training.deterministic_attention ? cudnn_sdpa_workspace_estimate(shape) : 0);
   // Every tp rank of a stage holds the same shapes (the vocabulary is padded to split evenly); tp
   // rank 0 also writes the replicated tensors in checkpoints, so its figures are the stage's.
   // Stages with the same chunks (the layer counts, which holds the embedding or head) and the same

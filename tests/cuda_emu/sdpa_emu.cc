@@ -31,22 +31,6 @@ void round_into(const std::vector<float>& f, uint16_t* p) {
   cpu::f32_to_bf16(f.data(), p, static_cast<int64_t>(f.size()));
 }
 
-// The workspace, sized as cuDNN before 9.25 sizes the deterministic backward's on Hopper (its dP),
-// and held as the real shared one is: grown through the pool (so the memory plan must count it),
-// never shrunk.
-size_t workspace_bytes(const AttentionShape& s, SdpaDirection direction) {
-  return direction == SdpaDirection::kBackwardDeterministic ? static_cast<size_t>(cudnn_sdpa_workspace_estimate(s)) : 0;
-}
-
-void grow_workspace(size_t bytes) {
-  static void* ptr = nullptr;
-  static size_t size = 0;
-  if (bytes <= size) return;
-  release(ptr);
-  ptr = allocate(bytes);
-  size = bytes;
-}
-
 int64_t q_elements(const AttentionShape& s) { return s.batch * s.seq * s.q_heads * s.head_dim; }
 int64_t kv_elements(const AttentionShape& s) { return s.batch * s.seq * s.kv_heads * s.head_dim; }
 
@@ -67,11 +51,21 @@ std::string cudnn_sdpa_refusal(const AttentionShape& s, SdpaDirection direction)
 
 std::string cudnn_versions() { return "cuDNN: the emulator's stand-in"; }
 
+// The workspace, sized as cuDNN before 9.25 sizes the deterministic backward's on Hopper (its dP),
+// and held as the real shared one is: grown through the pool (so the memory plan must count it),
+// never shrunk.
 size_t cudnn_sdpa_workspace_bytes(const AttentionShape& s, SdpaDirection direction) {
-  return workspace_bytes(s, direction);
+  return direction == SdpaDirection::kBackwardDeterministic ? static_cast<size_t>(cudnn_sdpa_workspace_estimate(s)) : 0;
 }
 
-void cudnn_sdpa_reserve_workspace(size_t bytes) { grow_workspace(bytes); }
+void cudnn_sdpa_reserve_workspace(size_t bytes) {
+  static void* ptr = nullptr;
+  static size_t size = 0;
+  if (bytes <= size) return;
+  release(ptr);
+  ptr = allocate(bytes);
+  size = bytes;
+}
 
 void cudnn_sdpa_forward(const AttentionShape& s, const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
                         float* lse) {
@@ -86,7 +80,7 @@ void cudnn_sdpa_forward(const AttentionShape& s, const uint16_t* q, const uint16
 void cudnn_sdpa_backward(const AttentionShape& s, SdpaDirection direction, const uint16_t* dout, const uint16_t* q,
                          const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse, uint16_t* dq,
                          uint16_t* dk, uint16_t* dv) {
-  grow_workspace(workspace_bytes(s, direction));
+  cudnn_sdpa_reserve_workspace(cudnn_sdpa_workspace_bytes(s, direction));
   emu::run_on(nullptr, [=] {
     const std::vector<float> fdo = widen(dout, q_elements(s)), fq = widen(q, q_elements(s)),
                              fk = widen(k, kv_elements(s)), fv = widen(v, kv_elements(s)),
