@@ -15,6 +15,7 @@
 #include "kernels/error.h"
 #include "kernels/ops.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/kernels/test_util.h"
 
 using namespace lattice;
 
@@ -45,10 +46,6 @@ State copy_of(const State& s) {
     return c;
   };
   return {dup(s.values), dup(s.grads), dup(s.m), dup(s.v)};
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.bytes() == b.bytes() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 // The reference: ops::adamw_update on each run's slices, with its own AdamWParams.
@@ -131,10 +128,10 @@ TEST_CASE("adamw_update_runs steps each run as adamw_update alone and leaves the
       }
       adamw_update_runs(s.values, s.grads, s.m, s.v, kRuns, kHyper, kLr, kStep, kGradScale, copy);
       INFO("copy " << (with_copy ? dtype_name(copy_dtype) : "none"));
-      CHECK(same_bits(s.values, want.values));
-      CHECK(same_bits(s.m, want.m));
-      CHECK(same_bits(s.v, want.v));
-      CHECK(same_bits(s.grads, start.grads));
+      CHECK(test::same_bits(s.values, want.values));
+      CHECK(test::same_bits(s.m, want.m));
+      CHECK(test::same_bits(s.v, want.v));
+      CHECK(test::same_bits(s.grads, start.grads));
       if (with_copy) check_copy(copy, s.values);
     }
   }
@@ -178,9 +175,9 @@ TEST_CASE("a backend's fused adamw_update_runs gets the non-empty runs and the c
     CHECK(call.params.lr == static_cast<float>(kLr));
     CHECK(call.copy.data == (with_copy ? copy.raw() : nullptr));
     CHECK(call.copy.bf16 == with_copy);
-    CHECK(same_bits(device.to_host(values), want.values));
-    CHECK(same_bits(device.to_host(m), want.m));
-    CHECK(same_bits(device.to_host(v), want.v));
+    CHECK(test::same_bits(device.to_host(values), want.values));
+    CHECK(test::same_bits(device.to_host(m), want.m));
+    CHECK(test::same_bits(device.to_host(v), want.v));
     if (with_copy) check_copy(device.to_host(copy), want.values);
   }
 }

@@ -3,7 +3,6 @@
 // at one stride each reach it once with those strides (0 for a shared operand), and anything else —
 // outputs at no single stride, mixed dtypes, a declined call — runs product by product; either way
 // the results are the CPU's, bit for bit. Then the op's argument errors.
-#include <cstring>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -13,6 +12,7 @@
 #include "kernels/error.h"
 #include "kernels/ops.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/kernels/test_util.h"
 
 using namespace lattice;
 
@@ -59,10 +59,6 @@ std::vector<Tensor> slices(const Tensor& buffer, int64_t step, int64_t first, co
 
 constexpr int64_t kRows = 6, kOut = 8, kIn = 7, kBlock = kOut * kIn + kOut;  // a weight and its bias
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.bytes() == b.bytes() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
-}
-
 }  // namespace
 
 TEST_CASE("matmul_group through a batched entry matches the CPU bit for bit in every harness case") {
@@ -108,7 +104,7 @@ TEST_CASE("q, k, v laid out as the model lays them out reach gemm_batched once, 
     const BatchedCall& call = g_calls[0];
     CHECK((call.m == kRows && call.n == kOut && call.k == kIn && call.batch == 3 && call.has_bias));
     CHECK((call.stride_a == 0 && call.stride_b == kBlock && call.stride_bias == kBlock && call.stride_c == kRows * kOut));
-    CHECK(same_bits(device.to_host(out), forward_on_cpu()));
+    CHECK(test::same_bits(device.to_host(out), forward_on_cpu()));
   }
   SECTION("weight gradients: output gradients side by side, x shared, accumulated one block apart") {
     g_calls.clear();
@@ -124,7 +120,7 @@ TEST_CASE("q, k, v laid out as the model lays them out reach gemm_batched once, 
       Tensor dwi = want.slice_flat(i * kBlock, {kOut, kIn});
       ops::matmul(dy_host.slice_flat(i * kRows * kOut, {kRows, kOut}), true, x_host, false, dwi, 1.0f, 1.0f);
     }
-    CHECK(same_bits(device.to_host(grads), want));  // the biases between the weights untouched too
+    CHECK(test::same_bits(device.to_host(grads), want));  // the biases between the weights untouched too
   }
   SECTION("outputs at no single stride, or weights of two dtypes: one product at a time") {
     g_calls.clear();
@@ -144,7 +140,7 @@ TEST_CASE("q, k, v laid out as the model lays them out reach gemm_batched once, 
     forward();
     g_decline = false;
     CHECK(g_calls.size() == 1);
-    CHECK(same_bits(device.to_host(out), forward_on_cpu()));
+    CHECK(test::same_bits(device.to_host(out), forward_on_cpu()));
   }
 }
 

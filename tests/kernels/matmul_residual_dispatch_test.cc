@@ -3,7 +3,6 @@
 // reaches it as C and c as D, with the bias or none; a residual of another dtype than c, or a declined
 // call, runs the separate ops; either way the results are the CPU's, bit for bit. Then the op's
 // argument errors.
-#include <cstring>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -13,6 +12,7 @@
 #include "kernels/error.h"
 #include "kernels/ops.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/kernels/test_util.h"
 
 using namespace lattice;
 
@@ -46,10 +46,6 @@ Backend recording_stand_in() {
   Backend b = test::cuda_stand_in();
   b.gemm_residual = &recording_gemm_residual;
   return b;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.bytes() == b.bytes() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 constexpr int64_t kRows = 6, kOut = 8, kIn = 7;
@@ -98,7 +94,7 @@ TEST_CASE("the residual reaches gemm_residual as C and c as D, with the bias or 
     CHECK(call.residual == residual.raw());
     CHECK(call.c == c.raw());
     CHECK(call.bias == (with_bias ? bias.raw() : nullptr));
-    CHECK(same_bits(device.to_host(c), on_cpu(with_bias)));
+    CHECK(test::same_bits(device.to_host(c), on_cpu(with_bias)));
   }
 
   SECTION("bf16 operands reach it as bf16; a residual of another dtype than c does not") {
@@ -121,7 +117,7 @@ TEST_CASE("the residual reaches gemm_residual as C and c as D, with the bias or 
     ops::matmul_residual(x, false, w, true, bias, residual, c);
     g_decline = false;
     CHECK(g_calls.size() == 1);
-    CHECK(same_bits(device.to_host(c), on_cpu(true)));
+    CHECK(test::same_bits(device.to_host(c), on_cpu(true)));
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -47,6 +48,11 @@ inline Tensor clone(const Tensor& t) {
   Tensor c = Tensor::empty(t.shape(), t.dtype());
   ops::copy(t, c);
   return c;
+}
+
+// Whether two host tensors hold the same bytes (same dtype size and numel).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.bytes() == b.bytes() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 // sum(r * out) in double.
