@@ -68,6 +68,8 @@ struct Backend {
   void (*set_tf32)(bool enabled);  // f32 matmuls in TF32 from now on (training.tf32)
   // Optional: gemm_gelu and gemm_dgelu take problems from now on (training.gelu_fusion).
   void (*set_gelu_fusion)(bool enabled);
+  // Optional: gemm_bias_grad takes problems from now on (training.bias_grad_fusion).
+  void (*set_bias_grad_fusion)(bool enabled);
   // Optional: bf16 attention's backward deterministic (the default) or not (training.deterministic_attention).
   void (*set_deterministic_attention)(bool deterministic);
   // Optional: GEMM algorithms chosen by timing, the choices kept in DIR/rank-NNNNN.json (empty: off;
@@ -123,6 +125,13 @@ struct Backend {
   bool (*gemm_residual)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                         const void* b, int64_t ldb, bool ab_bf16, const void* bias, const void* residual, void* c,
                         bool c_bf16, int64_t ldc);
+  // Optional: a linear layer's parameter gradients in one GEMM, c[M, N] += op(a)^T b with a [K, M]
+  // and b [K, N] (dy and x; beta 1) and bias_grad[M] += the sums over K of a's columns (dy's column
+  // sums), the bias gradient reduced in the GEMM's epilogue. a and b both f32 or both bf16
+  // (ab_bf16); c and bias_grad f32; k > 0. Returns false, having done nothing, for what it does not
+  // take (ops::linear_weight_grad then runs matmul and bias_backward).
+  bool (*gemm_bias_grad)(int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
+                         bool ab_bf16, float* c, float* bias_grad);
   // Optional, the same kind of entries for a GELU MLP (pre, out, dx and bias of c's dtype; alpha 1,
   // beta 0; false, having done nothing, for what they do not take):
   //   gemm_gelu: pre = op(a) op(b) (+ bias[N] when bias is not null), out = gelu(pre), in one GEMM;

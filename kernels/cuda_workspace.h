@@ -14,6 +14,11 @@ namespace lattice {
 // (../shared/GPU.md §2).
 inline constexpr int64_t kCublasLtWorkspaceBytes = int64_t{32} << 20;
 
+// The f32 vector cuBLASLt's bias-gradient epilogue writes before it is added to a linear layer's
+// bias gradient (kernels/cuda/matmul.h, gemm_bias_grad), allocated with the cuBLASLt workspace: room
+// for 65536 output features; a wider layer sums its bias gradient in its own kernel.
+inline constexpr int64_t kBiasGradScratchBytes = int64_t{256} << 10;
+
 // The f32 GEMM attention materializes [T, T] score matrices, two per head in its backward, for
 // chunks of kv heads within this budget.
 inline constexpr int64_t kAttentionGemmScratchBytes = int64_t{512} << 20;

@@ -369,6 +369,25 @@ void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool t
   gelu_backward(dx, pre, dx);
 }
 
+void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dweight, Tensor& dbias) {
+  const char* op = "linear_weight_grad";
+  const OpScope timed(op, {&dy, &x, &dweight, &dbias}, {.flops = gemm_flops(dy, dweight)});
+  const Backend& be = backend_for(op, {&dy, &x, &dweight, &dbias});
+  const auto [m, n, k, a_cols, b_cols] = gemm_shape(op, dy, true, x, false, dweight);
+  need_data(op, "dbias", dbias);
+  need_numel(op, "dbias", dbias, m, fmt::format("last dim of dy {}", dy.describe()).c_str());
+  LATTICE_CHECK(!overlaps(dbias, dy) && !overlaps(dbias, x) && !overlaps(dbias, dweight),
+                "{}: dbias {} overlaps dy, x or dweight", op, dbias.describe());
+  if (be.gemm_bias_grad != nullptr && k > 0 && dy.dtype() == x.dtype() && dweight.dtype() == DType::kF32 &&
+      dbias.dtype() == DType::kF32 &&
+      be.gemm_bias_grad(m, n, k, dy.raw(), a_cols, x.raw(), b_cols, dy.dtype() == DType::kBF16, dweight.f32(),
+                        dbias.f32())) {
+    return;
+  }
+  matmul(dy, true, x, false, dweight, 1.0f, 1.0f);
+  bias_backward(dy, dbias);
+}
+
 namespace {
 // The element stride at which the tensors of `t` lie in memory (0 for a single tensor), when they
 // share a dtype and each begins that many elements after the one before; none otherwise.

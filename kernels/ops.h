@@ -77,6 +77,14 @@ void matmul_bias_gelu(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 // dx = gelu'(pre) * (op(a) op(b)) elementwise (overwrite): the gradient of the GELU's input, from
 // the product that gives the gradient of its output.
 void matmul_gelu_backward(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& pre, Tensor& dx);
+// A linear layer's parameter gradients from one micro-batch: dweight[O, I] += dy^T x (dy [N, O], x
+// [N, I], beta 1) and dbias[O] += the column sums of dy. As written matmul(dy, true, x, false,
+// dweight, 1, 1) then bias_backward(dy, dbias): bit for bit those ops, unless
+// training.bias_grad_fusion lets the device fuse them (CUDA: cuBLASLt's BGRADB epilogue sums dy's
+// columns in the GEMM that reads dy anyway, in that GEMM algorithm's order, into a scratch vector
+// then added to dbias; Transformer Engine's weight-gradient GEMM does the same). dbias must not
+// overlap dy, x or dweight.
+void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dweight, Tensor& dbias);
 // Products of one shape that share an operand, c[i] = alpha op(a[i]) op(b[i]) + beta c[i], or with
 // biases (alpha 1, beta 0) c[i] = op(a[i]) op(b[i]) + bias[i]: the q, k and v projections of one
 // input, and their weight gradients. a or b may hold a single tensor, shared by every product; bias

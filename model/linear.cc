@@ -51,15 +51,17 @@ void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool accumu
                       const Tensor& gelu_pre) {
   // The bias was added to the reduced output: its gradient comes from this rank's rows of dy
   // (under SP a partial sum over tokens, summed over tp by the trainer's GradSync).
-  if (bias_.defined()) ops::bias_backward(dy, bias_grad_);
   const Tensor* grad = &dy;
   if (scatters_tokens()) {
     LATTICE_CHECK(workspace.defined(), "row-parallel linear under sequence parallelism needs a workspace");
+    if (bias_.defined()) ops::bias_backward(dy, bias_grad_);
     reduce_scatter_tokens_backward(tp_, dy, workspace);
     grad = &workspace;
+    ops::matmul(*grad, true, x, false, weight_grad_, 1.0f, 1.0f);  // dW[out, in] += dy^T x
+  } else {
+    // Row-parallel without SP: the reduce-from-region backward is the identity.
+    accumulate_weight_grads(x, dy);
   }
-  // Row-parallel without SP: the reduce-from-region backward is the identity.
-  ops::matmul(*grad, true, x, false, weight_grad_, 1.0f, 1.0f);  // dW[out, in] += dy^T x
   if (gelu_pre.defined()) {
     LATTICE_CHECK(dx.defined() && !accumulate_dx, "a GELU input's gradient is overwritten, not accumulated");
     ops::matmul_gelu_backward(*grad, false, weight_, false, gelu_pre, dx);
@@ -75,8 +77,15 @@ void Linear::backward_input(const Tensor& dy, Tensor& dx, bool accumulate_dx) co
 
 void Linear::backward_weights(const Tensor& x, const Tensor& dy) {
   LATTICE_CHECK(kind_ != LinearKind::kRow, "backward_weights is for plain and column-parallel layers");
-  ops::matmul(dy, true, x, false, weight_grad_, 1.0f, 1.0f);
-  if (bias_.defined()) ops::bias_backward(dy, bias_grad_);
+  accumulate_weight_grads(x, dy);
+}
+
+void Linear::accumulate_weight_grads(const Tensor& x, const Tensor& dy) {
+  if (bias_.defined()) {
+    ops::linear_weight_grad(dy, x, weight_grad_, bias_grad_);  // one GEMM where the device fuses the bias's
+  } else {
+    ops::matmul(dy, true, x, false, weight_grad_, 1.0f, 1.0f);  // dW[out, in] += dy^T x
+  }
 }
 
 void Linear::forward_group(std::span<const Linear* const> layers, const Tensor& x, std::span<Tensor> ys) {

@@ -59,6 +59,8 @@ class Linear {
   int64_t in_features() const { return weight_.dim(1); }
 
  private:
+  // dW += dy^T x, and the bias's gradient with it (ops::linear_weight_grad).
+  void accumulate_weight_grads(const Tensor& x, const Tensor& dy);
   bool scatters_tokens() const { return kind_ == LinearKind::kRow && tp_.sequence_parallel; }
   // This rank's product is a partial sum that tp reduces (or reduce-scatters) before the bias is added.
   bool reduces_output() const { return scatters_tokens() || (kind_ == LinearKind::kRow && tp_.size() > 1); }

@@ -280,11 +280,11 @@ const char* decay_style_name(DecayStyle d) {
 
 const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
 
-const char* gelu_fusion_name(GeluFusion g) {
+const char* fusion_name(Fusion g) {
   switch (g) {
-    case GeluFusion::kOn: return "true";
-    case GeluFusion::kOff: return "false";
-    case GeluFusion::kAuto: break;
+    case Fusion::kOn: return "true";
+    case Fusion::kOff: return "false";
+    case Fusion::kAuto: break;
   }
   return "auto";
 }

@@ -23,8 +23,9 @@ enum class DecayStyle { kCosine, kLinear, kConstant };
 
 // training.precision and parallel.grad_reduce_dtype: "fp32" or "bf16".
 enum class Precision { kFp32, kBf16 };
-// training.gelu_fusion: true, false, or "auto" (device_selection.h decides).
-enum class GeluFusion { kAuto, kOn, kOff };
+// training.gelu_fusion and training.bias_grad_fusion: true, false, or "auto" (device_selection.h
+// decides).
+enum class Fusion { kAuto, kOn, kOff };
 
 // parallel.backend: what carries a parallel job's collectives. MPI takes any tensor (CUDA ones staged
 // through pinned host buffers); NCCL takes CUDA tensors, one GPU per rank. "auto" is NCCL for a CUDA
@@ -60,7 +61,13 @@ struct TrainingConfig {
   // repeats the forward exactly and results match the CPU's within 1e-5 in f32. Auto (the default):
   // on for the bf16 recipe on Hopper and later, as llm.c's default (device_selection.h). No effect
   // on the CPU, for SwiGLU, or where cuBLASLt declines a shape (ops.h matmul_bias_gelu).
-  GeluFusion gelu_fusion = GeluFusion::kAuto;
+  Fusion gelu_fusion = Fusion::kAuto;
+  // A linear layer's bias gradient summed in its weight-gradient GEMM on the GPU (cuBLASLt's BGRADB
+  // epilogue, as Transformer Engine's weight-gradient GEMM does) instead of in a kernel that reads dy
+  // again. Off: bit for bit the unfused ops. Auto (the default): on for the bf16 recipe on Hopper
+  // and later (device_selection.h). No effect on the CPU, for layers without a bias, or where
+  // cuBLASLt declines a shape (ops.h linear_weight_grad).
+  Fusion bias_grad_fusion = Fusion::kAuto;
   // GPU bf16: cuDNN's attention backward in its deterministic form, so that a run repeats bit for bit
   // (resume included). Off: its plain backward, which sums dQ with atomics (faster where the
   // deterministic one pays for its dP workspace: cuDNN before 9.25 on Hopper), as Transformer Engine
@@ -177,7 +184,7 @@ std::string config_hash(const Config& config);
 
 const char* decay_style_name(DecayStyle d);
 const char* precision_name(Precision p);
-const char* gelu_fusion_name(GeluFusion g);  // "auto", "true" or "false"
+const char* fusion_name(Fusion g);  // "auto", "true" or "false"
 // The tensor dtype of a precision: f32 or bf16.
 DType precision_dtype(Precision p);
 

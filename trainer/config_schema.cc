@@ -50,6 +50,14 @@ json write_blend(const std::vector<BlendEntry>& blend) {
   return out;
 }
 
+// training.gelu_fusion and training.bias_grad_fusion: true, false or "auto".
+Fusion parse_fusion(const json& j, const FieldContext& ctx) {
+  if (j.is_boolean()) return j.get<bool>() ? Fusion::kOn : Fusion::kOff;
+  if (j.is_string() && j.get<std::string>() == "auto") return Fusion::kAuto;
+  ctx.fail(ctx.name + " must be true, false or \"auto\", got " + describe_json(j));
+}
+json fusion_json(const Fusion& f) { return f == Fusion::kAuto ? json("auto") : json(f == Fusion::kOn); }
+
 std::vector<int64_t> read_layers_per_stage(const json& j, const FieldContext& f) {
   if (!j.is_array())
     f.fail(fmt::format("{} must be a list of layer counts per virtual stage such as [3, 5] (or [] for an even split), "
@@ -131,18 +139,16 @@ std::vector<ConfigField> build_schema() {
                    "log a short sample every this many steps; 0 = never");
   training.text("sample_prompt", &TrainingConfig::sample_prompt, {}, "the text the samples continue");
   training.boolean("tf32", &TrainingConfig::tf32, "GPU f32 matmuls in TF32 (faster, ~1e-3 relative); false = exact f32");
-  training.custom<GeluFusion>(
+  training.custom<Fusion>(
       "gelu_fusion", &TrainingConfig::gelu_fusion, false,
       "GPU: the GELU and its backward in cuBLASLt GEMM epilogues; false = our own GELU kernels, bit for bit; "
       "\"auto\" = true for bf16 on compute capability 9.0 and later without selective recompute",
-      [](const nlohmann::json& j, const FieldContext& ctx) {
-        if (j.is_boolean()) return j.get<bool>() ? GeluFusion::kOn : GeluFusion::kOff;
-        if (j.is_string() && j.get<std::string>() == "auto") return GeluFusion::kAuto;
-        ctx.fail(ctx.name + " must be true, false or \"auto\", got " + describe_json(j));
-      },
-      [](const GeluFusion& g) {
-        return g == GeluFusion::kAuto ? nlohmann::json("auto") : nlohmann::json(g == GeluFusion::kOn);
-      });
+      parse_fusion, fusion_json);
+  training.custom<Fusion>(
+      "bias_grad_fusion", &TrainingConfig::bias_grad_fusion, false,
+      "GPU: a linear layer's bias gradient summed in its weight-gradient GEMM (cuBLASLt's BGRADB epilogue); "
+      "false = its own kernel, bit for bit; \"auto\" = true for bf16 on compute capability 9.0 and later",
+      parse_fusion, fusion_json);
   training.boolean("deterministic_attention", &TrainingConfig::deterministic_attention,
                    "GPU bf16: cuDNN's deterministic attention backward, the same bits every run; false = its "
                    "plain backward (dQ summed by atomics), faster, but runs no longer repeat bit for bit");

@@ -19,8 +19,11 @@ void select_training_device(const Config& config) {
   const Device device = config_device(config);
   if (device == Device::kCpu) {
     if (config.training.tf32) spdlog::warn("training.tf32 has no effect on the CPU: its matmuls are exact f32");
-    if (config.training.gelu_fusion == GeluFusion::kOn) {
+    if (config.training.gelu_fusion == Fusion::kOn) {
       spdlog::warn("training.gelu_fusion has no effect on the CPU: it has no fused GEMMs");
+    }
+    if (config.training.bias_grad_fusion == Fusion::kOn) {
+      spdlog::warn("training.bias_grad_fusion has no effect on the CPU: it has no fused GEMMs");
     }
     if (!config.training.deterministic_attention) {
       spdlog::warn("training.deterministic_attention has no effect on the CPU: its attention is deterministic");
@@ -39,13 +42,22 @@ void select_training_device(const Config& config) {
   spdlog::info("{}", backend.select_device(placement.local_rank, placement.local_size));
   backend.set_tf32(config.training.tf32);
   spdlog::info("matmul precision: {}", config.training.tf32 ? "TF32 tensor cores (training.tf32)" : "exact f32");
-  const GeluFusionChoice gelu = gelu_fusion_choice(
-      config, backend.device_compute_capability != nullptr ? backend.device_compute_capability() : 0);
+  const int compute_capability =
+      backend.device_compute_capability != nullptr ? backend.device_compute_capability() : 0;
+  const FusionChoice gelu = gelu_fusion_choice(config, compute_capability);
   if (backend.set_gelu_fusion != nullptr) backend.set_gelu_fusion(gelu.on);
   if (config.model.activation == Activation::kGelu) {
     spdlog::info("{} (training.gelu_fusion {}: {})",
                  gelu.on ? "GELU in the MLP's GEMM epilogues" : "GELU in its own kernels, not in GEMM epilogues",
-                 gelu_fusion_name(config.training.gelu_fusion), gelu.why);
+                 fusion_name(config.training.gelu_fusion), gelu.why);
+  }
+  const FusionChoice bias_grad = bias_grad_fusion_choice(config, compute_capability);
+  if (backend.set_bias_grad_fusion != nullptr) backend.set_bias_grad_fusion(bias_grad.on);
+  if (config.model.bias) {
+    spdlog::info("{} (training.bias_grad_fusion {}: {})",
+                 bias_grad.on ? "bias gradients in the weight-gradient GEMMs' epilogues"
+                              : "bias gradients in their own kernel, not in GEMM epilogues",
+                 fusion_name(config.training.bias_grad_fusion), bias_grad.why);
   }
   if (backend.set_deterministic_attention != nullptr) {
     backend.set_deterministic_attention(config.training.deterministic_attention);
@@ -57,22 +69,31 @@ void select_training_device(const Config& config) {
   selected = true;
 }
 
-GeluFusionChoice gelu_fusion_choice(const Config& config, int compute_capability) {
-  switch (config.training.gelu_fusion) {
-    case GeluFusion::kOn: return {true, "as set"};
-    case GeluFusion::kOff: return {false, "as set"};
-    case GeluFusion::kAuto: break;
-  }
-  if (config.training.precision != Precision::kBf16) {
-    return {false, "f32 keeps our own GELU kernels, within 1e-5 of the CPU"};
-  }
-  if (config.model.recompute == Recompute::kSelective) {
-    return {false, "selective recompute repeats the GELU with our own kernel, so the forward uses it too"};
-  }
+namespace {
+// The rule both fusion keys' "auto" ends with: the bf16 recipe on a GPU of compute capability 9.0
+// and later. `what` names the fused kernels' own versions in the f32 reason.
+FusionChoice bf16_from_hopper(const Config& config, int compute_capability, const std::string& what) {
+  if (config.training.precision != Precision::kBf16) return {false, "f32 keeps our own " + what + ", within 1e-5 of the CPU"};
   if (compute_capability <= 0) return {false, "the device's compute capability is not known"};
   const std::string cc = fmt::format("compute capability {}.{}", compute_capability / 10, compute_capability % 10);
-  if (compute_capability < 90) return {false, cc + ": cuBLASLt's fused GELU pays from 9.0 (llm.c's default)"};
+  if (compute_capability < 90) return {false, cc + ": cuBLASLt's fused epilogues pay from 9.0 (llm.c's default)"};
   return {true, "bf16 on " + cc};
+}
+}  // namespace
+
+FusionChoice gelu_fusion_choice(const Config& config, int compute_capability) {
+  if (config.training.gelu_fusion != Fusion::kAuto) return {config.training.gelu_fusion == Fusion::kOn, "as set"};
+  if (config.training.precision == Precision::kBf16 && config.model.recompute == Recompute::kSelective) {
+    return {false, "selective recompute repeats the GELU with our own kernel, so the forward uses it too"};
+  }
+  return bf16_from_hopper(config, compute_capability, "GELU kernels");
+}
+
+FusionChoice bias_grad_fusion_choice(const Config& config, int compute_capability) {
+  if (config.training.bias_grad_fusion != Fusion::kAuto) {
+    return {config.training.bias_grad_fusion == Fusion::kOn, "as set"};
+  }
+  return bf16_from_hopper(config, compute_capability, "bias-gradient kernel");
 }
 
 void start_gemm_autotune(const Config& config, int rank) {

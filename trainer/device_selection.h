@@ -19,11 +19,15 @@ void select_training_device(const Config& config);
 // for the bf16 recipe, and leaves them off for f32 (exactness: within 1e-5 of the CPU) and under
 // selective recompute (which recomputes the GELU with our own kernel: the forward's bits again only
 // when the forward used it too).
-struct GeluFusionChoice {
+struct FusionChoice {
   bool on;
   std::string why;
 };
-GeluFusionChoice gelu_fusion_choice(const Config& config, int compute_capability);
+FusionChoice gelu_fusion_choice(const Config& config, int compute_capability);
+// The same for training.bias_grad_fusion (a linear layer's bias gradient in its weight-gradient
+// GEMM's BGRADB epilogue): "auto" turns it on for the bf16 recipe from compute capability 9.0, as
+// gelu_fusion does, and leaves f32 to our own kernel, as gelu_fusion does.
+FusionChoice bias_grad_fusion_choice(const Config& config, int compute_capability);
 
 // training.gemm_autotune_dir for this rank (on a GPU; after select_training_device): its file of
 // cuBLASLt choices read, or autotuning off when the key is empty. InputError (exit 2) when the file

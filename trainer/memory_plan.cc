@@ -193,10 +193,11 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
     const int64_t activation = rounded(4 * s.N * std::max({s.F, s.H, s.Hq * s.D}));
     r.workspace_bytes = tables * rounded(4 * s.rows * s.H) + (F32Staging::kMaxStaged - tables) * activation;
   }
-  // The CUDA backend's workspaces (kernels/cuda_workspace.h): cuBLASLt's, kept from the first GEMM,
-  // and attention's.
+  // The CUDA backend's workspaces (kernels/cuda_workspace.h): cuBLASLt's and its bias-gradient
+  // vector, kept from the first GEMM, and attention's.
   if (config_device(c) == Device::kCuda) {
-    r.workspace_bytes = rounded(kCublasLtWorkspaceBytes) + rounded(attention_workspace);
+    r.workspace_bytes =
+        rounded(kCublasLtWorkspaceBytes) + rounded(kBiasGradScratchBytes) + rounded(attention_workspace);
   }
 
   // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes, and,

@@ -55,8 +55,10 @@ int alignment(const void* p, int element) {
 // with element strides between consecutive matrices; A and B are of one type, C (and D, the same
 // memory) of another. The epilogue (row-major terms): kBias adds a vector of C's type, bias[N], to
 // every row; kGeluAux(Bias) writes GELU(product (+ bias)) to C and the GELU's input to an aux matrix
-// of C's type and shape (row stride ldc); kDGelu multiplies the product by GELU'(aux), aux read.
-enum class Epilogue { kNone, kBias, kGeluAux, kGeluAuxBias, kDGelu };
+// of C's type and shape (row stride ldc); kDGelu multiplies the product by GELU'(aux), aux read;
+// kBiasGrad writes the sums over K of op(A)'s rows, a vector of C's type [M], into the bias pointer
+// (cuBLASLt's BGRADB: our A is its B).
+enum class Epilogue { kNone, kBias, kGeluAux, kGeluAuxBias, kDGelu, kBiasGrad };
 struct Problem {
   bool ta, tb;
   int64_t m, n, k, lda, ldb, ldc;
@@ -67,7 +69,7 @@ struct Problem {
   bool declinable = false;  // no algorithm: return false (the caller has another way) instead of an error
 };
 
-bool has_bias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kGeluAuxBias; }
+bool has_bias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kGeluAuxBias || e == Epilogue::kBiasGrad; }
 bool has_aux(Epilogue e) { return e == Epilogue::kGeluAux || e == Epilogue::kGeluAuxBias || e == Epilogue::kDGelu; }
 
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
@@ -76,6 +78,7 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
     case Epilogue::kGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
     case Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case Epilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::kBiasGrad: return CUBLASLT_EPILOGUE_BGRADB;
     case Epilogue::kNone: break;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
@@ -89,6 +92,7 @@ using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, 
 
 std::atomic<bool> tf32_enabled{false};
 std::atomic<bool> gelu_fusion_enabled{false};
+std::atomic<bool> bias_grad_fusion_enabled{false};
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -102,6 +106,7 @@ struct Plan {
 struct Lt {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
+  float* bias_grad = nullptr;  // gemm_bias_grad's f32 vector, kBiasGradScratchBytes
   std::mutex mutex;
   std::map<Key, Plan> plans;
 };
@@ -111,6 +116,7 @@ Lt& lt() {
     auto* state = new Lt;  // never destroyed: outlives every static that may still run a matmul
     LATTICE_CUBLAS_CHECK(cublasLtCreate(&state->handle));
     state->workspace = allocate(kWorkspaceBytes);
+    state->bias_grad = static_cast<float*>(allocate(kBiasGradScratchBytes));
     return state;
   }();
   return *s;
@@ -186,7 +192,8 @@ Plan make_plan(const Key& key, const void* bias, const void* aux) {
     LATTICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_e, sizeof(lt_e)));
   }
   if (has_bias(epilogue)) {
-    // Column-major D is [m, n] here (our n rows): the epilogue's bias has one entry per row of D.
+    // Column-major D is [m, n] here (our n rows): the epilogue's bias has one entry per row of D,
+    // a bias gradient (BGRADB) one per column. Either is of D's type.
     const cudaDataType_t bias_type = c_type;
     LATTICE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
@@ -234,6 +241,7 @@ const char* epilogue_words(Epilogue e) {
     case Epilogue::kGeluAux: return "GELU aux";
     case Epilogue::kGeluAuxBias: return "GELU aux bias";
     case Epilogue::kDGelu: return "DGELU";
+    case Epilogue::kBiasGrad: return "bias gradient";
     case Epilogue::kNone: break;
   }
   return "none";
@@ -402,6 +410,7 @@ bool run(const char* op, const Problem& p, float alpha, const void* a, const voi
 
 void set_tf32(bool enabled) { tf32_enabled.store(enabled, std::memory_order_relaxed); }
 void set_gelu_fusion(bool enabled) { gelu_fusion_enabled.store(enabled, std::memory_order_relaxed); }
+void set_bias_grad_fusion(bool enabled) { bias_grad_fusion_enabled.store(enabled, std::memory_order_relaxed); }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -497,6 +506,21 @@ bool gemm_dgelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, con
   return run("gemm_dgelu",
              epilogue_problem(trans_a, trans_b, m, n, k, lda, ldb, ldc, ab_bf16, c_bf16, Epilogue::kDGelu), 1.0f, a, b,
              0.0f, dx, nullptr, pre);
+}
+
+bool gemm_bias_grad(int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
+                    bool ab_bf16, float* c, float* bias_grad) {
+  if (!bias_grad_fusion_enabled.load(std::memory_order_relaxed) || !bias_grad_epilogue_fits(m, n, k)) return false;
+  // BGRADB writes its vector rather than adding to it: into scratch, then added to the gradient
+  // that accumulates over micro-batches (one small kernel; the stream orders the next call's
+  // write after this add).
+  float* scratch = lt().bias_grad;
+  if (!run("gemm_bias_grad", epilogue_problem(true, false, m, n, k, lda, ldb, n, ab_bf16, false, Epilogue::kBiasGrad),
+           1.0f, a, b, 1.0f, c, scratch)) {
+    return false;
+  }
+  add(DataIn{bias_grad, false}, DataIn{scratch, false}, DataOut{bias_grad, false}, m);
+  return true;
 }
 
 }  // namespace lattice::cuda

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda_workspace.h"
+
 namespace lattice::cuda {
 
 // Row-major c[M, N] = alpha op(a) op(b) + beta c with row strides lda/ldb/ldc, as the CPU sgemm.
@@ -70,6 +72,18 @@ bool gemm_gelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 bool gemm_dgelu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
                 int64_t ldb, bool ab_bf16, const void* pre, void* dx, bool c_bf16, int64_t ldc);
 
+// training.bias_grad_fusion, a linear layer's parameter gradients in one GEMM: c[M, N] += a^T b
+// (a [K, M], b [K, N]: dy and x; row strides lda, ldb, ldc = N) and bias_grad[M] += the column
+// sums of a, through cuBLASLt's BGRADB epilogue into a scratch vector then added (a and b f32 or
+// both bf16; c and bias_grad f32). false (nothing run) while fusion is off, for an empty product, M
+// beyond the scratch vector, or a problem the heuristic has no algorithm for: the caller then runs
+// the GEMM and the bias gradient separately. The sums are in the GEMM algorithm's order.
+inline bool bias_grad_epilogue_fits(int64_t m, int64_t n, int64_t k) {
+  return m > 0 && n > 0 && k > 0 && m * int64_t{sizeof(float)} <= kBiasGradScratchBytes;
+}
+bool gemm_bias_grad(int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
+                    bool ab_bf16, float* c, float* bias_grad);
+
 // `batch` independent products of the same shape: the i-th reads a + i·stride_a and b + i·stride_b
 // and writes c + i·stride_c (strides in elements). k > 0.
 void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -80,5 +94,7 @@ void sgemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int
 void set_tf32(bool enabled);
 // training.gelu_fusion: gemm_gelu and gemm_dgelu run from now on (off: they decline).
 void set_gelu_fusion(bool enabled);
+// training.bias_grad_fusion: gemm_bias_grad runs from now on (off: it declines).
+void set_bias_grad_fusion(bool enabled);
 
 }  // namespace lattice::cuda

@@ -591,9 +591,10 @@ TEST_CASE("config_to_json round trips and names every key") {
   CHECK(j["optimizer"]["decay"] == "linear");
   CHECK(j["device"] == "cpu");
   CHECK(j["model"].size() == 19);
-  CHECK(j["training"].size() == 15);
+  CHECK(j["training"].size() == 16);
   CHECK(j["training"]["tf32"] == false);
   CHECK(j["training"]["gelu_fusion"] == "auto");
+  CHECK(j["training"]["bias_grad_fusion"] == "auto");
   CHECK(j["training"]["deterministic_attention"] == true);
   CHECK(j["training"]["gemm_autotune_dir"] == "");
   CHECK(j["training"]["precision"] == "fp32");

@@ -10,8 +10,9 @@
 // gradient added into fp32 with beta 1, the output projections adding the residual stream in their
 // GEMM). f32 attention is timed on both CUDA paths (flash kernel, GEMMs), bf16 attention is cuDNN's
 // SDPA (and its non-deterministic backward, outside the total). The GELU MLP's two fused GEMMs
-// (training.gelu_fusion, which its "auto" default turns on for bf16 on Hopper) are timed beside the
-// unfused ops, outside the total, which stays the unfused ops' for comparison across runs.
+// (training.gelu_fusion) and each linear layer's weight gradient with its bias gradient in one GEMM
+// (training.bias_grad_fusion; both "auto" defaults turn them on for bf16 on Hopper) are timed beside
+// the unfused ops, outside the total, which stays the unfused ops' for comparison across runs.
 //
 // Run by tools/gpu/check.sh; not a test (it asserts nothing but that the ops run). `--smoke` runs
 // every op once at small sizes, on the CPU and on the CUDA emulator, so the bench's own code is
@@ -120,6 +121,13 @@ class Bench {
          0, calls);
     time(std::string(name) + " bias_backward", [&] { ops::bias_backward(dy, db); }, 0,
          1.0 * n * out * dtype_size(act_), calls);
+    // training.bias_grad_fusion (not in the total; see the header): the wgrad with the bias gradient
+    // in its BGRADB epilogue, against "wgrad" + "bias_backward" above.
+    const Backend& be = backend_for("cuda_ops_bench", ctx_.device());
+    if (be.set_bias_grad_fusion != nullptr) be.set_bias_grad_fusion(true);
+    time(std::string(name) + " wgrad + bias gradient, one GEMM (bias_grad_fusion)",
+         [&] { ops::linear_weight_grad(dy, x, dw, db); }, flops, 0, 0);
+    if (be.set_bias_grad_fusion != nullptr) be.set_bias_grad_fusion(false);
   }
 
   // The model's q, k and v projections (model/decoder_layer.cc), `calls` times per micro-batch: the

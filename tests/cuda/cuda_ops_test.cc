@@ -344,6 +344,47 @@ TEST_CASE("GELU epilogues (training.gelu_fusion) at GPT-2 124M sizes and ragged 
   }
 }
 
+// training.bias_grad_fusion: a linear layer's weight gradient with its bias gradient in the GEMM's
+// BGRADB epilogue (ops::linear_weight_grad), against the CPU's matmul then bias_backward, both
+// accumulating into f32 gradients that start from random values. dW is the bf16 GEMM's case (f32
+// out, beta 1); db sums k products of 1 and a bf16 (or f32) value, exact in f32, in another order
+// (the algorithm's, then added to db; the CPU adds row by row into db): the same 2^-24 √k bound.
+// Then the off switch and a layer wider than the scratch vector decline, and two runs agree bit for bit.
+TEST_CASE("weight-gradient matmul with the bias-gradient epilogue (training.bias_grad_fusion), GPT-2 124M and ragged sizes") {
+  const Backend& be = backend_for("bias grad fusion test", Device::kCuda);
+  be.set_bias_grad_fusion(true);
+  const DeviceContext gpu(Device::kCuda);
+  struct Layer {
+    int64_t rows, out, in;  // tokens, output features (the bias's), input features
+    bool fused;             // whether the epilogue takes it (out within the scratch vector)
+  };
+  for (const Layer g : {Layer{8192, 3072, 768, true}, Layer{8192, 768, 768, true}, Layer{333, 104, 129, true},
+                        Layer{3, 70000, 5, false}}) {
+    const Tensors draws{random_tensor({g.rows, g.out}, 31), random_tensor({g.rows, g.in}, 32),
+                        random_tensor({g.out, g.in}, 33), random_tensor({g.out}, 34)};
+    for (const bool bf16 : {false, true}) {
+      const Tensors inputs = bf16 ? test::with_bf16(draws, {0, 1}) : draws;
+      Tensors d;
+      for (const Tensor& t : inputs) d.push_back(gpu.to_device(t));
+      // That the epilogue ran (a declined call falls back to the unfused ops, which would pass too).
+      CHECK(be.gemm_bias_grad(g.out, g.in, g.rows, d[0].raw(), g.out, d[1].raw(), g.in, bf16, d[2].f32(),
+                              d[3].f32()) == g.fused);
+      const std::string shape = fmt::format("{}x{}x{} {}", g.rows, g.out, g.in, bf16 ? "bf16" : "f32");
+      const auto run = [](Tensors& t) { ops::linear_weight_grad(t[0], t[1], t[2], t[3]); };
+      auto [cpu, gpu_out] = run_both(inputs, run);
+      const double tol = bf16 ? bf16_matmul_tolerance(g.rows, false) : kF32Tol;
+      require_close("linear_weight_grad dW " + shape, cpu, gpu_out, {2}, tol);
+      require_close("linear_weight_grad db " + shape, cpu, gpu_out, {3}, tol);
+      auto [cpu2, gpu2] = run_both(inputs, run);
+      for (int i : {2, 3}) CHECK(std::memcmp(gpu_out[i].raw(), gpu2[i].raw(), gpu_out[i].bytes()) == 0);
+    }
+  }
+  be.set_bias_grad_fusion(false);  // the default every other test sees
+  const Tensor dy = gpu.to_device(random_tensor({64, 32}, 35)), x = gpu.to_device(random_tensor({64, 16}, 36));
+  Tensor dw = gpu.to_device(random_tensor({32, 16}, 37)), db = gpu.to_device(random_tensor({32}, 38));
+  CHECK_FALSE(be.gemm_bias_grad(32, 16, 64, dy.raw(), 32, x.raw(), 16, false, dw.f32(), db.f32()));
+}
+
 TEST_CASE("attention at GPT-2 sizes (MHA) and ragged GQA ones, forward and backward, both CUDA paths") {
   struct Att {
     int64_t b, t, hq, hkv, d;

@@ -6,7 +6,7 @@
 # other, both ways; a profiler capture range changes nothing; model.init_from on the GPU; TP2,
 # PP2×v2 interleaved and DP2 with the distributed optimizer under mpirun on the one shared GPU
 # against the one-process CPU run; bf16 against bf16 on the CPU, with and without
-# training.gelu_fusion; LATTICE_CUBLASLT_PROBE changes no bit; training.gemm_autotune_dir's choices
+# training.gelu_fusion and training.bias_grad_fusion; LATTICE_CUBLASLT_PROBE changes no bit; training.gemm_autotune_dir's choices
 # saved, reused and resumed bitwise; (emulator) GEMMs cuBLASLt refuses run as separate ops; a run
 # larger than the GPU refused before it allocates.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
@@ -161,10 +161,11 @@ done
 # bf16 mixed precision on the GPU against bf16 on the CPU (the oracle), one process and DP2 with the
 # distributed optimizer (bf16 all-gathers), with the CPU fp32 run among the noise runs as the bf16
 # equivalence tests do (tests/parallel/compare_dp_runs.py --bf16), and a bitwise GPU resume. Our own
-# GELU kernels (training.gelu_fusion false; its "auto" default is checked below).
+# GELU and bias-gradient kernels (training.gelu_fusion and bias_grad_fusion false; their "auto"
+# defaults are checked below).
 for model in gpt2 llama; do
   cfg=test-tiny-$model.json
-  bf=(--set training.precision=bf16 --set training.gelu_fusion=false)
+  bf=(--set training.precision=bf16 --set training.gelu_fusion=false --set training.bias_grad_fusion=false)
   if train "${model}_bf16_cpu" 1 "$cfg" "${bf[@]}" --export "$WORK/${model}_bf16_cpu" &&
     train "${model}_bf16_gpu" 1 "$cfg" "${bf[@]}" --set device=cuda --export "$WORK/${model}_bf16_gpu" &&
     train "${model}_bf16_gpu_dp2" 2 "$cfg" "${bf[@]}" --set device=cuda --set parallel.distributed_optimizer=true \
@@ -190,7 +191,7 @@ done
 # training.gelu_fusion (the GELU in cuBLASLt's GEMM epilogues) in bf16: within the same bounds of
 # the CPU's bf16 run, not bitwise the unfused GPU run (the epilogue's GELU reads the f32 product, so
 # differing losses show that it ran), and its resume bitwise too.
-fuse=(--set training.precision=bf16 --set training.gelu_fusion=true)
+fuse=(--set training.precision=bf16 --set training.gelu_fusion=true --set training.bias_grad_fusion=false)
 if train gpt2_fused_gpu 1 test-tiny-gpt2.json "${fuse[@]}" --set device=cuda --export "$WORK/gpt2_fused_gpu"; then
   check "gpt2: bf16 with training.gelu_fusion on the GPU vs bf16 on the CPU" \
     python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" \
@@ -227,7 +228,8 @@ fi
 
 # training.deterministic_attention false: cuDNN's plain attention backward (dQ summed by atomics),
 # within the same bounds of the CPU's bf16 run, and the log's warning that runs no longer repeat.
-nondet=(--set training.precision=bf16 --set training.gelu_fusion=false --set training.deterministic_attention=false)
+nondet=(--set training.precision=bf16 --set training.gelu_fusion=false --set training.bias_grad_fusion=false
+  --set training.deterministic_attention=false)
 if train gpt2_nondet_gpu 1 test-tiny-gpt2.json "${nondet[@]}" --set device=cuda --export "$WORK/gpt2_nondet_gpu"; then
   check "gpt2: bf16 with cuDNN's plain attention backward on the GPU vs bf16 on the CPU" \
     python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" \
@@ -250,8 +252,8 @@ auto_gelu() {  # auto_gelu NAME EXPECTED(fused|unfused) REASON [--set ...]
   shift 3
   local ref=gpt2_bf16_gpu words="GELU in its own kernels, not in GEMM epilogues"
   [[ $expected == fused ]] && ref=gpt2_fused_gpu words="GELU in the MLP's GEMM epilogues"
-  if train "$name" 1 test-tiny-gpt2.json --set training.precision=bf16 --set device=cuda "$@" \
-    --export "$WORK/$name"; then
+  if train "$name" 1 test-tiny-gpt2.json --set training.precision=bf16 --set training.bias_grad_fusion=false \
+    --set device=cuda "$@" --export "$WORK/$name"; then
     grep -q "$words (training.gelu_fusion auto: .*$reason" "$WORK/$name.log" ||
       flunk "$name: the log does not say '$words (training.gelu_fusion auto: ...$reason': \
 $(grep -a -m1 'training.gelu_fusion' "$WORK/$name.log")"
@@ -272,6 +274,49 @@ else
   [[ ${sm:-0} -ge 90 ]] && expected=fused
   auto_gelu gpt2_auto "$expected" "compute capability ${sm:0:-1}.${sm: -1}"
   auto_gelu gpt2_auto_recompute unfused "selective recompute" --set model.recompute=selective
+fi
+
+# training.bias_grad_fusion (each linear layer's bias gradient in its weight-gradient GEMM's BGRADB
+# epilogue) in bf16: within the same bounds of the CPU's bf16 run, logged, its GEMMs run with the
+# epilogue (LATTICE_CUBLASLT_PROBE, which changes no bit, names each shape's epilogue) and none
+# declined, and its resume bitwise. Its "auto" (the default) is bitwise the fused run on compute
+# capability 9.0 and later, the unfused one before; the emulator stands for both.
+bgrad=(--set training.precision=bf16 --set training.gelu_fusion=false --set training.bias_grad_fusion=true)
+if LATTICE_CUBLASLT_PROBE=2 train gpt2_bgrad_gpu 1 test-tiny-gpt2.json "${bgrad[@]}" --set device=cuda \
+  --export "$WORK/gpt2_bgrad_gpu"; then
+  check "gpt2: bf16 with training.bias_grad_fusion on the GPU vs bf16 on the CPU" \
+    python3 tests/parallel/compare_dp_runs.py --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" \
+    --noise "$WORK/gpt2_cpu.jsonl" "$WORK/gpt2_cpu" "$WORK/gpt2_bgrad_gpu.jsonl" "$WORK/gpt2_bgrad_gpu"
+  if grep -q "bias gradients in the weight-gradient GEMMs' epilogues (training.bias_grad_fusion true" \
+    "$WORK/gpt2_bgrad_gpu.log" && grep -q "cuBLASLt probe: .*, bias gradient, beta 1)" "$WORK/gpt2_bgrad_gpu.log" &&
+    ! grep -q "gemm_bias_grad runs it as separate ops" "$WORK/gpt2_bgrad_gpu.log"; then
+    pass "gpt2: training.bias_grad_fusion is logged and its weight-gradient GEMMs took the epilogue"
+  else
+    flunk "gpt2: training.bias_grad_fusion is logged and its weight-gradient GEMMs took the epilogue: \
+$(grep -a -m1 -e 'training.bias_grad_fusion' -e 'gemm_bias_grad runs it' "$WORK/gpt2_bgrad_gpu.log")"
+  fi
+  check_resume "gpt2 (bf16, training.bias_grad_fusion)" test-tiny-gpt2.json gpt2_bgrad_gpu gpt2_bgrad "${bgrad[@]}"
+  auto_bgrad() {  # auto_bgrad NAME EXPECTED_REF REASON
+    if train "$1" 1 test-tiny-gpt2.json --set training.precision=bf16 --set training.gelu_fusion=false \
+      --set device=cuda --export "$WORK/$1"; then
+      grep -q "(training.bias_grad_fusion auto: .*$3" "$WORK/$1.log" ||
+        flunk "$1: the log does not give training.bias_grad_fusion auto's reason '$3'"
+      check "gpt2: training.bias_grad_fusion auto ($3) is bitwise the run of $2" python3 \
+        tests/checkpoint/compare_resumed.py "$WORK/$2.jsonl" "$WORK/$1.jsonl" "$WORK/$2" "$WORK/$1"
+    else
+      flunk "gpt2: bf16 run with training.bias_grad_fusion auto ($3)"
+    fi
+  }
+  if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
+    LATTICE_EMULATED_GPU_SM=90 auto_bgrad gpt2_bgrad_auto_sm90 gpt2_bgrad_gpu "compute capability 9.0"
+  else
+    sm=$(grep -m1 -o "sm_[0-9]*" "$WORK/gpt2_gpu.log" | tr -dc '0-9')
+    ref=gpt2_bf16_gpu
+    [[ ${sm:-0} -ge 90 ]] && ref=gpt2_bgrad_gpu
+    auto_bgrad gpt2_bgrad_auto "$ref" "compute capability ${sm:0:-1}.${sm: -1}"
+  fi
+else
+  flunk "gpt2: bf16 run with training.bias_grad_fusion"
 fi
 
 # training.gemm_autotune_dir (kernels/cuda/matmul_autotune.h): each GEMM shape's algorithm chosen by
@@ -368,7 +413,7 @@ fi
 # Where cuBLASLt refuses a problem the wrapper has another way for (an epilogue, a batch with a
 # shared operand, the residual read as C), whether its heuristic says so or only the call: each such
 # GEMM runs as separate ops from then on, the log names it, and training still matches the CPU (f32
-# within the GPU-vs-CPU bounds; bf16 with training.gelu_fusion within the bf16 ones). Only the
+# within the GPU-vs-CPU bounds; bf16 with training.gelu_fusion and bias_grad_fusion within the bf16 ones). Only the
 # emulator can be made to refuse (LATTICE_EMU_CUBLASLT_REFUSE); on a GPU the runs above take what
 # its cuBLASLt accepts.
 if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
@@ -377,17 +422,18 @@ if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
     if LATTICE_EMU_CUBLASLT_REFUSE=$when train "gpt2_refused_$when" 1 test-tiny-gpt2.json --set device=cuda \
       --export "$WORK/gpt2_refused_$when" &&
       LATTICE_EMU_CUBLASLT_REFUSE=$when train "gpt2_refused_bf16_$when" 1 test-tiny-gpt2.json "${fuse[@]}" \
-        --set device=cuda --export "$WORK/gpt2_refused_bf16_$when"; then
+        --set training.bias_grad_fusion=true --set device=cuda --export "$WORK/gpt2_refused_bf16_$when"; then
       log=$WORK/gpt2_refused_bf16_$when.log
       named=$(grep -E "cuBLASLt (has no algorithm for|refused) " "$log" | grep -c "separate ops")
-      if grep -q "epilogue GELU aux bias" "$log" && grep -q "epilogue DGELU" "$log" && grep -q "batch 3 " "$log"; then
-        pass "$label: the log names the $named GEMM shapes run as separate ops (GELU, DGELU and q, k, v among them)"
+      if grep -q "epilogue GELU aux bias" "$log" && grep -q "epilogue DGELU" "$log" && grep -q "batch 3 " "$log" &&
+        grep -q "epilogue bias gradient" "$log"; then
+        pass "$label: the log names the $named GEMM shapes run as separate ops (GELU, DGELU, bias gradient and q, k, v among them)"
       else
-        flunk "$label: the log names $named GEMM shapes run as separate ops, not the GELU, DGELU and q, k, v ones"
+        flunk "$label: the log names $named GEMM shapes run as separate ops, not the GELU, DGELU, bias gradient and q, k, v ones"
       fi
       check "$label: f32 vs CPU" python3 tests/parallel/compare_dp_runs.py 20 "$WORK/gpt2_cpu.jsonl" \
         "$WORK/gpt2_cpu" "$WORK/gpt2_refused_$when.jsonl" "$WORK/gpt2_refused_$when"
-      check "$label: bf16 with training.gelu_fusion vs bf16 on the CPU" python3 tests/parallel/compare_dp_runs.py \
+      check "$label: bf16 with training.gelu_fusion and bias_grad_fusion vs bf16 on the CPU" python3 tests/parallel/compare_dp_runs.py \
         --bf16 20 "$WORK/gpt2_bf16_cpu.jsonl" "$WORK/gpt2_bf16_cpu" --noise "$WORK/gpt2_cpu.jsonl" "$WORK/gpt2_cpu" \
         "$WORK/gpt2_refused_bf16_$when.jsonl" "$WORK/gpt2_refused_bf16_$when"
     else

@@ -4,7 +4,8 @@
 // CPU's sgemm (OpenBLAS) computes with cuBLASLt's contracts: bf16 operands widened exactly, f32
 // accumulation, one rounding of a bf16 result; an epilogue's bias is added to the f32 product
 // before that rounding, C (beta) after the bias; the GELU epilogues apply kernels' GELU
-// (kernels/cpu/activation.h) to that f32 result. A plain in-place product is the CPU's own sgemm
+// (kernels/cpu/activation.h) to that f32 result; BGRADB sums op(B)'s columns in f32 in K's order
+// (split as the product is). A plain in-place product is the CPU's own sgemm
 // call with beta, so f32 results are the CPU backend's bits. The heuristic offers three algorithms
 // (for LATTICE_CUBLASLT_PROBE and training.gemm_autotune_dir): algorithm i splits K into i + 1 parts
 // whose f32 products are added in order, as a split-K kernel would, so only the first gives the CPU's
@@ -110,7 +111,7 @@ struct Product {
   const void* c_in;
   void* c_out;
   cublasLtEpilogue_t epilogue;
-  const void* bias;  // of c's type (matmul.cc states it so)
+  const void* bias;  // of c's type (matmul.cc states it so); BGRADB writes it
   void* aux;         // of c's type, row stride aux_ld
   int64_t aux_ld;
   int64_t splits;    // parts of K (the algorithm's split-K)
@@ -152,6 +153,23 @@ std::vector<float> product(const Product& p) {
     for (size_t i = 0; i < out.size(); ++i) out[i] += part[i];
   }
   return out;
+}
+
+// BGRADB: bias[i] = the sum over K of op(a)'s row i ([m]), in f32, K in p.splits parts added in
+// order as the product's are.
+void bias_gradient(const Product& p) {
+  const F32Operands o = f32_operands(p);
+  for (int64_t i = 0; i < p.m; ++i) {
+    float total = 0.0f;
+    for (int64_t s = 0; s < p.splits; ++s) {
+      float part = 0.0f;
+      for (int64_t kk = p.k * s / p.splits; kk < p.k * (s + 1) / p.splits; ++kk) {
+        part += p.ta ? o.a[kk * p.lda + i] : o.a[i * p.lda + kk];
+      }
+      total = s == 0 ? part : total + part;
+    }
+    store(const_cast<void*>(p.bias), p.c_bf16, i, total);
+  }
 }
 
 // LATTICE_EMU_CUBLASLT_SLOW_ALGOS: whether calls of algorithm `id` take 2 ms more.
@@ -209,6 +227,8 @@ void compute(const Product& p) {
     }
     cpu::gelu_backward(t.data(), x.data(), d.data(), p.m * p.n);
     t = std::move(d);
+  } else if (p.epilogue == CUBLASLT_EPILOGUE_BGRADB) {
+    bias_gradient(p);
   }
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t j = 0; j < p.n; ++j) {
@@ -311,7 +331,8 @@ bool refuses(const char* when, cublasLtMatmulDesc_t desc, const cublasLtMatrixLa
 
 // Which of the epilogue's pointers the descriptor's epilogue reads.
 bool has_bias(cublasLtMatmulDesc_t desc) {
-  return desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  return desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         desc->epilogue == CUBLASLT_EPILOGUE_BGRADB;
 }
 bool has_aux(cublasLtMatmulDesc_t desc) {
   return desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||

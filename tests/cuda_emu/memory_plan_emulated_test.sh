@@ -41,7 +41,7 @@ PY
 }
 
 # The memory check against the GPU's memory (here LATTICE_EMULATED_GPU_MEMORY_MIB), before anything
-# is allocated: the f32 run's 47.6 MiB do not fit in 40 MiB, nor two ranks sharing the GPU in 80.
+# is allocated: the f32 run's 47.9 MiB do not fit in 40 MiB, nor two ranks sharing the GPU in 80.
 refused() {  # refused NAME EXPECTED RANKS [--set ...]: exit 2 and the expected message
   local name=$1 expected=$2 np=$3
   shift 3
@@ -52,14 +52,14 @@ refused() {  # refused NAME EXPECTED RANKS [--set ...]: exit 2 and the expected 
   echo "$name: exit 2, $(grep -a -m1 -o "a rank needs.*GPU)" "$WORK/$name.log" | sed 's/ (its largest.*buffers)//')"
 }
 export LATTICE_EMULATED_GPU_MEMORY_MIB=40
-refused refused_40mib "a rank needs about 47.6 MiB .*, but this GPU has 40.0 MiB (CPU emulator of a GPU)" 1
+refused refused_40mib "a rank needs about 47.9 MiB .*, but this GPU has 40.0 MiB (CPU emulator of a GPU)" 1
 LATTICE_EMULATED_GPU_MEMORY_MIB=80 refused refused_shared_80mib \
-  "× 2 ranks sharing this GPU = 95.3 MiB, but this GPU has 80.0 MiB" 2 --set parallel.data=2
+  "× 2 ranks sharing this GPU = 95.8 MiB, but this GPU has 80.0 MiB" 2 --set parallel.data=2
 # Three ranks on two GPUs: the two sharing GPU 0 do not fit in its 80 MiB, the third fits alone on
 # GPU 1; the ranks vote, so that one also ends with exit 2 instead of waiting in the job's next call.
 LATTICE_EMULATED_GPUS=2 LATTICE_EMULATED_GPU_MEMORY_MIB=80 refused refused_3_ranks_2_gpus \
   "memory: another rank of this job does not fit" 3 --set parallel.data=3 --set training.global_batch_size=6
-grep -a -q "× 2 ranks sharing this GPU = 95.3 MiB, but this GPU has 80.0 MiB" "$WORK/refused_3_ranks_2_gpus.log" ||
+grep -a -q "× 2 ranks sharing this GPU = 95.8 MiB, but this GPU has 80.0 MiB" "$WORK/refused_3_ranks_2_gpus.log" ||
   fail "refused_3_ranks_2_gpus: the ranks sharing GPU 0 did not say why"
 
 check f32 1 --ignore-memory-check

@@ -455,6 +455,15 @@ std::vector<OpCase> op_cases() {
                  return none();
                },
                {{0, 1}, {0}}});
+  // A linear layer's parameter gradients accumulating into f32 (a fused GEMM epilogue where the
+  // device has one and training.bias_grad_fusion is on; matmul then bias_backward otherwise).
+  c.push_back({"linear_weight_grad", "", 1e-5,
+               [](In& in) {
+                 return T{in.uniform({2 * kRows, kOut}), in.uniform({2 * kRows, kIn}), in.uniform({kOut, kIn}),
+                          in.uniform({kOut})};
+               },
+               [](T& t) { ops::linear_weight_grad(t[0], t[1], t[2], t[3]); return none(); },
+               {{0, 1}}});
   return c;
 }
 

@@ -321,6 +321,7 @@ std::vector<int> entries_of(const test::OpCase& c) {
       {"add_bias", k_add_bias},
       {"matmul_bias", k_add_bias},
       {"bias_backward", k_bias_backward},
+      {"linear_weight_grad", k_bias_backward},  // after the GEMM, unfused on the stand-in
       {"bias_backward_group", k_bias_backward_group},
       {"embedding_forward", k_embedding_forward_shard},
       {"embedding_backward", k_embedding_backward_shard},

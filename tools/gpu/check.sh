@@ -173,6 +173,11 @@ bench gpt2-124m-bf16-accum-gelu-fusion configs/gpt2-124m.json 6 "${accum124m[@]}
   --set training.gelu_fusion=true
 bench gpt2-1.5b-bf16-accum-gelu-fusion configs/bench-gpt2-1.5b.json 4 "${accum1_5b[@]}" --set training.precision=bf16 \
   --set training.gelu_fusion=true
+# The first row with each bias gradient in its own kernel: what training.bias_grad_fusion (each
+# linear layer's bias gradient in its weight-gradient GEMM's BGRADB epilogue; its "auto" default
+# fuses in bf16 on Hopper, so every other row runs it) pays. Not yet measured when it became the default.
+bench gpt2-124m-bf16-accum-gelu-fusion-unfused-bias-grad configs/gpt2-124m.json 6 "${accum124m[@]}" \
+  --set training.precision=bf16 --set training.gelu_fusion=true --set training.bias_grad_fusion=false
 # The same 64 sequences per step in fewer, larger micro-batches (llm.c's 124M runs take 64 at once):
 # larger GEMMs and fewer launches per token, against more activation memory.
 bench gpt2-124m-bf16-1x64-gelu-fusion configs/gpt2-124m.json 4 --set training.micro_batch_size=64 \
