@@ -85,7 +85,7 @@ std::vector<OpMismatch> compare_bf16_contract(Device device, const std::vector<s
 // accumulate in their own order, and compare_backend_ops holds them to the oracle's tolerance.
 inline const std::vector<std::string> kOwnBf16Kernels = {
     "matmul", "matmul_bias", "matmul_bias_gelu", "matmul_gelu_backward", "matmul_group", "matmul_residual",
-    "attention_forward", "attention_backward"};
+    "linear_weight_grad", "attention_forward", "attention_backward"};
 
 // The names of the ops the harness covers (each ops.h function name once).
 std::vector<std::string> harness_op_names();
