@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include "kernels/bf16.h"
@@ -558,6 +559,13 @@ std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t 
     ++case_seed;
   }
   return found;
+}
+
+void check_stand_in_matches_cpu(const Backend& stand_in) {
+  const ScopedBackend registered(Device::kCuda, &stand_in);
+  const std::vector<OpMismatch> found = compare_backend_ops(Device::kCuda, /*exact=*/true, 3);
+  for (const OpMismatch& m : found) FAIL_CHECK(m.op << ": " << m.detail);
+  CHECK(found.empty());
 }
 
 std::vector<OpMismatch> compare_bf16_contract(Device device, const std::vector<std::string>& left_out,

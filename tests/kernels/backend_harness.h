@@ -74,6 +74,11 @@ struct OpMismatch {
 // may round apart (i32 is always exact).
 std::vector<OpMismatch> compare_backend_ops(Device device, bool exact, uint64_t seed = 1);
 
+// The dispatch tests' check of a fused entry: every case on `stand_in`, registered as the CUDA
+// backend for the call, against the CPU bit for bit (compare_backend_ops, seed 3); each mismatch
+// fails the calling test case.
+void check_stand_in_matches_cpu(const Backend& stand_in);
+
 // The staging contract on `device` alone: every bf16 run of every case gives bit for bit what the
 // same case gives on `device` with its bf16 arguments widened to f32, each argument that is bf16 in
 // the run then rounded to nearest even (scalars equal). F32Staging computes exactly that, and a
