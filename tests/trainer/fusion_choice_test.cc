@@ -41,23 +41,30 @@ TEST_CASE("gelu_fusion auto: on for bf16 from compute capability 9.0, off otherw
   CHECK(gelu_fusion_choice(c, 90).on);
 }
 
-TEST_CASE("gelu_fusion true and false hold whatever the precision, recompute or device") {
-  for (const Precision p : {Precision::kFp32, Precision::kBf16}) {
-    for (const Recompute r : {Recompute::kNone, Recompute::kSelective}) {
-      for (const int cc : {0, 80, 90}) {
-        Config c;
-        c.training.precision = p;
-        c.model.recompute = r;
-        c.training.gelu_fusion = Fusion::kOn;
-        CHECK(gelu_fusion_choice(c, cc).on);
-        c.training.gelu_fusion = Fusion::kOff;
-        CHECK_FALSE(gelu_fusion_choice(c, cc).on);
+TEST_CASE("gelu_fusion and bias_grad_fusion true and false hold whatever the precision, recompute or device") {
+  struct Key {
+    Fusion TrainingConfig::*field;
+    FusionChoice (*choice)(const Config&, int);
+  };
+  for (const Key key : {Key{&TrainingConfig::gelu_fusion, &gelu_fusion_choice},
+                        Key{&TrainingConfig::bias_grad_fusion, &bias_grad_fusion_choice}}) {
+    for (const Precision p : {Precision::kFp32, Precision::kBf16}) {
+      for (const Recompute r : {Recompute::kNone, Recompute::kSelective}) {
+        for (const int cc : {0, 80, 90}) {
+          Config c;
+          c.training.precision = p;
+          c.model.recompute = r;
+          c.training.*key.field = Fusion::kOn;
+          CHECK(key.choice(c, cc).on);
+          c.training.*key.field = Fusion::kOff;
+          CHECK_FALSE(key.choice(c, cc).on);
+        }
       }
     }
   }
 }
 
-TEST_CASE("bias_grad_fusion auto: on for bf16 from compute capability 9.0, off otherwise; true and false as set") {
+TEST_CASE("bias_grad_fusion auto: on for bf16 from compute capability 9.0, off otherwise") {
   Config c = bf16_gpt2();
   REQUIRE(c.training.bias_grad_fusion == Fusion::kAuto);  // the default
   CHECK(bias_grad_fusion_choice(c, 90).on);
@@ -71,15 +78,6 @@ TEST_CASE("bias_grad_fusion auto: on for bf16 from compute capability 9.0, off o
   c.training.precision = Precision::kFp32;
   CHECK_FALSE(bias_grad_fusion_choice(c, 90).on);
   CHECK(bias_grad_fusion_choice(c, 90).why.find("f32") != std::string::npos);
-  for (const Precision p : {Precision::kFp32, Precision::kBf16}) {
-    for (const int cc : {0, 80, 90}) {
-      c.training.precision = p;
-      c.training.bias_grad_fusion = Fusion::kOn;
-      CHECK(bias_grad_fusion_choice(c, cc).on);
-      c.training.bias_grad_fusion = Fusion::kOff;
-      CHECK_FALSE(bias_grad_fusion_choice(c, cc).on);
-    }
-  }
 }
 
 TEST_CASE("the fusion keys read true, false and \"auto\", print them back, and name themselves otherwise") {
