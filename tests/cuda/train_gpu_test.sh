@@ -243,44 +243,10 @@ else
   flunk "gpt2: bf16 run with training.deterministic_attention false"
 fi
 
-# training.gelu_fusion "auto" (the default; trainer/device_selection.h): bitwise the fused run on
-# compute capability 9.0 and later, the unfused run before; under selective recompute the unfused
-# run (the recompute repeats the forward's GELU exactly); the log says which and why. The emulator,
-# which has no architecture, stands for both (LATTICE_EMULATED_GPU_SM).
-auto_gelu() {  # auto_gelu NAME EXPECTED(fused|unfused) REASON [--set ...]
-  local name=$1 expected=$2 reason=$3
-  shift 3
-  local ref=gpt2_bf16_gpu words="GELU in its own kernels, not in GEMM epilogues"
-  [[ $expected == fused ]] && ref=gpt2_fused_gpu words="GELU in the MLP's GEMM epilogues"
-  if train "$name" 1 test-tiny-gpt2.json --set training.precision=bf16 --set training.bias_grad_fusion=false \
-    --set device=cuda "$@" --export "$WORK/$name"; then
-    grep -q "$words (training.gelu_fusion auto: .*$reason" "$WORK/$name.log" ||
-      flunk "$name: the log does not say '$words (training.gelu_fusion auto: ...$reason': \
-$(grep -a -m1 'training.gelu_fusion' "$WORK/$name.log")"
-    check "gpt2: training.gelu_fusion auto ($reason) is bitwise the $expected run" python3 \
-      tests/checkpoint/compare_resumed.py "$WORK/$ref.jsonl" "$WORK/$name.jsonl" "$WORK/$ref" "$WORK/$name"
-  else
-    flunk "gpt2: bf16 run with training.gelu_fusion auto ($reason)"
-  fi
-}
-if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
-  LATTICE_EMULATED_GPU_SM=90 auto_gelu gpt2_auto_sm90 fused "compute capability 9.0"
-  auto_gelu gpt2_auto_unknown unfused "not known"
-  LATTICE_EMULATED_GPU_SM=90 auto_gelu gpt2_auto_recompute unfused "selective recompute" \
-    --set model.recompute=selective
-else
-  sm=$(grep -m1 -o "sm_[0-9]*" "$WORK/gpt2_gpu.log" | tr -dc '0-9')
-  expected=unfused
-  [[ ${sm:-0} -ge 90 ]] && expected=fused
-  auto_gelu gpt2_auto "$expected" "compute capability ${sm:0:-1}.${sm: -1}"
-  auto_gelu gpt2_auto_recompute unfused "selective recompute" --set model.recompute=selective
-fi
-
 # training.bias_grad_fusion (each linear layer's bias gradient in its weight-gradient GEMM's BGRADB
 # epilogue) in bf16: within the same bounds of the CPU's bf16 run, logged, its GEMMs run with the
 # epilogue (LATTICE_CUBLASLT_PROBE, which changes no bit, names each shape's epilogue) and none
-# declined, and its resume bitwise. Its "auto" (the default) is bitwise the fused run on compute
-# capability 9.0 and later, the unfused one before; the emulator stands for both.
+# declined, and its resume bitwise (its "auto": below, with gelu_fusion's).
 bgrad=(--set training.precision=bf16 --set training.gelu_fusion=false --set training.bias_grad_fusion=true)
 if LATTICE_CUBLASLT_PROBE=2 train gpt2_bgrad_gpu 1 test-tiny-gpt2.json "${bgrad[@]}" --set device=cuda \
   --export "$WORK/gpt2_bgrad_gpu"; then
@@ -296,27 +262,61 @@ if LATTICE_CUBLASLT_PROBE=2 train gpt2_bgrad_gpu 1 test-tiny-gpt2.json "${bgrad[
 $(grep -a -m1 -e 'training.bias_grad_fusion' -e 'gemm_bias_grad runs it' "$WORK/gpt2_bgrad_gpu.log")"
   fi
   check_resume "gpt2 (bf16, training.bias_grad_fusion)" test-tiny-gpt2.json gpt2_bgrad_gpu gpt2_bgrad "${bgrad[@]}"
-  auto_bgrad() {  # auto_bgrad NAME EXPECTED_REF REASON
-    if train "$1" 1 test-tiny-gpt2.json --set training.precision=bf16 --set training.gelu_fusion=false \
-      --set device=cuda --export "$WORK/$1"; then
-      grep -q "(training.bias_grad_fusion auto: .*$3" "$WORK/$1.log" ||
-        flunk "$1: the log does not give training.bias_grad_fusion auto's reason '$3'"
-      check "gpt2: training.bias_grad_fusion auto ($3) is bitwise the run of $2" python3 \
-        tests/checkpoint/compare_resumed.py "$WORK/$2.jsonl" "$WORK/$1.jsonl" "$WORK/$2" "$WORK/$1"
-    else
-      flunk "gpt2: bf16 run with training.bias_grad_fusion auto ($3)"
-    fi
-  }
-  if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
-    LATTICE_EMULATED_GPU_SM=90 auto_bgrad gpt2_bgrad_auto_sm90 gpt2_bgrad_gpu "compute capability 9.0"
-  else
-    sm=$(grep -m1 -o "sm_[0-9]*" "$WORK/gpt2_gpu.log" | tr -dc '0-9')
-    ref=gpt2_bf16_gpu
-    [[ ${sm:-0} -ge 90 ]] && ref=gpt2_bgrad_gpu
-    auto_bgrad gpt2_bgrad_auto "$ref" "compute capability ${sm:0:-1}.${sm: -1}"
-  fi
 else
   flunk "gpt2: bf16 run with training.bias_grad_fusion"
+fi
+
+# The fusion keys' "auto" (the default; trainer/device_selection.h), each with the other key false:
+# bitwise the fused run on compute capability 9.0 and later, the unfused run before; gelu_fusion
+# under selective recompute the unfused run (the recompute repeats the forward's GELU exactly); the
+# log says which and why. The emulator, which has no architecture, stands for both
+# (LATTICE_EMULATED_GPU_SM).
+# check_auto KEY NAME REF WORDS REASON [--set ...]: the run NAME logs "WORDS (training.KEY auto:
+# ...REASON" and is bitwise the run REF.
+check_auto() {
+  local key=$1 name=$2 ref=$3 words=$4 reason=$5 other=gelu_fusion
+  shift 5
+  [[ $key == gelu_fusion ]] && other=bias_grad_fusion
+  if train "$name" 1 test-tiny-gpt2.json --set training.precision=bf16 --set "training.$other=false" \
+    --set device=cuda "$@" --export "$WORK/$name"; then
+    grep -q "$words (training.$key auto: .*$reason" "$WORK/$name.log" ||
+      flunk "$name: the log does not say '$words (training.$key auto: ...$reason': \
+$(grep -a -m1 "training.$key" "$WORK/$name.log")"
+    check "gpt2: training.$key auto ($reason) is bitwise the run of $ref" python3 \
+      tests/checkpoint/compare_resumed.py "$WORK/$ref.jsonl" "$WORK/$name.jsonl" "$WORK/$ref" "$WORK/$name"
+  else
+    flunk "gpt2: bf16 run with training.$key auto ($reason)"
+  fi
+}
+auto_gelu() {  # auto_gelu NAME fused|unfused REASON [--set ...]
+  local name=$1 expected=$2 reason=$3
+  shift 3
+  if [[ $expected == fused ]]; then
+    check_auto gelu_fusion "$name" gpt2_fused_gpu "GELU in the MLP's GEMM epilogues" "$reason" "$@"
+  else
+    check_auto gelu_fusion "$name" gpt2_bf16_gpu "GELU in its own kernels, not in GEMM epilogues" "$reason" "$@"
+  fi
+}
+auto_bias_grad() {  # auto_bias_grad NAME fused|unfused REASON
+  if [[ $2 == fused ]]; then
+    check_auto bias_grad_fusion "$1" gpt2_bgrad_gpu "bias gradients in the weight-gradient GEMMs' epilogues" "$3"
+  else
+    check_auto bias_grad_fusion "$1" gpt2_bf16_gpu "bias gradients in their own kernel, not in GEMM epilogues" "$3"
+  fi
+}
+if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
+  LATTICE_EMULATED_GPU_SM=90 auto_gelu gpt2_auto_sm90 fused "compute capability 9.0"
+  auto_gelu gpt2_auto_unknown unfused "not known"
+  LATTICE_EMULATED_GPU_SM=90 auto_gelu gpt2_auto_recompute unfused "selective recompute" \
+    --set model.recompute=selective
+  LATTICE_EMULATED_GPU_SM=90 auto_bias_grad gpt2_bgrad_auto_sm90 fused "compute capability 9.0"
+else
+  sm=$(grep -m1 -o "sm_[0-9]*" "$WORK/gpt2_gpu.log" | tr -dc '0-9')
+  expected=unfused
+  [[ ${sm:-0} -ge 90 ]] && expected=fused
+  auto_gelu gpt2_auto "$expected" "compute capability ${sm:0:-1}.${sm: -1}"
+  auto_gelu gpt2_auto_recompute unfused "selective recompute" --set model.recompute=selective
+  auto_bias_grad gpt2_bgrad_auto "$expected" "compute capability ${sm:0:-1}.${sm: -1}"
 fi
 
 # training.gemm_autotune_dir (kernels/cuda/matmul_autotune.h): each GEMM shape's algorithm chosen by
