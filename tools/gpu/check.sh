@@ -197,6 +197,29 @@ bench gpt2-1.5b-bf16-4x16-gelu-fusion-nondeterministic configs/bench-gpt2-1.5b.j
 # shape's line (the heuristic's first against the choice) follows; the choices land in logs.tgz.
 bench gpt2-1.5b-bf16-accum-gelu-fusion-autotune configs/bench-gpt2-1.5b.json 4 "${accum1_5b[@]}" \
   --set training.precision=bf16 --set training.gelu_fusion=true --set training.gemm_autotune_dir="$LOGS/autotune-1.5b"
+# The async checkpoint's stall on a GPU (issue 12: the snapshot goes device -> pinned host on the copy
+# stream beside the next step's forward and backward; issue 5's target: at most 5% of a synchronous
+# save): GPT-2 124M's first row saving every 15 steps (some 2 s apart, for the writer to finish the
+# last), async and then sync, timed from the metrics lines (tools/gpu/save_stall.py). Each save is
+# 1.5 GB: fp32 values and AdamW's two moments.
+save_run() {  # save_run NAME ASYNC: 47 steps of 124M bf16 on the tiny set, saving every 15, within $limit s
+  local ckpt=/tmp/lattice-gpu-ckpt
+  rm -rf "$ckpt"
+  timeout "$limit" "$LATTICE" train --config configs/gpt2-124m.json --set device=cuda --set data.path="$B/data/tiny" \
+    "${accum124m[@]}" --set training.precision=bf16 --set training.train_iters=47 --set optimizer.warmup_iters=2 \
+    --set training.eval_interval=0 --set checkpoint.dir="$ckpt" --set checkpoint.save_interval=15 \
+    --set checkpoint.keep_last=1 --set checkpoint.async="$2" --set logging.metrics_file="$LOGS/$1.jsonl" \
+    >"$LOGS/$1.log" 2>&1
+  local st=$?
+  rm -rf "$ckpt"
+  [[ $st -eq 0 ]] || echo "  [$1] exited $st: $(tail -2 "$LOGS/$1.log")"
+  return $st
+}
+if within checkpoint-stall-async 90 && save_run save-async true && within checkpoint-stall-sync 120 &&
+  save_run save-sync false; then
+  python3 tools/gpu/save_stall.py "$LOGS/save-async.jsonl" "$LOGS/save-sync.jsonl" 15 | sed 's/^/  [checkpoint-stall] /'
+fi
+save_logs
 # GPT-2 124M's 4 x 16 row without the GELU epilogues: what training.gelu_fusion pays (H200,
 # 2026-12-04: 4%).
 bench gpt2-124m-bf16-accum configs/gpt2-124m.json 6 "${accum124m[@]}" --set training.precision=bf16 \
@@ -276,7 +299,8 @@ if [[ $gpus -ge 2 ]]; then
     shift 2
     within "$name" 240 || return 0
     timeout "$limit" mpirun -np 2 "$LATTICE" train --config configs/gpt2-124m.json --set device=cuda \
-      --set data.path="$B/data/tiny" --set training.train_iters=8 --set training.eval_interval=0 \
+      --set data.path="$B/data/tiny" --set training.train_iters=8 --set optimizer.warmup_iters=2 \
+      --set training.eval_interval=0 \
       --set training.micro_batch_size=4 --set training.global_batch_size=32 --set parallel.backend="$backend" \
       --set logging.metrics_file="$LOGS/bench-$name.jsonl" "$@" >"$LOGS/bench-$name.log" 2>&1 ||
       { echo "  [$name] exited $?: $(tail -2 "$LOGS/bench-$name.log")"; return; }

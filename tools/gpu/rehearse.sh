@@ -38,12 +38,17 @@ for gpus in 1 2; do
 done
 # The benchmark phase alone: with a budget, every benchmark runs to its lines (each fails for want of
 # a device) and none is left out; with none, every one is named on the NOT RUN line.
-bench_run() {  # bench_run BUDGET [options]
-  STAND_IN_GPUS=1 CHECK_BUDGET_S=$1 RESULTS="$fake/results" PATH="$fake:$PATH" timeout 300 tools/gpu/check.sh \
-    --bench "${@:2}" 2>&1
+bench_run() {  # bench_run GPUS BUDGET [options]
+  STAND_IN_GPUS=$1 CHECK_BUDGET_S=$2 RESULTS="$fake/results" PATH="$fake:$PATH" timeout 300 tools/gpu/check.sh \
+    --bench "${@:3}" 2>&1
 }
-bench_out=$(bench_run 400 --no-torch)
-no_budget=$(bench_run 0)
+# Two stand-in GPUs, so that the 2-rank NCCL benchmarks run too. Each run must fail for want of a
+# device and for nothing else (a config the lent GPU would refuse, say): its log must say so.
+bench_out=$(bench_run 2 400 --no-torch)
+wrong_failure=$(for log in $(grep -L "no CUDA device is visible" /tmp/lattice-gpu-check/{bench,save}-*.log); do
+  echo "$(basename "$log"): $(grep -m1 '\[error\]' "$log" || tail -1 "$log")"
+done)
+no_budget=$(bench_run 1 0)
 out+="$bench_out"$'\n'"$no_budget"$'\n'
 echo "$out"
 problems=()
@@ -53,6 +58,11 @@ for name in $benches; do
   grep -qE "^NOT RUN.*: (.* )?$name( |;)" <<<"$no_budget" || problems+=("no budget: $name not named NOT RUN")
 done
 grep -q "^NOT RUN" <<<"$bench_out" && problems+=("--bench with 400 s: something was left out")
+[[ -z $wrong_failure ]] ||
+  problems+=("--bench: failed for another reason than the missing GPU: $(tr '\n' ' ' <<<"$wrong_failure")")
+for name in save-async dp2-nccl dp2-mpi pp2-interleaved-nccl; do
+  grep -qF "[$name] exited" <<<"$bench_out" || problems+=("--bench: $name did not run to its lines")
+done
 grep -qE "^FAIL compute-sanitizer memcheck: " <<<"$bench_out" ||
   problems+=("--bench: the memcheck step did not run the op harness to its result")
 grep -q "^NOT RUN.* pytorch:gpt2-124m-bf16-accum " <<<"$no_budget" || problems+=("no budget: PyTorch not named NOT RUN")
