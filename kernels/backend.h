@@ -65,6 +65,9 @@ struct Backend {
   std::array<uint8_t, 16> (*device_uuid)();
   size_t (*device_memory_bytes)();
   size_t (*peak_memory_bytes)();  // the most device memory in use at once so far
+  // Optional (GPUs): the device's memory in use now beyond the allocator's (the CUDA context, the
+  // libraries' handles, NCCL's buffers, other processes on the device), which the plan does not count.
+  size_t (*memory_outside_pool_bytes)();
   void (*set_tf32)(bool enabled);  // f32 matmuls in TF32 from now on (training.tf32)
   // Optional: gemm_gelu and gemm_dgelu take problems from now on (training.gelu_fusion).
   void (*set_gelu_fusion)(bool enabled);

@@ -147,6 +147,9 @@ int run_benchmark(Config c, int64_t steps, bool profile_ops) {
   std::printf("peak host memory (RSS)       : %.3f GiB\n", r.peak_host_bytes / double(1 << 30));
   if (r.peak_device_bytes >= 0)
     std::printf("peak %s memory             : %.3f GiB\n", device_name(device), r.peak_device_bytes / double(1 << 30));
+  if (r.device_outside_pool_bytes >= 0)
+    std::printf("%s memory beyond the pool  : %.3f GiB (the CUDA context, libraries, NCCL; not in the plan)\n",
+                device_name(device), r.device_outside_pool_bytes / double(1 << 30));
   if (c.training.precision == Precision::kBf16) {
     // The bf16 GEMM path against the f32 one, same shape, same run (bf16 in and out, f32 accumulate).
     const int64_t n = device == Device::kCpu ? 1536 : 8192;

@@ -67,6 +67,7 @@ void MetricsWriter::write_summary(const RunSummary& s) {
   put("bubble_theory", s.bubble_theory);
   put("peak_host_bytes", s.peak_host_bytes);
   put("peak_device_bytes", s.peak_device_bytes);
+  put("device_outside_pool_bytes", s.device_outside_pool_bytes);
   put("predicted_peak_bytes", s.predicted_peak_bytes);
   put("predicted_storage_bytes", s.predicted_storage_bytes);
   put("start_host_bytes", s.start_host_bytes);

@@ -59,6 +59,9 @@ struct RunSummary {
   double dp_wait_s = -1;
   double peak_host_bytes = -1;    // the largest rank's peak resident host memory (getrusage ru_maxrss)
   double peak_device_bytes = -1;  // GPU: the most device memory in use at once (the pool's high mark)
+  // GPU: the device's memory in use beyond the pool at the end of the run, of the rank with the
+  // largest pool high mark (the CUDA context, the libraries, NCCL's buffers, other processes).
+  double device_outside_pool_bytes = -1;
   // The memory plan (trainer/memory_plan.h) against the measured peaks: predicted_peak_bytes is the
   // largest rank's (compare peak_host_bytes, the largest RSS); the storage pair is of the rank with
   // the largest tensor storage high mark (host storage on CPU, the pool on GPU).

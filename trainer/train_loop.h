@@ -54,6 +54,7 @@ struct TrainResult {
   // Peak memory of this process by the end of the run: resident host memory, and device memory on a GPU (-1 on the CPU).
   double peak_host_bytes = 0;
   double peak_device_bytes = -1;
+  double device_outside_pool_bytes = -1;  // GPU: beyond the pool at the end (the context, libraries, NCCL)
   // TrainOptions::profile_ops: device time by op and operand shapes over `profiled_steps` steps.
   std::vector<OpTime> op_profile;
   int64_t profiled_steps = 0;

@@ -464,6 +464,7 @@ void TrainingSession::report_memory(RunSummary& summary) {
   // (the program, its libraries — the CUDA libraries of a --config=cuda build among them — and MPI).
   struct RankPeak {
     int64_t predicted = 0, predicted_storage = 0, allocated = 0, rss = 0, start_rss = 0;
+    int64_t outside_pool = -1;  // GPU: the device's memory in use beyond the pool, at the end of the run
   };
   const MemoryPlan& plan = memory_plan_;
   const RankMemoryPlan& own = plan.ranks[static_cast<size_t>(rc_.grid.pp_rank())];
@@ -471,7 +472,10 @@ void TrainingSession::report_memory(RunSummary& summary) {
   const bool on_cpu = device_->device() == Device::kCpu;
   const RankPeak mine{own.total_bytes + (on_cpu ? start_resident_bytes_ : 0), own.storage_bytes,
                       static_cast<int64_t>(on_cpu ? Storage::host_peak_bytes() : backend.peak_memory_bytes()),
-                      peak_resident_bytes(), start_resident_bytes_};
+                      peak_resident_bytes(), start_resident_bytes_,
+                      backend.memory_outside_pool_bytes != nullptr
+                          ? static_cast<int64_t>(backend.memory_outside_pool_bytes())
+                          : int64_t{-1}};
   const std::vector<RankPeak> all =
       rc_.grid.world_size() > 1 ? rc_.world->host().all_gather(mine, "memory report") : std::vector<RankPeak>{mine};
   size_t worst = 0;  // the rank with the largest tensor storage high mark
@@ -490,9 +494,14 @@ void TrainingSession::report_memory(RunSummary& summary) {
                  gib(w.allocated), off(w.allocated, w.predicted_storage), gib(w.rss), off(w.rss, w.predicted));
   } else {
     spdlog::info("memory{}: predicted peak {:.3f} GiB on the {}; measured: the memory pool's high mark {:.3f} GiB "
-                 "({:+.1f}%); peak host RSS {:.3f} GiB",
+                 "({:+.1f}%); peak host RSS {:.3f} GiB{}",
                  all.size() > 1 ? fmt::format(" (rank {}, the largest)", worst) : "", gib(w.predicted),
-                 device_name(device_->device()), gib(w.allocated), off(w.allocated, w.predicted), gib(w.rss));
+                 device_name(device_->device()), gib(w.allocated), off(w.allocated, w.predicted), gib(w.rss),
+                 w.outside_pool < 0 ? ""
+                                    : fmt::format("; in use beyond the pool at the end, not in the plan: {:.3f} GiB "
+                                                  "(the CUDA context, cuBLASLt and cuDNN, NCCL's buffers, any other "
+                                                  "process on this GPU)",
+                                                  gib(w.outside_pool)));
   }
   // The job's largest figures: what has to fit on a node's most loaded rank.
   int64_t predicted = 0, rss = 0, start_rss = 0;
@@ -507,8 +516,10 @@ void TrainingSession::report_memory(RunSummary& summary) {
   summary.predicted_storage_bytes = static_cast<double>(w.predicted_storage);
   summary.peak_allocated_bytes = static_cast<double>(w.allocated);
   if (!on_cpu) summary.peak_device_bytes = static_cast<double>(w.allocated);
+  summary.device_outside_pool_bytes = static_cast<double>(w.outside_pool);
   result_.peak_host_bytes = static_cast<double>(mine.rss);
   if (!on_cpu) result_.peak_device_bytes = static_cast<double>(mine.allocated);
+  result_.device_outside_pool_bytes = static_cast<double>(mine.outside_pool);
 }
 
 bool TrainingSession::timed_step(int64_t step) const {

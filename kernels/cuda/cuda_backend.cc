@@ -291,6 +291,7 @@ constexpr Backend kCudaBackend{
     .device_uuid = &device_uuid,
     .device_memory_bytes = &device_memory_bytes,
     .peak_memory_bytes = &pool_peak_bytes,
+    .memory_outside_pool_bytes = &used_outside_pool_bytes,
     .set_tf32 = &set_tf32,
     .set_gelu_fusion = &set_gelu_fusion,
     .set_bias_grad_fusion = &set_bias_grad_fusion,

@@ -188,6 +188,16 @@ size_t pool_peak_bytes() {
   return peak;
 }
 
+size_t used_outside_pool_bytes() {
+  ensure_started();
+  size_t free_bytes = 0, total = 0;
+  LATTICE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  uint64_t reserved = 0;  // what the pool holds from the driver, in use or kept for reuse
+  LATTICE_CUDA_CHECK(cudaMemPoolGetAttribute(state().pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  const size_t used = total - free_bytes;
+  return used > reserved ? used - reserved : 0;
+}
+
 void copy_to_host(const void* device_src, void* host_dst, int64_t bytes) {
   if (bytes <= 0) return;
   PinnedStage& stage = stage_to_host();

@@ -43,6 +43,10 @@ void release(void* ptr);
 // Bytes of the pool in use now and at most since the process started.
 size_t pool_used_bytes();
 size_t pool_peak_bytes();
+// The device's memory in use now beyond what the pool holds (cudaMemGetInfo's total less free,
+// less the pool's reserved bytes): the CUDA context, cuBLASLt's and cuDNN's handles and kernels,
+// NCCL's buffers, and any other process on this GPU. The memory plan counts none of these.
+size_t used_outside_pool_bytes();
 
 // Host <-> device copies that return when the host side may be read / reused: staged through one
 // pinned buffer per direction (an async copy from pageable memory is synchronous anyway).

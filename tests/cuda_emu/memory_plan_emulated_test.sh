@@ -62,9 +62,15 @@ LATTICE_EMULATED_GPUS=2 LATTICE_EMULATED_GPU_MEMORY_MIB=80 refused refused_3_ran
 grep -a -q "× 2 ranks sharing this GPU = 95.8 MiB, but this GPU has 80.0 MiB" "$WORK/refused_3_ranks_2_gpus.log" ||
   fail "refused_3_ranks_2_gpus: the ranks sharing GPU 0 did not say why"
 
-check f32 1 --ignore-memory-check
+# With 300 MiB in use beyond the pool (the emulator's stand-in for the CUDA context, the libraries
+# and NCCL), the memory line and the summary report it, apart from the plan's figures.
+LATTICE_EMULATED_GPU_OUTSIDE_POOL_MIB=300 check f32 1 --ignore-memory-check
 grep -a -q "but this GPU has 40.0 MiB.*(starting anyway: --ignore-memory-check)" "$WORK/f32.log" ||
   fail "f32 with --ignore-memory-check: no warning"
+grep -a -q "; in use beyond the pool at the end, not in the plan: 0.293 GiB (the CUDA context" "$WORK/f32.log" ||
+  fail "f32: the memory line does not report the 300 MiB beyond the pool"
+grep -a '"summary"' "$WORK/f32.jsonl" | grep -q "\"device_outside_pool_bytes\":$((300 << 20))[.,}]" ||
+  fail "f32: the summary's device_outside_pool_bytes is not 300 MiB"
 unset LATTICE_EMULATED_GPU_MEMORY_MIB
 check bf16 1 --set training.precision=bf16
 grep -a -q "cuDNN SDPA workspace: 4.0 MiB, allocated before step 1" "$WORK/bf16.log" ||
@@ -80,5 +86,5 @@ LATTICE_EMU_CUDNN_REFUSES=all check bf16_refused 1 --set training.precision=bf16
 LATTICE_EMU_CUDNN_REFUSES=backward check bf16_refused_backward 1 --set training.precision=bf16
 check tp2_f32 2 --set parallel.tensor=2
 echo "PASS: the pool's high mark within 1% of the memory plan in f32, bf16 (cuDNN's deterministic or plain" \
-  "backward, or cuDNN refusing either direction) and TP2; a run larger than" \
+  "backward, or cuDNN refusing either direction) and TP2; the memory beyond the pool reported; a run larger than" \
   "the GPU's memory refused before it allocates, alone and with 2 ranks sharing the GPU"

@@ -144,7 +144,7 @@ bench() {  # bench NAME CONFIG STEPS [--set ...]
   within "$name" 150 || return 0
   timeout "$limit" "$LATTICE" bench --config "$cfg" --steps "$steps" --set device=cuda "$@" >"$LOGS/bench-$name.log" 2>&1
   local st=$?
-  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|MFU|precision|peak cuda|cuDNN SDPA workspace" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
+  grep -E "^== lattice bench|tokens/s|GFLOP/s|ratio|MFU|precision|peak cuda|beyond the pool|cuDNN SDPA workspace" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"
   sed -n '/^-- device time by op/,$p' "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"  # --profile-ops' table
   grep -o "cuBLASLt autotune: .*" "$LOGS/bench-$name.log" | sed "s/^/  [$name] /"  # training.gemm_autotune_dir's
   # Fused or batched GEMMs this cuBLASLt would not run, so ran as separate ops (slower, not wrong).
