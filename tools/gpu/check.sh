@@ -300,9 +300,9 @@ if [[ $gpus -ge 2 ]]; then
     within "$name" 240 || return 0
     timeout "$limit" mpirun -np 2 "$LATTICE" train --config configs/gpt2-124m.json --set device=cuda \
       --set data.path="$B/data/tiny" --set training.train_iters=8 --set optimizer.warmup_iters=2 \
-      --set training.eval_interval=0 \
-      --set training.micro_batch_size=4 --set training.global_batch_size=32 --set parallel.backend="$backend" \
-      --set logging.metrics_file="$LOGS/bench-$name.jsonl" "$@" >"$LOGS/bench-$name.log" 2>&1 ||
+      --set training.eval_interval=0 --set training.micro_batch_size=4 --set training.global_batch_size=32 \
+      --set parallel.backend="$backend" --set logging.metrics_file="$LOGS/bench-$name.jsonl" "$@" \
+      >"$LOGS/bench-$name.log" 2>&1 ||
       { echo "  [$name] exited $?: $(tail -2 "$LOGS/bench-$name.log")"; return; }
     python3 -c "import json, sys; s = [json.loads(l)['step_ms'] for l in open(sys.argv[1]) if 'step_ms' in l][1:]
 print(f'  [$name] mean step {sum(s) / len(s):.1f} ms over steps 2..{len(s) + 1}')" "$LOGS/bench-$name.jsonl"
