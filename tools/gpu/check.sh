@@ -271,6 +271,7 @@ TORCH_REF_LIMIT=300 torch_ref gpt2-124m-bf16-accum-compile configs/gpt2-124m.jso
 # The GPU and the libraries the benchmarks ran with (cuDNN's version decides its SDPA engines and workspace).
 gpu_line=$(awk 'match($0, /uses visible GPU.*/) { print substr($0, RSTART); exit }' "$LOGS"/bench-*.log 2>/dev/null)
 echo "-- the benchmarks' GPU: ${gpu_line:-none ran}"
+python3 tools/gpu/targets.py "$LOGS"  # issue 12's targets: the fastest row of each model, met or not
 # compute-sanitizer's memcheck over the op harness' small, odd shapes and offsets: our kernels, and
 # cuBLASLt's and cuDNN's reads of the buffers and layouts we hand them. The emulated suite's
 # sanitized build (tests/cuda_emu's SANITIZE) sees our kernels, not theirs. Last, as time allows;
