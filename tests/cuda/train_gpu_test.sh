@@ -7,8 +7,8 @@
 # PP2×v2 interleaved and DP2 with the distributed optimizer under mpirun on the one shared GPU
 # against the one-process CPU run; bf16 against bf16 on the CPU, with and without
 # training.gelu_fusion and training.bias_grad_fusion; LATTICE_CUBLASLT_PROBE changes no bit;
-# training.gemm_autotune_dir's choices saved, reused and resumed bitwise; (emulator) GEMMs cuBLASLt refuses run as separate ops; a run
-# larger than the GPU refused before it allocates.
+# training.gemm_autotune_dir's choices saved, reused and resumed bitwise; (emulator) GEMMs cuBLASLt
+# refuses run as separate ops; a run larger than the GPU refused before it allocates.
 # usage: train_gpu_test.sh LATTICE_BINARY DATA_PREFIX WORK_DIR   (run from the repository root)
 # Prints "PASS <name>" or "FAIL <name>: why" per check and ends with "N passed, M failed".
 set -uo pipefail
@@ -414,8 +414,8 @@ fi
 # shared operand, the residual read as C), whether its heuristic says so or only the call: each such
 # GEMM runs as separate ops from then on, the log names it, and training still matches the CPU (f32
 # within the GPU-vs-CPU bounds; bf16 with training.gelu_fusion and bias_grad_fusion within the bf16
-# ones). Only the emulator can be made to refuse (LATTICE_EMU_CUBLASLT_REFUSE); on a GPU the runs above take what
-# its cuBLASLt accepts.
+# ones). Only the emulator can be made to refuse (LATTICE_EMU_CUBLASLT_REFUSE); on a GPU the runs
+# above take what its cuBLASLt accepts.
 if grep -q "CPU emulator of a GPU" "$WORK/gpt2_gpu.log"; then
   for when in heuristic launch; do
     label="gpt2 (emulator): cuBLASLt refusing at its $when"

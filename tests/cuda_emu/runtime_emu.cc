@@ -31,6 +31,12 @@ std::unordered_map<void*, size_t>& live() {
 }
 size_t used = 0, peak = 0;
 
+// The bytes an environment variable gives in MiB, or `otherwise` when it is unset or not positive.
+size_t mib_from_env(const char* name, size_t otherwise) {
+  const char* mib = std::getenv(name);
+  return mib != nullptr && std::atoll(mib) > 0 ? static_cast<size_t>(std::atoll(mib)) << 20 : otherwise;
+}
+
 // The machine's emulated GPUs, numbered 0 .. LATTICE_EMULATED_GPUS - 1, that this process sees: as
 // CUDA does, CUDA_VISIBLE_DEVICES lists them (by number; e.g. each rank bound to its own, as Slurm's
 // --gpus-per-task does), else all. Visible GPU i is the list's i-th.
@@ -95,9 +101,8 @@ int device_compute_capability() {
 
 // The host's memory, or LATTICE_EMULATED_GPU_MEMORY_MIB (the memory check's tests).
 size_t device_memory_bytes() {
-  const char* mib = std::getenv("LATTICE_EMULATED_GPU_MEMORY_MIB");
-  if (mib != nullptr && std::atoll(mib) > 0) return static_cast<size_t>(std::atoll(mib)) << 20;
-  return static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(::sysconf(_SC_PAGE_SIZE));
+  return mib_from_env("LATTICE_EMULATED_GPU_MEMORY_MIB",
+                      static_cast<size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(::sysconf(_SC_PAGE_SIZE)));
 }
 
 cudaStream_t compute_stream() { return emu::compute_stream(); }
@@ -139,8 +144,7 @@ size_t pool_peak_bytes() {
 // No context or libraries hold device memory here: LATTICE_EMULATED_GPU_OUTSIDE_POOL_MIB stands in
 // for them (the memory report's test), else 0.
 size_t used_outside_pool_bytes() {
-  const char* mib = std::getenv("LATTICE_EMULATED_GPU_OUTSIDE_POOL_MIB");
-  return mib != nullptr && std::atoll(mib) > 0 ? static_cast<size_t>(std::atoll(mib)) << 20 : 0;
+  return mib_from_env("LATTICE_EMULATED_GPU_OUTSIDE_POOL_MIB", 0);
 }
 
 // As the real ones: a copy in the compute stream's order, and the host waits for it.
