@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/error.h"
+#include "kernels/no_cuda_device.h"
 
 namespace lattice::cuda {
 
@@ -95,9 +96,11 @@ int visible_device_count() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    throw InputError(fmt::format("no CUDA device is visible (cudaGetDeviceCount: {}); run on a machine with a "
-                                 "GPU, check CUDA_VISIBLE_DEVICES, or set device to \"cpu\"",
-                                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices"));
+    int driver = 0, runtime = 0;  // the driver's stays 0 where there is no driver
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    throw InputError(
+        no_cuda_device_message(err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", driver, runtime));
   }
   return count;
 }

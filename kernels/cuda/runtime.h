@@ -14,7 +14,7 @@
 namespace lattice::cuda {
 
 // How many CUDA devices are visible; throws lattice::InputError (exit 2) "no CUDA device is visible
-// (cudaGetDeviceCount: <reason>)" when none is.
+// (cudaGetDeviceCount: <reason>)" when none is, with what is missing (kernels/no_cuda_device.h).
 int visible_device_count();
 // Makes GPU local_rank mod visible the process's device (before any other call below). Returns a
 // line for the log naming the device.

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # device: "cuda" where it cannot run ends before any step with exit 2 and the one message that says
 # why: a CPU-only binary says it was built without CUDA; a CUDA binary on a machine with no visible
-# GPU says so with cudaGetDeviceCount's reason (CUDA_VISIBLE_DEVICES= hides any GPU there is). The
-# binary under test is whichever build ran the suite (tools/test.sh runs it --config=cuda).
+# GPU says so with cudaGetDeviceCount's reason (CUDA_VISIBLE_DEVICES= hides any GPU there is), and
+# on a machine with no NVIDIA driver (as CI's) says that, not CUDA's "driver version is insufficient".
+# The binary under test is whichever build ran the suite (tools/test.sh runs it --config=cuda).
 source tests/checkpoint/resume_lib.sh
 
 if "$LATTICE" --version | grep -q "CPU + CUDA"; then
   needle="no CUDA device is visible (cudaGetDeviceCount: "
+  # The driver as CUDA's runtime looks for it (dlopen of libcuda.so.1).
+  if ! python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>/dev/null; then
+    needle="no CUDA device is visible (cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime \
+version): no NVIDIA driver is installed here"
+  fi
 else
   needle='device: "cuda" but this binary was built without CUDA: build with --config=cuda'
 fi
