@@ -11,6 +11,24 @@
 
 namespace lattice {
 
+namespace {
+
+// The oldest GPUs the CUDA kernels are built for: SASS for sm_80 (which sm_86 and sm_89 run too) and
+// sm_90a, PTX for compute_90 that later GPUs compile (kernels/cuda/BUILD.bazel). On an older GPU the
+// first kernel would fail with CUDA's "no kernel image is available for execution on the device".
+constexpr int kOldestComputeCapability = 80;
+
+void check_compute_capability(const Backend& backend, int compute_capability) {
+  if (compute_capability <= 0 || compute_capability >= kOldestComputeCapability) return;  // 0: not known
+  throw InputError(fmt::format(
+      "GPU '{}' has compute capability {}.{}, and lattice's CUDA kernels need {}.{} or later (built for sm_80, "
+      "sm_90a and compute_90: A100, A10, L4, L40, H100, H200 and newer); run on such a GPU, or set device to \"cpu\"",
+      backend.device_model != nullptr ? backend.device_model() : "?", compute_capability / 10,
+      compute_capability % 10, kOldestComputeCapability / 10, kOldestComputeCapability % 10));
+}
+
+}  // namespace
+
 void select_training_device(const Config& config) {
   // Once per process: `lattice bench` selects before it measures the GEMM peak, then its training
   // session asks again for the same config; the device, TF32 and the log lines stay the first call's.
@@ -44,6 +62,7 @@ void select_training_device(const Config& config) {
   spdlog::info("matmul precision: {}", config.training.tf32 ? "TF32 tensor cores (training.tf32)" : "exact f32");
   const int compute_capability =
       backend.device_compute_capability != nullptr ? backend.device_compute_capability() : 0;
+  check_compute_capability(backend, compute_capability);
   const FusionChoice gelu = gelu_fusion_choice(config, compute_capability);
   if (backend.set_gelu_fusion != nullptr) backend.set_gelu_fusion(gelu.on);
   if (config.model.activation == Activation::kGelu) {
