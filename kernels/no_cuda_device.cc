@@ -6,8 +6,6 @@ namespace lattice {
 
 namespace {
 
-std::string cuda_version(int v) { return fmt::format("{}.{}", v / 1000, v % 1000 / 10); }
-
 // The oldest Linux driver branch for each CUDA major version (NVIDIA's CUDA Toolkit release notes,
 // "CUDA Toolkit and Minimum Required Driver Version"): a binary built with CUDA X.y runs on it
 // through minor version compatibility.
@@ -31,10 +29,13 @@ std::string no_cuda_device_message(std::string_view reason, int driver_cuda, int
     return head + fmt::format(": this binary was built with CUDA {} and the NVIDIA driver here supports CUDA up to {}; "
                               "install a driver for CUDA {}{}, or build lattice with a CUDA toolkit no newer than {} "
                               "(LATTICE_CUDA_PATH, see the README's GPUs section)",
-                              cuda_version(runtime_cuda), cuda_version(driver_cuda), cuda_version(runtime_cuda),
-                              driver_branch_for(runtime_cuda), cuda_version(driver_cuda));
+                              cuda_version_text(runtime_cuda), cuda_version_text(driver_cuda),
+                              cuda_version_text(runtime_cuda), driver_branch_for(runtime_cuda),
+                              cuda_version_text(driver_cuda));
   }
   return head + "; run on a machine with a GPU, check CUDA_VISIBLE_DEVICES, or set device to \"cpu\"";
 }
+
+std::string cuda_version_text(int version) { return fmt::format("{}.{}", version / 1000, version % 1000 / 10); }
 
 }  // namespace lattice

@@ -16,4 +16,8 @@ namespace lattice {
 // <reason>)" and says what to do.
 std::string no_cuda_device_message(std::string_view reason, int driver_cuda, int runtime_cuda);
 
+// A CUDA version number as CUDA gives it (major * 1000 + minor * 10) written "major.minor", as here
+// and on the device line (kernels/cuda/runtime.cc).
+std::string cuda_version_text(int version);
+
 }  // namespace lattice

@@ -18,13 +18,18 @@ namespace {
 // first kernel would fail with CUDA's "no kernel image is available for execution on the device".
 constexpr int kOldestComputeCapability = 80;
 
+// "X.Y" from major * 10 + minor.
+std::string capability_text(int compute_capability) {
+  return fmt::format("{}.{}", compute_capability / 10, compute_capability % 10);
+}
+
 void check_compute_capability(const Backend& backend, int compute_capability) {
   if (compute_capability <= 0 || compute_capability >= kOldestComputeCapability) return;  // 0: not known
   throw InputError(fmt::format(
-      "GPU '{}' has compute capability {}.{}, and lattice's CUDA kernels need {}.{} or later (built for sm_80, "
-      "sm_90a and compute_90: A100, A10, L4, L40, H100, H200 and newer); run on such a GPU, or set device to \"cpu\"",
-      backend.device_model != nullptr ? backend.device_model() : "?", compute_capability / 10,
-      compute_capability % 10, kOldestComputeCapability / 10, kOldestComputeCapability % 10));
+      "GPU '{}' has compute capability {}, and lattice's CUDA kernels need {} or later (built for sm_80, sm_90a "
+      "and compute_90: A100, A10, L4, L40, H100, H200 and newer); run on such a GPU, or set device to \"cpu\"",
+      backend.device_model != nullptr ? backend.device_model() : "?", capability_text(compute_capability),
+      capability_text(kOldestComputeCapability)));
 }
 
 }  // namespace
@@ -94,7 +99,7 @@ namespace {
 FusionChoice bf16_from_hopper(const Config& config, int compute_capability, const std::string& what) {
   if (config.training.precision != Precision::kBf16) return {false, "f32 keeps our own " + what + ", within 1e-5 of the CPU"};
   if (compute_capability <= 0) return {false, "the device's compute capability is not known"};
-  const std::string cc = fmt::format("compute capability {}.{}", compute_capability / 10, compute_capability % 10);
+  const std::string cc = "compute capability " + capability_text(compute_capability);
   if (compute_capability < 90) return {false, cc + ": cuBLASLt's fused epilogues pay from 9.0 (llm.c's default)"};
   return {true, "bf16 on " + cc};
 }

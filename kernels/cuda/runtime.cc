@@ -115,9 +115,9 @@ std::string select_device(int local_rank, int local_size) {
   LATTICE_CUDA_CHECK(cudaDriverGetVersion(&driver));
   LATTICE_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
   return fmt::format("cuda: local rank {} of {} uses visible GPU {} of {} ({}, {:.1f} GiB, sm_{}{}); driver's CUDA "
-                     "{}.{}, runtime {}.{}",
+                     "{}, runtime {}",
                      local_rank, local_size, chosen, count, prop.name, prop.totalGlobalMem / double(1 << 30),
-                     prop.major, prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+                     prop.major, prop.minor, cuda_version_text(driver), cuda_version_text(runtime));
 }
 
 std::array<uint8_t, 16> device_uuid() {
