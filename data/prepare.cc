@@ -130,16 +130,41 @@ int64_t check_input(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     throw InputError(fmt::format("{}: --input is a directory; pass the files in it (e.g. {}/*)", path, path));
   }
+  // A pipe or FIFO (`zcat x.gz | ... --input /dev/stdin`) can be read once only: peeking at its
+  // first bytes here would take them from the reader, so only regular files are sniffed and sized.
+  if (!std::filesystem::is_regular_file(path, ec)) return 0;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(fmt::format("{}: cannot read input file; check --input and permissions", path));
   unsigned char magic[2] = {0, 0};
   ssize_t n = ::read(fd, magic, 2);
   ::close(fd);
   if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-    throw InputError(fmt::format("{}: input is gzip-compressed; decompress it first (gunzip -k)", path));
+    throw InputError(fmt::format("{}: input is gzip-compressed; decompress it first (gunzip -k, or zcat {} | "
+                                 "lattice data prepare --input /dev/stdin ...)",
+                                 path, path));
   }
   auto size = std::filesystem::file_size(path, ec);
   return ec ? 0 : static_cast<int64_t>(size);
+}
+
+// The files `data prepare` writes for PREFIX; none of them may be an input (the commit would
+// replace the input it is reading).
+void check_output_is_not_input(const std::string& prefix, const std::vector<std::string>& inputs) {
+  if (std::filesystem::path(prefix).filename().empty()) {
+    throw InputError(fmt::format("--output-prefix {}: names a directory; add a file name prefix (e.g. {}text)",
+                                 prefix, prefix));
+  }
+  for (const std::string& output : {prefix + ".bin", prefix + ".idx", tokenizer_record_path(prefix),
+                                    dataset_stats_path(prefix)}) {
+    for (const std::string& input : inputs) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(input, output, ec)) {
+        throw InputError(fmt::format("--input {} is also an output of --output-prefix {} ({}); choose another "
+                                     "--output-prefix",
+                                     input, prefix, output));
+      }
+    }
+  }
 }
 
 // Line and file offset of byte `index` of a piece.
@@ -154,13 +179,15 @@ struct EncoderContext {
   bool require_utf8;
 };
 
+// `what` says where the text is and why it must be UTF-8; only a text file's bytes can go to the
+// byte tokenizer instead (a JSON line must be UTF-8 whatever the tokenizer).
 void check_utf8(const EncoderContext& ctx, const DocumentPiece& p, const char* what) {
   size_t bad = find_invalid_utf8(p.text);
   if (bad == std::string_view::npos) return;
-  throw InputError(fmt::format("{}: invalid UTF-8 (byte 0x{:02x}) {}; fix or drop the document (iconv -c), or "
-                               "use --tokenizer byte",
+  throw InputError(fmt::format("{}: invalid UTF-8 (byte 0x{:02x}) {}; fix or drop the document (iconv -c){}",
                                locate(ctx.reader->path(p.file), p, bad),
-                               static_cast<unsigned>(static_cast<unsigned char>(p.text[bad])), what));
+                               static_cast<unsigned>(static_cast<unsigned char>(p.text[bad])), what,
+                               p.jsonl ? "" : ", or use --tokenizer byte"));
 }
 
 // The document text of a JSONL line; throws InputError naming file and line.
@@ -284,6 +311,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   const Tokenizer& tok = *tokenizer;
 
   // Check every input before writing anything.
+  check_output_is_not_input(opts.output_prefix, opts.inputs);
   int64_t total_bytes = 0;
   std::vector<std::string> formats;
   for (const std::string& path : opts.inputs) {
@@ -306,8 +334,6 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   TokenDType dtype = token_dtype_for_vocab(tok.vocab_size());
   summary.dtype = token_dtype_name(dtype);
   IndexedDatasetWriter writer(opts.output_prefix, dtype);
-  // A record left by an earlier prepare must not describe this dataset if this one fails.
-  std::filesystem::remove(tokenizer_record_path(opts.output_prefix), ec);
 
   const size_t batch_bytes = std::max<size_t>(opts.batch_bytes, 1);
   const int window = opts.max_batches_in_flight > 0 ? opts.max_batches_in_flight : 2 * workers + 2;
@@ -384,6 +410,10 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
     work.close();
     for (std::thread& t : threads) t.join();
     threads.clear();
+    // Every document is in: from here the old dataset is replaced. Its records go first, so that
+    // they never describe the new .bin/.idx (a failure before this point leaves all four as they were).
+    std::filesystem::remove(tokenizer_record_path(opts.output_prefix), ec);
+    std::filesystem::remove(dataset_stats_path(opts.output_prefix), ec);
     writer.finish();
     write_tokenizer_record(opts.output_prefix, opts.tokenizer, tok);
     write_dataset_stats(opts.output_prefix, writer.largest_token());  // train and validate need not read the ids again

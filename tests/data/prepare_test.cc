@@ -1,9 +1,15 @@
 // prepare_dataset on text (file, blank-line, fortune "%" separators) and JSONL, and its errors;
 // the byte tokenizer.
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "data/indexed_dataset.h"
 #include "data/prepare.h"
@@ -145,6 +151,44 @@ TEST_CASE("prepare text files") {
   }
 }
 
+TEST_CASE("prepare reads a pipe once and never overwrites its input or an old dataset's records") {
+  TempDir dir("prepare_io");
+  PrepareOptions o;
+  o.output_prefix = dir / "ds";
+  SECTION("a pipe's first bytes reach the dataset (`zcat x.gz | ... --input /dev/stdin`)") {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const std::string text = "hello world, this is a text document\n";
+    REQUIRE(::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    ::close(fds[1]);  // the reader sees the text, then end of file
+    o.inputs = {fmt::format("/proc/self/fd/{}", fds[0])};
+    prepare_dataset(o);
+    ::close(fds[0]);
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{text});
+  }
+  SECTION("an input that is one of the outputs is refused, and left as it was") {
+    write_text(dir / "ds.bin", "not a dataset: the user's own file\n");
+    o.inputs = {dir / "ds.bin"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("--input " + dir / "ds.bin") &&
+                                                Catch::Contains("is also an output of --output-prefix"));
+    std::ifstream in(dir / "ds.bin");
+    REQUIRE(std::string(std::istreambuf_iterator<char>(in), {}) == "not a dataset: the user's own file\n");
+    o.output_prefix = dir / "sub/";
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("names a directory"));
+  }
+  SECTION("a failed prepare over a dataset keeps the records that describe it") {
+    write_text(dir / "good.jsonl", "{\"text\": \"hello world\"}\n");
+    o.inputs = {dir / "good.jsonl"};
+    prepare_dataset(o);
+    for (const char* ext : {".tokenizer.json", ".stats.json"}) REQUIRE(fs::exists(o.output_prefix + ext));
+    write_text(dir / "bad.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\"\n");
+    o.inputs = {dir / "bad.jsonl"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("bad.jsonl:2"));
+    for (const char* ext : {".tokenizer.json", ".stats.json"}) REQUIRE(fs::exists(o.output_prefix + ext));
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"hello world"});
+  }
+}
+
 TEST_CASE("prepare JSONL") {
   TempDir dir("prepare_jsonl");
   PrepareOptions o;
@@ -173,8 +217,9 @@ TEST_CASE("prepare JSONL") {
   SECTION("invalid UTF-8 in a JSON line names file, line and byte offset") {
     write_text(dir / "u.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"bad \xff here\"}\n");
     o.inputs = {dir / "u.jsonl"};
+    // JSON text is UTF-8 whatever the tokenizer: no advice to switch to the byte tokenizer.
     REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "u.jsonl:2") && Catch::Contains("byte offset 29") &&
-                                                Catch::Contains("UTF-8"));
+                                                Catch::Contains("UTF-8") && !Catch::Contains("--tokenizer byte"));
     REQUIRE_FALSE(fs::exists(o.output_prefix + ".idx"));
   }
   SECTION("--json-key and --format jsonl") {
