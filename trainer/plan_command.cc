@@ -1,8 +1,10 @@
 // `lattice plan`'s output (see plan_command.h).
 #include "trainer/plan_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,16 +14,41 @@
 namespace lattice {
 namespace {
 
-// The layout's keys that differ from the config's own.
-std::string set_args(const LayoutPrediction& l, const Config& config) {
+std::string override_key(const std::string& assignment) { return assignment.substr(0, assignment.find('=')); }
+
+// `text` as one shell word: as it is when it holds nothing the shell reads, else in single quotes.
+std::string shell_word(const std::string& text) {
+  const bool plain = !text.empty() && text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                              "0123456789_-+=.,:/@%") == std::string::npos;
+  if (plain) return text;
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The user's own overrides (the planned model is the config file with them) less those a layout
+// key replaces, then `layout`'s keys.
+std::vector<std::string> with_user_overrides(const std::vector<std::string>& user, std::vector<std::string> layout) {
+  std::vector<std::string> out;
+  for (const std::string& u : user) {
+    const bool replaced = std::any_of(layout.begin(), layout.end(),
+                                      [&](const std::string& s) { return override_key(s) == override_key(u); });
+    if (!replaced) out.push_back(u);
+  }
+  out.insert(out.end(), std::make_move_iterator(layout.begin()), std::make_move_iterator(layout.end()));
+  return out;
+}
+
+// The command line's --set arguments: the user's, then the layout's keys that differ from the config.
+std::string set_args(const LayoutPrediction& l, const Config& config, const std::vector<std::string>& user) {
   std::string out;
-  for (const std::string& s : layout_overrides(l, &config)) out += " --set " + s;
+  for (const std::string& s : with_user_overrides(user, layout_overrides(l, &config))) out += " --set " + shell_word(s);
   return out;
 }
 
 }  // namespace
 
-nlohmann::json plan_json(const PlanResult& result) {
+nlohmann::json plan_json(const PlanResult& result, const std::vector<std::string>& user_overrides) {
   nlohmann::json list = nlohmann::json::array();
   for (const LayoutPrediction& l : result.layouts) {
     list.push_back({
@@ -48,7 +75,7 @@ nlohmann::json plan_json(const PlanResult& result) {
         {"mfu", l.mfu},
         {"bubble", l.bubble},
         {"simulated", l.simulated},
-        {"set", layout_overrides(l)},
+        {"set", with_user_overrides(user_overrides, layout_overrides(l))},
     });
   }
   return list;
@@ -81,7 +108,7 @@ std::string format_plan(const PlanResult& result, const Config& config, const Gp
         ++rank, l.tensor, l.pipeline, l.data, l.virtual_stages, l.micro_batch_size, l.micro_batches,
         l.sequence_parallel ? "y" : "n", l.distributed_optimizer ? "y" : "n", recompute_name(l.recompute),
         format_bytes(l.memory_bytes), l.fits ? "yes" : "NO", l.step_s, l.tokens_per_s, 100 * l.mfu, 100 * l.bubble,
-        options.plan.gpus, options.config_path, set_args(l, config));
+        options.plan.gpus, shell_word(options.config_path), set_args(l, config, options.overrides));
   }
   return out;
 }
@@ -93,7 +120,7 @@ int run_plan_command(const PlanCommandOptions& options) {
   const PlanResult result = plan_layouts(config, gpu, options.plan);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.json) {
-    std::printf("%s\n", plan_json(result).dump(2).c_str());
+    std::printf("%s\n", plan_json(result, options.overrides).dump(2).c_str());
     spdlog::info("plan: {} valid layouts, {} simulated, planned in {:.3f} s", result.candidates, result.simulated,
                  seconds);
   } else {

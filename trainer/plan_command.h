@@ -23,8 +23,10 @@ struct PlanCommandOptions {
 
 // One object per layout: tensor, pipeline, data, virtual_stages, schedule, micro_batch_size,
 // micro_batches, global_batch_size, sequence_parallel, distributed_optimizer, recompute,
-// memory_bytes, fits, step_s (and its parts), tokens_per_s, mfu, bubble, set (the --set arguments).
-nlohmann::json plan_json(const PlanResult& result);
+// memory_bytes, fits, step_s (and its parts), tokens_per_s, mfu, bubble, set (the --set arguments
+// that train it from the config file: `user_overrides`, the plan's own --set, less those the layout
+// replaces, then every layout key).
+nlohmann::json plan_json(const PlanResult& result, const std::vector<std::string>& user_overrides = {});
 // The ranked table with a header naming the GPU, the calibration and how long planning took.
 std::string format_plan(const PlanResult& result, const Config& config, const GpuSpec& gpu,
                         const PlanCommandOptions& options, double seconds);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `lattice plan` from the command line: a GPU count no layout can use exits 2 naming --gpus; --json is
 # one JSON list with the documented fields; every printed command line's --set arguments pass
-# `lattice validate` for that many ranks; --gpu FILE reads a spec and a bad one exits 2 naming --gpu.
+# `lattice validate` for that many ranks, the user's own --set included; --gpu FILE reads a spec and a
+# bad one exits 2 naming --gpu.
 set -uo pipefail
 LATTICE=trainer/lattice
 WORK=${TEST_TMPDIR:-$(mktemp -d)}
@@ -41,6 +42,32 @@ for gpus in 4 16; do
   done < <(grep 'mpirun -np' "$WORK/plan.txt")
 done
 echo "ok: every printed layout validates"
+
+# The user's --set values are part of the planned model: every command line repeats them (quoted
+# where the shell would split them), a validated command line gives its row's memory, and --json's
+# "set" holds each key once.
+user=(--set model.num_layers=16 --set training.global_batch_size=64 --set "training.sample_prompt=it's here")
+$LATTICE plan --config configs/llama3-8b.json --gpus 8 --top 3 "${user[@]}" >"$WORK/user.txt" 2>&1 || fail "plan with --set"
+[[ $(grep -c 'mpirun -np' "$WORK/user.txt") -eq 3 ]] || fail "plan with --set: $(cat "$WORK/user.txt")"
+while IFS= read -r line; do
+  eval "sets=(${line#*--config configs/llama3-8b.json})"
+  [[ " ${sets[*]} " == *" model.num_layers=16 "* && " ${sets[*]} " == *" training.sample_prompt=it's here "* ]] ||
+    fail "the command line lost the user's --set: $line"
+  memory=$(awk '{print $11, $12}' <<<"$line")
+  peak=$($LATTICE validate --config configs/llama3-8b.json --set data.path= "${sets[@]}" --world-size 8 2>/dev/null |
+    awk '/^  peak/ {print $2, $3}')
+  [[ "$peak" == "$memory" ]] || fail "the row says $memory, validating its command line $peak: $line"
+done < <(grep 'mpirun -np' "$WORK/user.txt")
+$LATTICE plan --config configs/llama3-8b.json --gpus 8 --top 3 --json "${user[@]}" >"$WORK/user.json" 2>/dev/null ||
+  fail "plan --json with --set"
+python3 - "$WORK/user.json" <<'PY' || fail "--json set with the user's --set"
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    keys = [s.split("=")[0] for s in r["set"]]
+    assert len(keys) == len(set(keys)), r["set"]
+    assert "model.num_layers=16" in r["set"] and "training.global_batch_size=64" in r["set"], r["set"]
+PY
+echo "ok: the plan's command lines keep the user's --set"
 
 cat >"$WORK/gpu.json" <<'JSON'
 {"name": "test-gpu", "peak_bf16_flops": 1e15, "memory_bytes": 2e11, "gpus_per_node": 4}
