@@ -1,6 +1,7 @@
 // The launcher's placement of this process, from mpirun's or srun's environment.
 #include "trainer/launcher_env.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -67,6 +68,32 @@ LauncherPlacement launcher_placement() {
     return {"srun", *rank, *rank + 1, "SLURM_LOCALID (no per-node task count: at least local rank + 1)"};
   }
   return {};
+}
+
+LauncherTasks launcher_tasks() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    if (const auto n = env_int(name)) return {*n, name};
+  }
+  return {};
+}
+
+std::optional<std::string> launcher_world_mismatch(const LauncherTasks& launched, int mpi_world) {
+  if (launched.tasks <= std::max(mpi_world, 1)) return std::nullopt;
+  const std::string started = fmt::format("the launcher started {} tasks ({}={})", launched.tasks, launched.variable,
+                                          launched.tasks);
+  if (mpi_world == 0) {
+    return fmt::format(
+        "{}, but gave this one no MPI process-management interface (no PMIX_RANK, PMI_SIZE or "
+        "OMPI_COMM_WORLD_SIZE) to find the others: each task would train alone, on the same files. Launch with "
+        "`srun --mpi=pmix` (`srun --mpi=list` shows what this cluster has) or with mpirun",
+        started);
+  }
+  return fmt::format(
+      "{}, but MPI joined {} of them into this job: the MPI lattice was built with does not speak this "
+      "launcher's process-management interface (an `srun --mpi` plugin it lacks, or another MPI's mpirun), so "
+      "each task would train alone, on the same files. Launch with the mpirun of the OpenMPI lattice links "
+      "(`ldd lattice | grep libmpi`) or with `srun --mpi=pmix`",
+      started, mpi_world);
 }
 
 std::string describe_launcher(const LauncherPlacement& p) {

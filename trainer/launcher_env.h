@@ -2,6 +2,7 @@
 // or srun (SLURM_*), read from the environment before MPI is initialized.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace lattice {
@@ -21,6 +22,20 @@ LauncherPlacement launcher_placement();
 // The task count of node `node_index` in Slurm's compressed per-node list ("2(x3),1": nodes 0-2 run
 // 2 tasks, node 3 runs 1); 0 when the list is malformed or shorter.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_index);
+
+// The tasks the launcher started for this job step, and the variable that says so: OpenMPI's
+// OMPI_COMM_WORLD_SIZE, PMI's PMI_SIZE, or srun's SLURM_STEP_NUM_TASKS (set in an srun step's tasks,
+// not in a batch script, whose SLURM_NTASKS is the allocation's). 0 tasks when none is set.
+struct LauncherTasks {
+  int tasks = 0;
+  std::string variable;
+};
+LauncherTasks launcher_tasks();
+
+// Why this process cannot run the job the launcher started, or nullopt: the launcher started more
+// tasks than the `mpi_world` ranks MPI joined (`mpi_world` 0: MPI not initialized, as a plain start
+// is), so each task would train alone as a one-rank job, on the same files.
+std::optional<std::string> launcher_world_mismatch(const LauncherTasks& launched, int mpi_world);
 
 // One line for the start of a parallel run: "srun (Slurm job 12 step 0): local rank 0 of 2 on this
 // node (SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE)".

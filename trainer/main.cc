@@ -217,6 +217,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   // on, saves and exits 0 (trainer/stop_request.h); a second SIGINT aborts at once.
   install_preemption_handlers();
   if (!launched_under_mpi()) {
+    if (const auto mismatch = launcher_world_mismatch(launcher_tasks(), 0)) throw InputError(*mismatch);
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
     if (config_device(c) != Device::kCpu) select_training_device(c);
     check_memory(c, validate_layout(c, 1), ignore_memory_check, GpuSharing{});
@@ -228,6 +229,7 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   // A parallel job: world = tensor × pipeline × data ranks.
   MpiRuntime mpi(argc, argv);
   install_preemption_handlers();  // again: MPI_Init must not have taken SIGTERM / SIGUSR1 / SIGINT over
+  if (const auto mismatch = launcher_world_mismatch(launcher_tasks(), mpi.world_size())) throw InputError(*mismatch);
   const ParallelLayout layout = validate_layout(c, mpi.world_size());
   auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
   std::unique_ptr<MpiCommunicator> mpi_world = mpi.world(watchdog);

@@ -5,6 +5,7 @@
 #  1. `srun --mpi=pmix -n 2 lattice train` for DP2 and PP2 trains exactly what `mpirun -np 2` trains
 #     (every step's loss, grad norm and lr, and the exported weights, bitwise), the world size and
 #     local rank read from Slurm's variables;
+#     `srun --mpi=none -n 2`, whose tasks cannot find each other, is refused by each (exit 2);
 #  2. `sbatch tools/slurm/lattice.sbatch` (2 tasks, DP2) with a time limit shorter than the run: the
 #     job gets Slurm's --signal, saves, requeues itself, resumes from `latest` and completes; the run
 #     assembled from its allocations equals an uninterrupted one bitwise, weights included;
@@ -69,6 +70,17 @@ for layout in parallel.data=2 parallel.pipeline=2; do
   python3 tests/checkpoint/compare_resumed.py "$d-mpirun.jsonl" "$d-srun.jsonl" "$d-mpirun" "$d-srun"
   echo "ok: srun --mpi=pmix -n 2 with $layout = mpirun -np 2 (every step, exported weights bitwise)"
 done
+
+# srun without a process-management interface MPI can use starts tasks that cannot find each other:
+# each would train alone on the same files, so each refuses (exit 2) and says how to launch.
+d=$WORK/mpi_none
+timeout 120 srun --mpi=none -n 2 "$LATTICE" train "${tiny[@]}" --set logging.metrics_file="$d.jsonl" >"$d.log" 2>&1 </dev/null
+code=$?
+[[ $code -eq 2 ]] || { tail -20 "$d.log"; fail "srun --mpi=none -n 2: exit $code, want 2"; }
+[[ $(grep -c "the launcher started 2 tasks (SLURM_STEP_NUM_TASKS=2).*srun --mpi=pmix" "$d.log") -eq 2 ]] ||
+  { cat "$d.log"; fail "srun --mpi=none -n 2: not refused by both tasks"; }
+[[ ! -e $d.jsonl ]] || fail "srun --mpi=none -n 2: a task trained"
+echo "ok: srun --mpi=none -n 2 is refused by each task (exit 2)"
 
 # 2. sbatch with a time limit shorter than the run. Slurm's shortest limit is a minute; slurmctld
 #    checks limits and --signal every 30 s and sends the signal once at most warn + 30 s are left, so

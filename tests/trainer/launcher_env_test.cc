@@ -65,3 +65,31 @@ TEST_CASE("placement from mpirun, srun or neither") {
   CHECK(p.local_size == 6);
   clear_launcher_env();
 }
+
+TEST_CASE("a launcher that started more tasks than MPI joined is refused, naming its variable") {
+  clear_launcher_env();
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) ::unsetenv(name);
+  CHECK(launcher_tasks().tasks == 0);
+  CHECK_FALSE(launcher_world_mismatch(launcher_tasks(), 0));  // a plain start
+
+  // srun --mpi=none -n 2: srun's step task count, no process-management interface.
+  ::setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+  REQUIRE(launcher_tasks().variable == "SLURM_STEP_NUM_TASKS");
+  const auto alone = launcher_world_mismatch(launcher_tasks(), 0);
+  REQUIRE(alone);
+  CHECK_THAT(*alone, Catch::Contains("SLURM_STEP_NUM_TASKS=2") && Catch::Contains("srun --mpi=pmix"));
+  CHECK_FALSE(launcher_world_mismatch(launcher_tasks(), 2));  // srun --mpi=pmix -n 2
+
+  // A PMI launcher of 4 tasks whose MPI came up as a singleton.
+  ::setenv("PMI_SIZE", "4", 1);
+  const auto singleton = launcher_world_mismatch(launcher_tasks(), 1);
+  REQUIRE(singleton);
+  CHECK_THAT(*singleton, Catch::Contains("4 tasks (PMI_SIZE=4)") && Catch::Contains("MPI joined 1 of them"));
+  CHECK_FALSE(launcher_world_mismatch(launcher_tasks(), 4));
+
+  // A batch script's one process (no step task count) or an srun step of one task is no mismatch.
+  ::unsetenv("PMI_SIZE");
+  ::setenv("SLURM_STEP_NUM_TASKS", "1", 1);
+  CHECK_FALSE(launcher_world_mismatch(launcher_tasks(), 0));
+  ::unsetenv("SLURM_STEP_NUM_TASKS");
+}
