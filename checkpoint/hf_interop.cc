@@ -1,12 +1,16 @@
 // HF interop: the name/layout mapping between our parameters and GPT-2 / Llama checkpoints.
 #include "checkpoint/hf_interop.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -268,9 +272,58 @@ HfFamily hf_family(const ModelConfig& c) {
   return HfFamily::kLlama;
 }
 
+namespace {
+
+// The settings of a model directory's config.json that no tensor shape shows (the norms' epsilon,
+// RoPE's base and scaling, the activation): a difference gives another model than the one the weights
+// were trained as, with no error, so each is warned about with the --set that matches it.
+void warn_on_hf_config_differences(const ModelConfig& c, const std::string& dir) {
+  const std::filesystem::path file = std::filesystem::path(dir) / "config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) || !std::filesystem::is_regular_file(file, ec)) return;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(std::ifstream(file));
+  } catch (const nlohmann::json::exception&) {
+    return;  // not ours to judge: the weights are what is read
+  }
+  if (!j.is_object()) return;
+  const bool gpt2 = hf_family(c) == HfFamily::kGpt2;
+  const auto differs = [](double a, double b) { return std::abs(a - b) > 1e-6 * std::max(std::abs(a), std::abs(b)); };
+  const auto check_number = [&](const char* key, double ours, const char* field) {
+    if (!j.contains(key) || !j[key].is_number()) return;
+    const double theirs = j[key].get<double>();
+    if (differs(theirs, ours))
+      spdlog::warn("model.init_from: {} says {} = {} but {} is {}: the weights were trained with {}; --set {}={} "
+                   "unless the change is meant",
+                   file.string(), key, theirs, field, ours, theirs, field, theirs);
+  };
+  check_number(gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", c.norm_eps, "model.norm_eps");
+  if (c.position_embedding == PositionEmbedding::kRope) {
+    check_number("rope_theta", c.rope_theta, "model.rope_theta");
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+      spdlog::warn("model.init_from: {} has rope_scaling {}, which lattice does not apply: positions are rotated "
+                   "as plain RoPE with base model.rope_theta",
+                   file.string(), j["rope_scaling"].dump());
+  }
+  const char* act_key = gpt2 ? "activation_function" : "hidden_act";
+  if (j.contains(act_key) && j[act_key].is_string()) {
+    const std::string act = j[act_key].get<std::string>();
+    const bool same = c.activation == Activation::kGelu ? (act == "gelu_new" || act == "gelu_pytorch_tanh")
+                                                        : act == "silu";
+    if (!same)
+      spdlog::warn("model.init_from: {} says {} = \"{}\" but lattice's model.activation {} computes {}", file.string(),
+                   act_key, act, c.activation == Activation::kGelu ? "gelu" : "swiglu",
+                   c.activation == Activation::kGelu ? "GELU's tanh approximation (gelu_new)" : "SiLU (silu)");
+  }
+}
+
+}  // namespace
+
 void import_hf(const ModelConfig& config, const std::string& path, ParameterStore& store) {
   const Mapping m = mapping_for(config);
   const HfWeights file(path);
+  warn_on_hf_config_differences(config, path);
 
   // The family prefix: the one under which the token embedding exists.
   std::string prefix = m.prefixes.front();
@@ -298,6 +351,8 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
       std::string hint = describe_file(file);
       if (ends_with(name, ".bias") && file.contains(prefix + m.embedding))
         hint = "the file has no biases there: set model.bias to false if the checkpoint has none";
+      if (name == "lm_head.weight" && !config.tie_embeddings && file.contains(prefix + m.embedding))
+        hint = "the file's LM head is its embedding (tied): set model.tie_embeddings to true";
       throw InputError(fmt::format("HF file '{}' has no tensor '{}', which a {} model with this config needs; {}",
                                    path, name, m.family_name, hint));
     }
@@ -447,6 +502,12 @@ void export_hf(const ModelConfig& config, const ParameterStore& store, const std
   const std::string weights = (std::filesystem::path(output_dir) / "model.safetensors").string();
   write_safetensors(weights, out, {{"format", "pt"}});
   write_file_atomically((std::filesystem::path(output_dir) / "config.json").string(), config_text);
+  // An earlier sharded save here would be read instead of this one by tools that follow the index
+  // (vLLM's loader does): remove it once this save is complete, as transformers' save_pretrained does.
+  const std::vector<std::string> removed = remove_sharded_weights(output_dir);
+  if (!removed.empty())
+    spdlog::warn("export: removed an earlier sharded save from '{}' so that nothing loads it instead: {}", output_dir,
+                 fmt::join(removed, ", "));
   spdlog::info("exported {} {} tensors to '{}'", out.size(), m.family_name, output_dir);
 }
 

@@ -29,6 +29,8 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
 // HF names; GPT-2 without the "transformer." prefix, Conv1D weights transposed back, c_attn fused) and `output_dir/config.json` (HF style). Each file
 // is written atomically; `output_dir` is created when missing. `eod_id`, when the tokenizer is
 // known: config.json's eos_token_id and bos_token_id (GPT-2's convention: one end-of-text token).
+// A sharded save already in `output_dir` (its index and model-0000x-of-0000y shards) is removed
+// once both files are written, with a warning naming what went.
 void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir,
                std::optional<int32_t> eod_id = std::nullopt, DType dtype = DType::kF32);
 

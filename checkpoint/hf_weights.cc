@@ -3,6 +3,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -44,6 +46,29 @@ std::map<std::string, std::string> read_weight_map(const std::string& index_path
 
 }  // namespace
 
+std::vector<std::string> remove_sharded_weights(const std::string& dir) {
+  const fs::path index = fs::path(dir) / kIndexFile;
+  std::error_code ec;
+  if (!fs::is_regular_file(index, ec)) return {};
+  std::map<std::string, std::string> weight_map;
+  try {
+    weight_map = read_weight_map(index.string());
+  } catch (const InputError&) {
+    return {};
+  }
+  static const std::regex kShardName(R"(model-[0-9]+-of-[0-9]+\.safetensors)");
+  std::set<std::string> shards;
+  for (const auto& [name, file] : weight_map) {
+    if (std::regex_match(file, kShardName)) shards.insert(file);
+  }
+  std::vector<std::string> removed;
+  for (const std::string& shard : shards) {
+    if (fs::remove(fs::path(dir) / shard, ec)) removed.push_back(shard);
+  }
+  if (fs::remove(index, ec)) removed.push_back(kIndexFile);
+  return removed;
+}
+
 HfWeights::HfWeights(const std::string& path) : path_(path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
@@ -51,6 +76,12 @@ HfWeights::HfWeights(const std::string& path) : path_(path) {
     return;
   }
   const fs::path dir(path);
+  // model.safetensors first, as transformers' from_pretrained reads it: beside an index it is the
+  // newer save (`lattice export` removes an older save's index and shards; see hf_interop.h).
+  if (fs::is_regular_file(dir / kSingleFile, ec)) {
+    add_file((dir / kSingleFile).string(), {});
+    return;
+  }
   if (fs::is_regular_file(dir / kIndexFile, ec)) {
     const std::string index = (dir / kIndexFile).string();
     std::map<std::string, std::vector<std::string>> by_file;
@@ -62,10 +93,6 @@ HfWeights::HfWeights(const std::string& path) : path_(path) {
                                      shard, names.front()));
       add_file(shard, names);
     }
-    return;
-  }
-  if (fs::is_regular_file(dir / kSingleFile, ec)) {
-    add_file((dir / kSingleFile).string(), {});
     return;
   }
   throw InputError(fmt::format("HF model directory '{}' holds neither {} nor {} (with its model-0000x-of-0000y "

@@ -13,6 +13,11 @@
 
 namespace lattice {
 
+// Removes a sharded save from model directory `dir`: model.safetensors.index.json and the shards it
+// names that are called as transformers names them (model-0000x-of-0000y.safetensors). Returns the
+// file names removed; a malformed index is left alone (the return value is then empty).
+std::vector<std::string> remove_sharded_weights(const std::string& dir);
+
 class HfWeights {
  public:
   // `path`: a .safetensors file or a model directory. InputError naming the path or file when the

@@ -4,10 +4,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "checkpoint/hf_interop.h"
 #include "checkpoint/safetensors.h"
@@ -307,6 +310,69 @@ TEST_CASE("HF model directories from the Python library: model.safetensors, or s
   }
 }
 
+TEST_CASE("an export over an earlier sharded save removes it, and model.safetensors is read first") {
+  const ModelConfig c = tiny_llama();
+  const std::string dir = fresh_dir("export_over_shards");
+  run_script_ok(fmt::format("llama-dir '{}' 3", dir));  // the Python library's sharded save
+  std::ofstream(dir + "/notes.txt") << "the user's own file\n";
+  ParameterStore old_model(model_parameter_specs(c), host_context());
+  import_hf(c, dir, old_model);
+
+  ParameterStore src(model_parameter_specs(c), host_context());
+  fill_distinct(src);
+  REQUIRE_FALSE(same_values(src, old_model));
+  export_hf(c, src, dir, std::nullopt, DType::kF32);
+  for (const char* gone : {"model.safetensors.index.json", "model-00001-of-00003.safetensors",
+                           "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"}) {
+    INFO(gone);
+    CHECK_FALSE(std::filesystem::exists(dir + "/" + gone));
+  }
+  CHECK(std::filesystem::exists(dir + "/notes.txt"));
+  ParameterStore back(model_parameter_specs(c), host_context());
+  import_hf(c, dir, back);
+  REQUIRE(same_values(back, src));
+
+  // A directory holding both (an older lattice's export over shards): model.safetensors is the model,
+  // as for transformers.
+  run_script_ok(fmt::format("llama-dir '{}' 3", dir + "_shards"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "_shards")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("model-", 0) == 0 || name == "model.safetensors.index.json")
+      std::filesystem::copy_file(entry.path(), dir + "/" + name);
+  }
+  ParameterStore both(model_parameter_specs(c), host_context());
+  import_hf(c, dir, both);
+  REQUIRE(same_values(both, src));
+}
+
+TEST_CASE("init_from warns where the model directory's config.json differs in what no tensor shape shows") {
+  const ModelConfig c = tiny_llama();
+  ParameterStore src(model_parameter_specs(c), host_context());
+  fill_distinct(src);
+  const std::string dir = fresh_dir("config_differs");
+  export_hf(c, src, dir, std::nullopt, DType::kF32);
+  const auto import_log = [&] {
+    std::ostringstream log;
+    auto previous = spdlog::default_logger();
+    spdlog::set_default_logger(
+        std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+    ParameterStore back(model_parameter_specs(c), host_context());
+    import_hf(c, dir, back);
+    spdlog::set_default_logger(previous);
+    return log.str();
+  };
+  CHECK_THAT(import_log(), !Catch::Contains("[warning]"));  // its own export agrees
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  j["rope_theta"] = 500000.0;  // Llama 3's
+  j["rms_norm_eps"] = 1e-6;
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  std::ofstream(dir + "/config.json") << j.dump();
+  const std::string log = import_log();
+  CHECK_THAT(log, Catch::Contains("rope_theta = 500000 but model.rope_theta is 10000") &&
+                      Catch::Contains("--set model.rope_theta=500000") && Catch::Contains("--set model.norm_eps=1e-06") &&
+                      Catch::Contains("rope_scaling") && Catch::Contains("does not apply"));
+}
+
 TEST_CASE("a bf16 export holds BF16 tensors and imports back as the rounded values") {
   const ModelConfig c = tiny_llama();
   ParameterStore src(model_parameter_specs(c), host_context());
@@ -377,6 +443,12 @@ TEST_CASE("HF import errors name the tensor, the file and the field to fix") {
     // ...while a tied copy is accepted.
     const std::string ok = variant("tied", [](auto& t) { t["lm_head.weight"] = t.at("wte.weight"); });
     REQUIRE(import_error(c, ok).empty());
+  }
+  SECTION("a tied file into an untied config is told to tie") {
+    ModelConfig untied = c;
+    untied.tie_embeddings = false;
+    REQUIRE_THAT(import_error(untied, dir + "/model.safetensors"),
+                 Catch::Contains("'lm_head.weight'") && Catch::Contains("set model.tie_embeddings to true"));
   }
   SECTION("wrong family") {
     const std::string llama_py = test_tmpdir() + "/py_llama_for_errors.safetensors";
