@@ -1,9 +1,15 @@
 // Metrics file (JSON lines) and the step log line.
 #include "trainer/metrics.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -14,13 +20,58 @@
 
 namespace lattice {
 
+namespace {
+
+// The file open as `fd` truncated back to just after its last newline (to 0 without one); returns
+// the bytes dropped. A file that ends in a newline, is empty or is not a regular file is left alone.
+int64_t drop_torn_last_line(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return 0;
+  const auto refuse = [&](const char* what) {
+    throw InputError(fmt::format("logging.metrics_file: cannot {} '{}': {}; check the file and its permissions", what,
+                                 path, std::strerror(errno)));
+  };
+  char last = 0;
+  if (::pread(fd, &last, 1, st.st_size - 1) != 1) refuse("read");
+  if (last == '\n') return 0;
+  off_t keep = 0;  // the length up to and including the last newline (0: one torn line, nothing before it)
+  char block[4096];
+  for (off_t pos = st.st_size; pos > 0 && keep == 0; pos -= std::min<off_t>(pos, sizeof block)) {
+    const off_t begin = pos - std::min<off_t>(pos, sizeof block);
+    if (::pread(fd, block, static_cast<size_t>(pos - begin), begin) != pos - begin) refuse("read");
+    for (off_t i = pos - begin - 1; i >= 0; --i)
+      if (block[i] == '\n') {
+        keep = begin + i + 1;
+        break;
+      }
+  }
+  if (::ftruncate(fd, keep) != 0) refuse("truncate");
+  return st.st_size - keep;
+}
+
+}  // namespace
+
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   if (path.empty()) return;
   std::error_code ec;
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  file_.open(path, std::ios::app);
-  if (!file_) throw InputError("logging.metrics_file: cannot open '" + path + "' for appending; check the directory exists and is writable");
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);  // read too: for the torn-line check
+  if (fd_ < 0)
+    throw InputError(fmt::format("logging.metrics_file: cannot open '{}' for appending: {}; check the directory exists "
+                                 "and is writable",
+                                 path, std::strerror(errno)));
+  // A run that appends after a torn line would glue its run_start onto it, and every reader would
+  // stop at that line for good.
+  const int64_t dropped = drop_torn_last_line(fd_, path);
+  if (dropped > 0)
+    spdlog::warn("logging.metrics_file '{}' ended in a torn line (a write cut off by a full disk, or a killed run): "
+                 "dropped its last {} byte(s), after the last newline, so that every line stays JSON",
+                 path, dropped);
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsWriter::write_line(nlohmann::json line) {
@@ -29,9 +80,26 @@ void MetricsWriter::write_line(nlohmann::json line) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::system_clock::now().time_since_epoch());
   line["time"] = static_cast<double>(ms.count()) / 1e3;
-  file_ << line.dump() << '\n';
-  file_.flush();  // outside tools tail this file while the run goes on
-  if (!file_) throw Error("writing metrics to '" + path_ + "' failed (disk full?)");
+  const std::string text = line.dump() + '\n';
+  struct stat before {};
+  const bool regular = ::fstat(fd_, &before) == 0 && S_ISREG(before.st_mode);
+  // One write(2) per line, no buffer: outside tools tail this file while the run goes on.
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int reason = n < 0 ? errno : EIO;
+      // Best effort: cut what this line got written, so the file still ends in a newline (if this
+      // fails too, the next run's MetricsWriter drops the torn line).
+      if (regular) {
+        [[maybe_unused]] const int cut = ::ftruncate(fd_, before.st_size);
+      }
+      throw Error(fmt::format("logging.metrics_file: writing '{}' failed: {}; free space there (or give another "
+                              "logging.metrics_file), then start the run again to resume from its last checkpoint",
+                              path_, std::strerror(reason)));
+    }
+    done += static_cast<size_t>(n);
+  }
 }
 
 void MetricsWriter::write_run_start(const RunStart& r) {

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -76,8 +75,13 @@ struct RunSummary {
 class MetricsWriter {
  public:
   // Empty path: no file. The file is appended to (a resumed run continues it); every line carries
-  // "time" (Unix seconds, UTC).
+  // "time" (Unix seconds, UTC). An existing file that does not end in a newline ends in a torn line
+  // (a write cut off by a full disk, or a killed run): it is truncated back to after its last newline,
+  // with a warning saying how many bytes were dropped, so that every line stays JSON.
   explicit MetricsWriter(const std::string& path);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
   // {"run_start": {...}, "time": t}, written first: where a fresh run appended to an old file, or a
   // resumed one that repeats steps, begins; readers take the last line of each step.
   void write_run_start(const RunStart& r);
@@ -87,9 +91,9 @@ class MetricsWriter {
   void write_summary(const RunSummary& s);
 
  private:
-  void write_line(nlohmann::json line);  // adds "time"
+  void write_line(nlohmann::json line);  // adds "time"; an Error with the system's reason when it fails
   std::string path_;
-  std::ofstream file_;
+  int fd_ = -1;  // a plain descriptor: a failed write's errno names the reason, and a torn line can be cut
 };
 
 // The spdlog line for a step.

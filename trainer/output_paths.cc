@@ -59,9 +59,29 @@ void check_writable_file(const std::string& field, const std::string& file) {
   ::close(fd);
 }
 
+// The two paths name the same folder, however spelled ("runs/a", "./runs/a/", a symlink to it).
+bool same_directory(const std::string& a, const std::string& b) {
+  std::error_code ec_a, ec_b;
+  if (fs::exists(a, ec_a) && fs::exists(b, ec_b) && fs::equivalent(a, b, ec_a)) return true;
+  const auto normal = [](const std::string& p) {
+    std::error_code ec;
+    const fs::path absolute = fs::absolute(p, ec);
+    fs::path n = fs::weakly_canonical(absolute, ec);
+    if (ec) n = absolute.lexically_normal();
+    return n.has_filename() ? n : n.parent_path();  // "runs/a/" is "runs/a"
+  };
+  return normal(a) == normal(b);
+}
+
 }  // namespace
 
 void check_output_paths(const Config& c, const std::string& export_dir, int rank) {
+  // Both hold a config.json (Hugging Face's, the run's): in one folder each would overwrite the other.
+  if (!export_dir.empty() && !c.logging.run_dir.empty() && same_directory(export_dir, c.logging.run_dir))
+    throw InputError(fmt::format("--export '{}' is the run folder logging.run_dir '{}': the exported config.json "
+                                 "and the run's config.json would overwrite each other; give --export another "
+                                 "folder (such as {}/hf)",
+                                 export_dir, c.logging.run_dir, c.logging.run_dir));
   if (!c.checkpoint.dir.empty()) probe_directory("checkpoint.dir", c.checkpoint.dir, c.checkpoint.dir);
   if (!c.training.gemm_autotune_dir.empty() && c.device != "cpu") {  // every rank writes its choices there
     probe_directory("training.gemm_autotune_dir", c.training.gemm_autotune_dir, c.training.gemm_autotune_dir);

@@ -13,7 +13,8 @@ namespace lattice {
 // and on rank 0 the --export directory (`export_dir`), logging.tensorboard_dir and
 // logging.metrics_file. Missing directories are created; each directory gets a probe file created,
 // written and removed; an existing metrics file must open for appending (unchanged). InputError
-// naming the field, the path and the system's reason otherwise.
+// naming the field, the path and the system's reason otherwise. First, on every rank: an InputError
+// when the --export directory is the run folder (logging.run_dir), however spelled.
 void check_output_paths(const Config& config, const std::string& export_dir, int rank);
 
 }  // namespace lattice

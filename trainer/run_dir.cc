@@ -35,6 +35,8 @@ void copy_log_to(const std::string& path) {
   spdlog::default_logger()->flush_on(spdlog::level::info);
 }
 
+std::string config_file_of(const Config& config) { return (fs::path(config.logging.run_dir) / "config.json").string(); }
+
 }  // namespace
 
 void open_run_dir(const Config& config, int rank) {
@@ -44,12 +46,27 @@ void open_run_dir(const Config& config, int rank) {
   fs::create_directories(dir, ec);
   if (ec) refuse(dir, ec.message());
   copy_log_to((fs::path(dir) / "log.txt").string());
-  const std::string config_file = (fs::path(dir) / "config.json").string();
-  std::ofstream out(config_file, std::ios::trunc);
+  if (!fs::exists(config_file_of(config), ec)) write_run_config(config, rank);
+  spdlog::info("run folder {}: config.json, log.txt", dir);
+}
+
+void write_run_config(const Config& config, int rank) {
+  if (config.logging.run_dir.empty() || rank != 0) return;
+  const std::string config_file = config_file_of(config);
+  // Written whole to a temporary file, then renamed over the old one: a failed write (a full disk)
+  // leaves the previous config.json, not half of the new one.
+  const std::string tmp = config_file + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
   out << config_to_json(config).dump(2) << '\n';
   out.close();
-  if (!out) refuse(config_file, "the write failed");
-  spdlog::info("run folder {}: config.json, log.txt", dir);
+  if (!out) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    refuse(config_file, "the write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, config_file, ec);
+  if (ec) refuse(config_file, ec.message());
 }
 
 }  // namespace lattice

@@ -2,6 +2,7 @@
 #include "trainer/run_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -39,13 +40,28 @@ json read_config_file(const std::string& file) {
   }
 }
 
-// The last line of `file` says the run ended in an error (spdlog's "[error]" or "[critical]").
+// The level of a log record's first line as log.txt writes it ("[2025-01-02 03:04:05] [error] ..."),
+// or "" for any other line: one that continues a multi-line message.
+std::string record_level(const std::string& line) {
+  static const std::string stamp = "[0000-00-00 00:00:00] [";  // '0' stands for any digit
+  if (line.size() <= stamp.size()) return "";
+  for (size_t i = 0; i < stamp.size(); ++i)
+    if (stamp[i] == '0' ? !std::isdigit(static_cast<unsigned char>(line[i])) : line[i] != stamp[i]) return "";
+  const size_t end = line.find("] ", stamp.size());
+  return end == std::string::npos ? "" : line.substr(stamp.size(), end - stamp.size());
+}
+
+// The last record of `file` says the run ended in an error (spdlog's "error" or "critical"). By the
+// record, not the last line: an error may span lines ("... holds a different model:", one line per
+// field, what to do).
 bool log_ends_in_error(const std::string& file) {
   std::ifstream in(file);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last.find("] [error] ") != std::string::npos || last.find("] [critical] ") != std::string::npos;
+  std::string line, last_level;
+  while (std::getline(in, line)) {
+    const std::string level = record_level(line);
+    if (!level.empty()) last_level = level;
+  }
+  return last_level == "error" || last_level == "critical";
 }
 
 double number_or_absent(const json& j, const char* key) {
@@ -60,6 +76,7 @@ void read_metrics(const std::string& file, int64_t train_iters, RunRecord& r) {
   bool started = false;
   int64_t resumed_from = 0;
   json summary;  // null until the last segment has one
+  json trained;  // the last summary of a segment that trained a step: the run's throughput
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.empty()) continue;
@@ -85,6 +102,7 @@ void read_metrics(const std::string& file, int64_t train_iters, RunRecord& r) {
       summary = j["summary"];
       if (!summary.is_object() || !summary.contains("steps") || !summary["steps"].is_number_integer())
         malformed("a summary without an integer \"steps\"");
+      if (summary["steps"].get<int64_t>() > 0) trained = summary;
     } else if (j.contains("step") && j["step"].is_number_integer()) {
       if (j.contains("loss")) {
         r.steps = j["step"].get<int64_t>();
@@ -101,11 +119,13 @@ void read_metrics(const std::string& file, int64_t train_iters, RunRecord& r) {
   }
   r.steps = std::max(r.steps, resumed_from + summary["steps"].get<int64_t>());
   r.status = r.steps >= train_iters ? "finished" : "stopped";
-  r.tokens_per_s = number_or_absent(summary, "tokens_per_s");
-  r.mfu = number_or_absent(summary, "mfu");
-  r.bubble = number_or_absent(summary, "bubble_measured");
-  r.dp_comm_hidden = number_or_absent(summary, "dp_comm_hidden");
-  r.peak_mem_bytes = number_or_absent(summary, summary.contains("peak_device_bytes") ? "peak_device_bytes"
+  // A segment that trained nothing (a finished run started again) has no throughput of its own.
+  const json& figures = trained.is_null() ? summary : trained;
+  r.tokens_per_s = number_or_absent(figures, "tokens_per_s");
+  r.mfu = number_or_absent(figures, "mfu");
+  r.bubble = number_or_absent(figures, "bubble_measured");
+  r.dp_comm_hidden = number_or_absent(figures, "dp_comm_hidden");
+  r.peak_mem_bytes = number_or_absent(figures, figures.contains("peak_device_bytes") ? "peak_device_bytes"
                                                                                        : "peak_host_bytes");
 }
 

@@ -27,8 +27,11 @@ struct RunRecord {
 // Reads DIR/config.json and the metrics file it names (DIR/metrics.jsonl when it is the run folder's
 // default). The status comes from the segment after the last run_start line (a resumed run appends):
 // a summary whose steps reach training.train_iters = finished, one short of it = stopped, none (or
-// log.txt ending in an error) = failed. A missing or malformed file is an InputError naming it; a
-// missing metrics file is allowed only when log.txt ends in an error (the run failed before step 1).
+// log.txt ending in an error: its last record, however many lines that spans, is at level error or
+// critical) = failed. A missing or malformed file is an InputError naming it; a missing metrics file
+// is allowed only when log.txt ends in an error (the run failed before step 1). The throughput and
+// memory figures are those of the last segment that trained a step (a finished run started again
+// trains none and summarizes zero tokens/s).
 RunRecord read_run_folder(const std::string& dir);
 
 // The dotted config keys whose values differ between the runs (logging.run_dir and paths inside a

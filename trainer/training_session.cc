@@ -94,6 +94,9 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   checkpoint_ = std::make_unique<TrainingCheckpoint>(c, pl_, *optimizer_, device_->device(),
                                                      job ? rc_.world : nullptr, job && D_ > 1 ? rc_.dp : nullptr);
   first_step_ = checkpoint_->resume() + 1;
+  // The run is accepted (a checkpoint that does not fit the config was refused above): only now does
+  // its config replace the run folder's config.json.
+  write_run_config(c, grid.rank());
   metrics_ = std::make_unique<MetricsWriter>(grid.rank() == 0 ? c.logging.metrics_file : std::string());
   metrics_->write_run_start({config_hash(c), first_step_ - 1, grid.world_size(), c.training.train_iters,
                              precision_name(c.training.precision), precision_name(c.parallel.grad_reduce_dtype)});

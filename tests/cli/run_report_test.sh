@@ -90,4 +90,37 @@ assert (width, height) == (1500, 450), (width, height)
 assert len(data) > 20000, f"{len(data)} bytes: an empty picture?"
 print(f"ok: {sys.argv[1]}: {width} x {height}, {len(data)} bytes")
 PY
+
+# A refused resume changes nothing in the folder but its log: b's checkpoint holds another global
+# batch size, or another model (exit 2); config.json stays b's, log.txt ends with the error and the
+# report calls b failed — the model's error last, several lines long.
+cp "$runs/b/config.json" "$WORK/b-config.json"
+for refused in training.global_batch_size=16 model.hidden_size=64; do
+  rc=0
+  train b 2e-3 --set "$refused" >"$WORK/b-refused.log" 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] || { tail -5 "$WORK/b-refused.log"; fail "b resumed with $refused: exit $rc, expected 2"; }
+  cmp -s "$runs/b/config.json" "$WORK/b-config.json" || fail "the refused resume with $refused rewrote b/config.json"
+  grep -q "\[error\] checkpoint '$runs/b/checkpoints/iter_0000004'" "$runs/b/log.txt" ||
+    fail "b's log.txt does not hold the error of the resume with $refused"
+  $LATTICE report --csv "$runs/b" | grep -q ",failed,4," ||
+    fail "report does not call b failed after the resume with $refused: $($LATTICE report "$runs/b")"
+done
+tail -1 "$runs/b/log.txt" | grep -q "^set these fields to the checkpoint's values" ||
+  fail "b's log.txt does not end with the model error's last line: $(tail -1 "$runs/b/log.txt")"
+
+# A metrics file cut off mid-line (a full disk): the next run drops the torn line, says so, and the
+# file stays JSON lines; b then resumes and finishes.
+printf '{"step": 5, "loss": 5.1, "gra' >>"$runs/b/metrics.jsonl"
+train b 2e-3 >"$WORK/b-torn.log" 2>&1 || { tail -5 "$WORK/b-torn.log"; fail "b after a torn metrics line"; }
+grep -q "\[warning\] logging.metrics_file '$runs/b/metrics.jsonl' ended in a torn line.*dropped its last 29 byte" \
+  "$runs/b/log.txt" || fail "b's log.txt does not say the torn metrics line was dropped"
+$LATTICE report --csv "$runs/b" | grep -q ",finished,8," || fail "report of b after the torn line: $($LATTICE report "$runs/b")"
+
+# --export into the run folder itself, however spelled: refused before training (both write config.json).
+rc=0
+train e 1e-3 --export "$runs/e/./" >"$WORK/e.log" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && grep -qF -- "--export '$runs/e/./' is the run folder logging.run_dir" "$WORK/e.log" ||
+  { tail -3 "$WORK/e.log"; fail "--export into the run folder: exit $rc"; }
+[[ ! -e $runs/e/checkpoints ]] || fail "--export into the run folder was refused only after training"
+
 echo "ok: run folders and report"
