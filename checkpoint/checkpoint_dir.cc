@@ -60,10 +60,40 @@ std::string read_latest(const std::string& root) {
   return name;
 }
 
+namespace {
+
+// (step, name) of the committed iteration directories, ascending by step.
+std::vector<std::pair<int64_t, std::string>> committed_dirs(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> dirs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    const int64_t step = parse_iter_dir_name(name);
+    if (step >= 0) dirs.emplace_back(step, name);
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+}  // namespace
+
 std::optional<std::string> find_latest_checkpoint(const std::string& root) {
   std::error_code ec;
-  if (!fs::exists(fs::path(root) / kLatestFile, ec)) return std::nullopt;
-  return resolve_checkpoint(root);
+  if (fs::exists(fs::path(root) / kLatestFile, ec)) return resolve_checkpoint(root);
+  // No `latest`, but complete checkpoints (deleted by hand, or a copy that left it out): a fresh
+  // start would overwrite them and keep_last would retire them, so refuse and say how to resume.
+  std::string newest;
+  for (const auto& [step, name] : committed_dirs(root))
+    if (fs::exists(fs::path(root) / name / kMetadataFile, ec)) newest = name;
+  if (newest.empty()) return std::nullopt;
+  const std::string latest = (fs::path(root) / kLatestFile).string();
+  throw InputError(fmt::format(
+      "checkpoint.dir '{}' holds committed checkpoints (the newest is {}) but no `{}` file, so checkpoint.load auto "
+      "cannot tell which one to resume from, and starting from step 0 would overwrite them. To resume from {}, write "
+      "its name into {} (echo {} > {}) or set checkpoint.load={}; to start fresh, give this run another "
+      "checkpoint.dir",
+      root, newest, kLatestFile, newest, latest, newest, latest, (fs::path(root) / newest).string()));
 }
 
 std::string resolve_checkpoint(const std::string& path) {
@@ -100,24 +130,6 @@ std::string resolve_checkpoint(const std::string& path) {
                                  (p / kLatestFile).string(), latest, (target / kMetadataFile).string()));
   return target.string();
 }
-
-namespace {
-
-// (step, name) of the committed iteration directories, ascending by step.
-std::vector<std::pair<int64_t, std::string>> committed_dirs(const std::string& root) {
-  std::vector<std::pair<int64_t, std::string>> dirs;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (!entry.is_directory(ec)) continue;
-    const std::string name = entry.path().filename().string();
-    const int64_t step = parse_iter_dir_name(name);
-    if (step >= 0) dirs.emplace_back(step, name);
-  }
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
-
-}  // namespace
 
 std::vector<int64_t> committed_steps(const std::string& root) {
   std::vector<int64_t> steps;
@@ -160,7 +172,7 @@ void publish_directory(const std::string& from, const std::string& to) {
   fsync_directory(parent_of(to));
 }
 
-std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last) {
+std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last, int64_t committed_step) {
   bool changed = false;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
@@ -173,7 +185,12 @@ std::vector<std::string> retire_checkpoints(const std::string& root, int64_t kee
   std::vector<std::string> retired;
   if (keep_last > 0) {
     const std::string latest = read_latest(root);
-    const auto dirs = committed_dirs(root);
+    // Only the current line of training counts: checkpoints after the step just committed belong
+    // to a line abandoned by a resume from an older step (maybe the one to go back to), so they
+    // are neither counted nor retired; this run overwrites them only when it reaches their step.
+    std::vector<std::pair<int64_t, std::string>> dirs;
+    for (const auto& dir : committed_dirs(root))
+      if (dir.first <= committed_step) dirs.push_back(dir);
     const int64_t drop = static_cast<int64_t>(dirs.size()) - keep_last;
     for (int64_t i = 0; i < drop; ++i) {
       const std::string& name = dirs[i].second;

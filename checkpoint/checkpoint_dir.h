@@ -14,9 +14,11 @@ namespace lattice {
 // save that never committed), `latest` naming a missing or incomplete directory, nothing there.
 std::string resolve_checkpoint(const std::string& path);
 
-// For checkpoint.load = auto: the directory root/latest names, or nullopt when root or root/latest
-// does not exist (a fresh start). `latest` naming nothing complete is an InputError, not a fresh
-// start: silently restarting from step 0 would overwrite a run's progress.
+// For checkpoint.load = auto: the directory root/latest names, or nullopt when root does not exist
+// or holds neither `latest` nor a complete iter_* directory (a fresh start; .partial and .deleting
+// directories do not count). `latest` naming nothing complete, or complete checkpoints without a
+// `latest`, is an InputError, not a fresh start: silently restarting from step 0 would overwrite a
+// run's progress.
 std::optional<std::string> find_latest_checkpoint(const std::string& root);
 
 // Steps of the committed iteration directories under root (iter_NNNNNNN, no suffix), ascending.
@@ -39,12 +41,14 @@ void make_directories(const std::string& dir);
 // at no moment does `to` hold anything but a complete checkpoint. fsyncs the parent.
 void publish_directory(const std::string& from, const std::string& to);
 
-// Retention after a commit (call only when no save is in flight): deletes every iter_*.partial
-// directory (leftovers of killed jobs; usually none), and retires the committed directories beyond
-// the `keep_last` newest (0 = keep all), never the one `latest` names: each is renamed to
-// iter_*.deleting at once, so nothing lists or loads it any more, for delete_retired() to remove.
-// Returns the names retired.
-std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last);
+// Retention after the commit of step `committed_step` (call only when no save is in flight):
+// deletes every iter_*.partial directory (leftovers of killed jobs; usually none), and of the
+// committed directories at or before committed_step (the current line of training) retires those
+// beyond the `keep_last` newest (0 = keep all), never the one `latest` names. Directories after
+// committed_step (left by a line abandoned when a run resumed from an older step) are neither
+// counted nor retired. A retired directory is renamed to iter_*.deleting at once, so nothing lists
+// or loads it any more, for delete_retired() to remove. Returns the names retired.
+std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last, int64_t committed_step);
 
 // Deletes every iter_*.deleting directory under root (seconds for big checkpoints: the writer runs
 // it on a background thread; leftovers of a killed job go with the next call).

@@ -112,6 +112,10 @@ CheckpointMetadata metadata_from_json(const json& doc, const std::string& source
   m.state.consumed_samples = need_int(doc, "consumed_samples", source);
   m.state.optimizer_step_count = need_int(doc, "optimizer_step_count", source);
   m.state.lr_schedule_step = need_int(need(doc, "lr_schedule", source, ""), "step", source, "lr_schedule");
+  // Counts of what happened: a negative one was written by no run (an edit, or damage).
+  if (m.state.step < 0) bad(source, "step", "is negative");
+  if (m.state.consumed_samples < 0) bad(source, "consumed_samples", "is negative");
+  if (m.state.optimizer_step_count < 0) bad(source, "optimizer_step_count", "is negative");
   const json& seed = need(need(doc, "rng", source, ""), "seed", source, "rng");
   if (!seed.is_number_unsigned()) bad(source, "rng.seed", "is not a non-negative integer");
   m.state.seed = seed.get<uint64_t>();

@@ -157,6 +157,7 @@ void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& source
   job->optimizer_state = exp_avg != nullptr;
   job->plan = plan_shard(layout, job->optimizer_state, dp_rank_, dp_size_);
   job->partial_dir = (fs::path(options_.dir) / (iter_dir_name(state.step) + kPartialSuffix)).string();
+  remove_stale_partial(job->partial_dir, state.step);
   job->timings.step = state.step;
   job->timings.wait_s = wait_s;
 
@@ -214,6 +215,30 @@ void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& source
     write_shard(*job_);
     wait();
   }
+}
+
+void CheckpointWriter::remove_stale_partial(const std::string& partial_dir, int64_t step) {
+  // A save of this step that never committed (it failed, e.g. on a full disk, or its job was
+  // killed) left partial_dir: its files would take the space this save needs, or sit where ours
+  // go. Rank 0 — in training the rank holding the root's lock — removes it, and no rank writes
+  // there before it is done (the vote below), so no rank's new file is deleted with it.
+  std::string error;
+  if (rank() == 0) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(partial_dir, ec))) {
+      fs::remove_all(partial_dir, ec);
+      if (ec)
+        error = fmt::format("cannot remove '{}', left by a save that did not commit: {}; delete it by hand",
+                            partial_dir, ec.message());
+      else
+        spdlog::info("removed {}, left by an earlier save of step {} that did not commit, before saving it again",
+                     partial_dir, step);
+    }
+  }
+  const bool failed = comm_ ? comm_->host().any(!error.empty(), "checkpoint stale .partial removal") : !error.empty();
+  if (!error.empty()) throw Error(error);
+  if (failed) throw Error(fmt::format("cannot remove '{}' on rank 0 (see its log): the checkpoint is not saved",
+                                      partial_dir));
 }
 
 void CheckpointWriter::wait_snapshot() {
@@ -413,7 +438,7 @@ void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>&
   write_file_atomically((fs::path(job.partial_dir) / kMetadataFile).string(), metadata_to_json(m).dump(1));
   publish_directory(job.partial_dir, (fs::path(options_.dir) / iter_name).string());
   write_latest(options_.dir, iter_name);
-  const std::vector<std::string> deleted = retire_checkpoints(options_.dir, options_.keep_last);
+  const std::vector<std::string> deleted = retire_checkpoints(options_.dir, options_.keep_last, job.state.step);
   // Deleting gigabytes takes seconds: off the training loop (joined before the next commit).
   cleaner_ = std::thread([root = options_.dir] {
     pthread_setname_np(pthread_self(), "lt-ckpt-clean");

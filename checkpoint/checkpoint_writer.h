@@ -3,14 +3,17 @@
 //
 // Protocol (all methods but the accessors are collectives: every rank calls them at the same
 // point of the training loop, e.g. at a step boundary):
-//   save(...)      waits for (and commits) the previous save, copies this rank's boxes into a
-//                  reusable host buffer (the snapshot: the sources may change as soon as it returns),
-//                  then writes + fsyncs its shard file — on a background thread when async.
+//   save(...)      waits for (and commits) the previous save; rank 0 removes a stale iter_N.partial
+//                  of the same step (a save that never committed) before any rank writes; copies
+//                  this rank's boxes into a reusable host buffer (the snapshot: the sources may
+//                  change as soon as it returns), then writes + fsyncs its shard file — on a
+//                  background thread when async.
 //   try_commit()   every poll_every-th call, one all-reduce(min) of each rank's "file durable"
 //                  flag; when all are, the file lists and checksums travel to rank 0, which writes
 //                  metadata.json, renames, points `latest` at it and applies keep_last.
 //   wait()/finish() block until the pending save is committed.
-// keep_last retires old checkpoints at commit (renamed at once, deleted on a background thread).
+// keep_last retires old checkpoints at commit (renamed at once, deleted on a background thread),
+// counting only those at or before the committed step (see retire_checkpoints).
 // A failed write on any rank fails the commit on every rank (an Error; the .partial stays behind
 // and is never loaded). The destructor only joins the background thread: call finish() first.
 #pragma once
@@ -35,7 +38,8 @@ namespace lattice {
 struct CheckpointWriterOptions {
   std::string dir;           // checkpoint root (created when missing)
   bool async = true;         // write on a background thread after the snapshot
-  int64_t keep_last = 0;     // committed checkpoints to keep (0 = all); `latest` is never deleted
+  int64_t keep_last = 0;     // committed checkpoints up to the saved step to keep (0 = all); later
+                             // steps (an abandoned line) and `latest` are never deleted
   int64_t poll_every = 1;    // try_commit() runs its all-reduce every this many calls
   // async only: the snapshot copy also runs on the background thread, overlapping the next
   // forward/backward; the caller must call wait_snapshot() before it changes anything it saved
@@ -118,6 +122,7 @@ class CheckpointWriter {
  private:
   struct Job;
   void write_shard(Job& job);  // the background part
+  void remove_stale_partial(const std::string& partial_dir, int64_t step);  // collective, before any write
   void commit(int flag);       // flag: agreed status (1 all durable, -1 some rank failed)
   void finalize_on_root(const Job& job, const std::vector<nlohmann::json>& reports);
   int agree(int flag);         // min over the job's host channel; identity in one process

@@ -30,10 +30,12 @@ LATTICE=${LATTICE:-bazel-bin/trainer/lattice}
 MAX_RESTARTS=${MAX_RESTARTS:-3}
 RANKS_PER_NODE=${RANKS_PER_NODE:-$RANKS}
 [[ $RANKS =~ ^[1-9][0-9]*$ && $RANKS_PER_NODE =~ ^[1-9][0-9]*$ ]] || usage
+# A missing binary would fail every restart alike (exit 127 or 132): say so once, as a usage error.
+[[ -x $LATTICE ]] || { echo "launch_mpirun: the lattice binary '$LATTICE' is not there: build it (tools/build.sh) or set LATTICE=..." >&2; exit 2; }
 
 MPI_OPTS=()
 [[ $(id -u) -eq 0 ]] && MPI_OPTS+=(--allow-run-as-root)
-cpus=$(nproc)
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # the cores this job may use: nproc reports OMP_NUM_THREADS when set
 # mpirun's slots are physical cores: more ranks than that on a node need --oversubscribe.
 cores=$(lscpu -p=Core,Socket 2>/dev/null | grep -v '^#' | sort -u | wc -l)
 [[ $cores -ge 1 ]] || cores=$cpus

@@ -180,6 +180,24 @@ void parse_section(const std::string& source, const json& doc, const std::string
   finish_section(source, section, sec, cfg);
 }
 
+// Every size is valid alone, but their products must fit the accounting (int64 bytes and FLOPs)
+// and the kernels' int64 offsets: beyond 2^53 parameters, or values of one micro-batch's
+// activations, no process could hold the model, and the figures would overflow into nonsense.
+void check_model_size(const SourceError& c, const ModelConfig& m, int64_t micro_batch_size) {
+  const double H = double(m.hidden_size), F = double(m.ffn_hidden_size), L = double(m.num_layers),
+               V = double(m.vocab_size), T = double(m.seq_length), B = double(micro_batch_size);
+  const double params = V * H + T * H + L * (4 * H * H + 3 * H * F);
+  const double activations = B * T * (L * (16 * H + 3 * F) + V);  // the order of what a layer keeps, and the logits
+  constexpr double kLimit = 9007199254740992.0;                    // 2^53
+  if (params > kLimit || activations > kLimit)
+    c.fail(fmt::format("model.num_layers ({}), model.hidden_size ({}), model.ffn_hidden_size ({}), model.vocab_size "
+                       "({}), model.seq_length ({}) and training.micro_batch_size ({}) make about {:.3g} parameters "
+                       "and {:.3g} activation values per micro-batch, beyond what one process can address (2^53 = "
+                       "{:.3g}); check these sizes for a typo",
+                       m.num_layers, m.hidden_size, m.ffn_hidden_size, m.vocab_size, m.seq_length, micro_batch_size,
+                       params, activations, kLimit));
+}
+
 // Cross-section consistency.
 void check_consistency(const std::string& source, const Config& cfg) {
   const SourceError c{source};
@@ -201,6 +219,7 @@ void check_consistency(const std::string& source, const Config& cfg) {
     c.fail(fmt::format("checkpoint.save_interval = {} needs checkpoint.dir: set checkpoint.dir to the directory "
                        "that receives iter_*/ and latest (or logging.run_dir, which puts it in RUN_DIR/checkpoints)",
                        k.save_interval));
+  check_model_size(c, cfg.model, t.micro_batch_size);
   const OptimizerConfig& o = cfg.optimizer;
   if (o.decay_iters > 0) {
     if (o.warmup_iters > o.decay_iters)
@@ -678,14 +697,17 @@ void validate_for_training(const Config& config, int world_size) {
   if (!path.empty() && !config.data.blend.empty())
     throw InputError("data.path and data.blend are both set: set exactly one of them");
   check_dataset_files_exist(config.data);
-  if (!config.model.init_from.empty()) {
-    std::error_code ec;
-    // A directory's contents (model.safetensors, or an index and its shards) are checked when loading.
-    if (!fs::is_regular_file(config.model.init_from, ec) && !fs::is_directory(config.model.init_from, ec))
-      throw InputError(fmt::format("model.init_from: '{}' not found; give a Hugging Face safetensors file or a model "
-                                   "directory (model.safetensors, or model.safetensors.index.json and its shards)",
-                                   config.model.init_from));
-  }
+  check_init_from_exists(config.model);
+}
+
+void check_init_from_exists(const ModelConfig& model) {
+  if (model.init_from.empty()) return;
+  std::error_code ec;
+  // A directory's contents (model.safetensors, or an index and its shards) are checked when loading.
+  if (!std::filesystem::is_regular_file(model.init_from, ec) && !std::filesystem::is_directory(model.init_from, ec))
+    throw InputError(fmt::format("model.init_from: '{}' not found; give a Hugging Face safetensors file or a model "
+                                 "directory (model.safetensors, or model.safetensors.index.json and its shards)",
+                                 model.init_from));
 }
 
 }  // namespace lattice

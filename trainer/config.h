@@ -213,6 +213,9 @@ void check_dataset_files_exist(const DataConfig& data);
 // exists; model.init_from (when set) is a file or a directory. parse_config/load_config do everything else.
 void validate_for_training(const Config& config, int world_size = 1);
 
+// model.init_from, when set, is a file or a directory (InputError naming it otherwise).
+void check_init_from_exists(const ModelConfig& model);
+
 // Checks the parallel layout of `config` on `world_size` ranks; every problem is an InputError
 // naming the field(s) to change: world = tensor × pipeline × data (data 0 = inferred), attention
 // heads, kv heads and ffn_hidden_size divisible by tensor, num_layers divisible by pipeline ×

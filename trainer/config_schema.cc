@@ -94,14 +94,15 @@ std::vector<ConfigField> build_schema() {
   SectionFields<ModelConfig> model(all, "model", &Config::model);
   model.choice("arch", &ModelConfig::arch, {Arch::kGpt2, Arch::kLlama}, arch_name,
                "the preset of norm, activation, position_embedding, tie_embeddings and bias");
-  model.integer("num_layers", &ModelConfig::num_layers, at_least(1), "Transformer blocks");
+  model.integer("num_layers", &ModelConfig::num_layers, in_range(1, kMaxDegree), "Transformer blocks");
   model.integer("hidden_size", &ModelConfig::hidden_size, at_least(1), "model width H");
   model.integer("num_attention_heads", &ModelConfig::num_attention_heads, at_least(1), "query heads");
   model.integer("num_kv_heads", &ModelConfig::num_kv_heads, at_least(1),
                 "key/value heads (fewer = grouped-query attention); default num_attention_heads");
   model.integer("ffn_hidden_size", &ModelConfig::ffn_hidden_size, at_least(1),
                 "MLP width F; default 4 * hidden_size (gelu) or Llama's rule (swiglu)");
-  model.integer("vocab_size", &ModelConfig::vocab_size, at_least(2), "embedding rows V");
+  model.integer("vocab_size", &ModelConfig::vocab_size, in_range(2, std::numeric_limits<int32_t>::max()),
+                "embedding rows V (token ids are int32)");
   model.integer("seq_length", &ModelConfig::seq_length, at_least(1), "tokens per sample T");
   model.choice("norm", &ModelConfig::norm, {NormKind::kLayerNorm, NormKind::kRmsNorm}, norm_name,
                "the norm; default from arch");
@@ -261,7 +262,7 @@ std::vector<ConfigField> build_schema() {
   checkpoint.text("dir", &CheckpointConfig::dir, {}, "checkpoint root; empty = no saving");
   checkpoint.integer("save_interval", &CheckpointConfig::save_interval, at_least(0),
                      "steps between saves; 0 = only at the end and when stopped");
-  checkpoint.integer("keep_last", &CheckpointConfig::keep_last, at_least(0), "newest checkpoints kept; 0 = all");
+  checkpoint.integer("keep_last", &CheckpointConfig::keep_last, at_least(0), "newest checkpoints kept, up to the step saved; 0 = all");
   checkpoint.boolean("async", &CheckpointConfig::async, "write in the background after a snapshot");
   checkpoint.text(
       "load", &CheckpointConfig::load,

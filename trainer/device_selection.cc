@@ -34,6 +34,14 @@ void check_compute_capability(const Backend& backend, int compute_capability) {
 
 }  // namespace
 
+void check_device_built(const Config& config) {
+  const Device device = config_device(config);
+  if (device != Device::kCpu && !has_backend(device)) {
+    throw InputError("device: \"cuda\" but this binary was built without CUDA: build with --config=cuda "
+                     "(bazel build --config=cuda //trainer:lattice), or set device to \"cpu\"");
+  }
+}
+
 void select_training_device(const Config& config) {
   // Once per process: `lattice bench` selects before it measures the GEMM peak, then its training
   // session asks again for the same config; the device, TF32 and the log lines stay the first call's.
@@ -56,10 +64,7 @@ void select_training_device(const Config& config) {
     }
     return;
   }
-  if (!has_backend(device)) {
-    throw InputError("device: \"cuda\" but this binary was built without CUDA: build with --config=cuda "
-                     "(bazel build --config=cuda //trainer:lattice), or set device to \"cpu\"");
-  }
+  check_device_built(config);
   const LauncherPlacement placement = launcher_placement();
   const Backend& backend = backend_for("select_training_device", device);
   spdlog::info("{}", backend.select_device(placement.local_rank, placement.local_size));

@@ -14,6 +14,10 @@ namespace lattice {
 // logs which one and whether other ranks share it. Once per process: later calls change nothing.
 void select_training_device(const Config& config);
 
+// config.device "cuda" on a binary built without the CUDA backend: the InputError (exit 2) that
+// select_training_device gives, for `lattice validate`, which needs no GPU to check a config.
+void check_device_built(const Config& config);
+
 // Whether the GELU MLP's GEMMs take their GELU epilogues (training.gelu_fusion) on a device of this
 // compute capability (major * 10 + minor; 0: unknown), and why, for the log. "auto" turns them on
 // where llm.c does by default (compute capability 9.0 and later; on the H200 they paid 4% in bf16)

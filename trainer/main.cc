@@ -47,6 +47,7 @@
 #include "trainer/run_plot.h"
 #include "trainer/run_report.h"
 #include "trainer/train_loop.h"
+#include "trainer/training_checkpoint.h"
 #include "trainer/schedule_report.h"
 #include "trainer/validate_report.h"
 #include "trainer/version.h"
@@ -117,6 +118,19 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   // data.path / data.blend may be empty here (a config without its data yet); what is named is checked.
   const bool has_data = !c.data.path.empty() || !c.data.blend.empty();
   if (has_data) check_datasets(c);
+  // What `lattice train` refuses before it starts, short of a GPU and the datasets' splits. A GPU
+  // config is validated (and planned) on any build, a login node's too: a CPU-only one only warns.
+  try {
+    check_device_built(c);
+  } catch (const InputError& e) {
+    spdlog::warn("{} (`lattice train` refuses it on this binary)", e.what());
+  }
+  check_init_from_exists(c.model);
+  std::string resume;
+  if (const std::optional<std::string> dir = checkpoint_to_load(c.checkpoint)) {
+    const CheckpointMetadata meta = check_checkpoint_fits(c, *dir);
+    resume = fmt::format("checkpoint: resumes from {} (step {})\n", *dir, meta.state.step);
+  }
   if (as_json) {
     nlohmann::json report = validate_report_json(c, stats, layout);
     report["memory_bytes"]["plan"] = memory_plan_json(plan_memory(c, layout));
@@ -130,6 +144,7 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   std::printf("%s", format_schedule_report(simulate_layout_schedule(layout)).c_str());
   if (has_data)
     std::printf("datasets: every token id < model.vocab_size %lld\n", static_cast<long long>(c.model.vocab_size));
+  std::printf("%s", resume.c_str());
   std::printf("config OK: %s\n", args.path.c_str());
   return 0;
 }
@@ -299,6 +314,14 @@ LoadedModel load_whole_model(const ConfigArgs& args, const std::string& checkpoi
     check_model_config(meta.config, given, dir,
                        "drop --config (the checkpoint carries its own model config), or pass the config it was "
                        "trained with (or --set these fields to the checkpoint's values)");
+    sections["data"] = given["data"];
+  } else if (!args.overrides.empty()) {
+    // --set without --config edits the checkpoint's own sections: a data.path to find its tokenizer
+    // is taken, a model field that differs from the checkpoint is refused like a --config's.
+    nlohmann::json edited = sections;
+    apply_overrides(edited, args.overrides);
+    const nlohmann::json given = config_to_json(parse_config(edited, "--set"));
+    check_model_config(meta.config, given, dir, "drop the --set of these fields: the checkpoint holds that model");
     sections["data"] = given["data"];
   }
   Config c = parse_config(sections, dir + "/metadata.json");

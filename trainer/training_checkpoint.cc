@@ -54,6 +54,42 @@ void warn_on_schedule_change(const CheckpointMetadata& meta, const Config& confi
 
 }  // namespace
 
+CheckpointMetadata check_checkpoint_fits(const Config& config, const std::string& dir) {
+  const CheckpointMetadata meta = read_checkpoint_metadata(dir);
+  check_model_config(meta.config, config_to_json(config), dir,
+                     "set these fields to the checkpoint's values, or set checkpoint.load to \"none\" (or another "
+                     "checkpoint) to start without it");
+  // The LR schedule continues at the checkpoint's step; a schedule position that says otherwise
+  // means the metadata does not describe this training state.
+  if (meta.state.lr_schedule_step != meta.state.step)
+    throw InputError(fmt::format("checkpoint '{}/metadata.json': lr_schedule.step is {} but step is {}; the LR "
+                                 "schedule would not continue where the run stopped. The metadata is damaged or "
+                                 "was edited: restore it, or load another checkpoint (checkpoint.load)",
+                                 dir, meta.state.lr_schedule_step, meta.state.step));
+  if (!meta.optimizer_state)
+    throw InputError(fmt::format("checkpoint '{}' holds weights only (no AdamW moments), so training cannot continue "
+                                 "from it exactly: export it (lattice export --checkpoint {} --output DIR) and start "
+                                 "from those weights with model.init_from=DIR/model.safetensors and "
+                                 "checkpoint.load=none",
+                                 dir, dir));
+  // The data must continue at the checkpoint's sample: global batch g starts at g × B.
+  const int64_t B = config.training.global_batch_size;
+  if (meta.state.consumed_samples != meta.state.step * B) {
+    const auto saved_b = meta.config.contains("training") ? meta.config["training"].value("global_batch_size", int64_t{0})
+                                                          : int64_t{0};
+    if (saved_b == B)  // the batch is the checkpoint's own: the count itself does not add up
+      throw InputError(fmt::format("checkpoint '{}/metadata.json': consumed_samples is {} but step {} × "
+                                   "training.global_batch_size {} is {}; the metadata is damaged or was edited: "
+                                   "restore it, or load another checkpoint (checkpoint.load)",
+                                   dir, meta.state.consumed_samples, meta.state.step, B, meta.state.step * B));
+    throw InputError(fmt::format("checkpoint '{}' was saved after step {} with {} samples consumed (global batch {}); "
+                                 "training.global_batch_size {} would not continue at that sample: set "
+                                 "training.global_batch_size to {}",
+                                 dir, meta.state.step, meta.state.consumed_samples, saved_b, B, saved_b));
+  }
+  return meta;
+}
+
 std::string describe_checkpoint_layout(const CheckpointLayout& l) {
   return fmt::format("{} rank(s): tensor {} × pipeline {} × data {}, {} virtual stage(s), distributed optimizer {}",
                      l.world_size, l.tensor, l.pipeline, l.data, l.virtual_stages,
@@ -92,37 +128,18 @@ int64_t TrainingCheckpoint::resume() {
   if (!dir) {
     if (config_.checkpoint.load == "auto" && !config_.checkpoint.dir.empty())
       spdlog::info("checkpoint.load auto: no checkpoint in {} yet; starting from step 0", config_.checkpoint.dir);
+    if (config_.checkpoint.load == "none" && !config_.checkpoint.dir.empty()) {
+      const std::vector<int64_t> steps = committed_steps(config_.checkpoint.dir);
+      if (!steps.empty())
+        spdlog::warn("checkpoint.load none: starting from step 0 in checkpoint.dir {}, which holds checkpoints up to "
+                     "{}: this run's saves replace those of the same steps, and `latest` then names this run's",
+                     config_.checkpoint.dir, iter_dir_name(steps.back()));
+    }
     return 0;
   }
   FlatOptimizerState& flat = optimizer_.flat_state();
   const LoadTargets targets{&optimizer_.buffer(), &flat.main_params, &flat.exp_avg, &flat.exp_avg_sq};
-  const CheckpointMetadata meta = read_checkpoint_metadata(*dir);
-  check_model_config(meta.config, config_to_json(config_), *dir,
-                     "set these fields to the checkpoint's values, or set checkpoint.load to \"none\" (or another "
-                     "checkpoint) to start without it");
-  // The LR schedule continues at the checkpoint's step; a schedule position that says otherwise
-  // means the metadata does not describe this training state.
-  if (meta.state.lr_schedule_step != meta.state.step)
-    throw InputError(fmt::format("checkpoint '{}/metadata.json': lr_schedule.step is {} but step is {}; the LR "
-                                 "schedule would not continue where the run stopped. The metadata is damaged or "
-                                 "was edited: restore it, or load another checkpoint (checkpoint.load)",
-                                 *dir, meta.state.lr_schedule_step, meta.state.step));
-  if (!meta.optimizer_state)
-    throw InputError(fmt::format("checkpoint '{}' holds weights only (no AdamW moments), so training cannot continue "
-                                 "from it exactly: export it (lattice export --checkpoint {} --output DIR) and start "
-                                 "from those weights with model.init_from=DIR/model.safetensors and "
-                                 "checkpoint.load=none",
-                                 *dir, *dir));
-  // The data must continue at the checkpoint's sample: global batch g starts at g × B.
-  const int64_t B = config_.training.global_batch_size;
-  if (meta.state.consumed_samples != meta.state.step * B) {
-    const auto saved_b = meta.config.contains("training") ? meta.config["training"].value("global_batch_size", int64_t{0})
-                                                          : int64_t{0};
-    throw InputError(fmt::format("checkpoint '{}' was saved after step {} with {} samples consumed (global batch {}); "
-                                 "training.global_batch_size {} would not continue at that sample: set "
-                                 "training.global_batch_size to {}",
-                                 *dir, meta.state.step, meta.state.consumed_samples, saved_b, B, saved_b));
-  }
+  const CheckpointMetadata meta = check_checkpoint_fits(config_, *dir);
   load_checkpoint(*dir, config_to_json(config_), targets);
   optimizer_.load_state();
   optimizer_.set_step_count(meta.state.optimizer_step_count);

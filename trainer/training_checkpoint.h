@@ -23,6 +23,12 @@ namespace lattice {
 // given PATH or an existing `latest` does not lead to a complete checkpoint.
 std::optional<std::string> checkpoint_to_load(const CheckpointConfig& config);
 
+// The checks of a resume from `dir` that read only its metadata, before anything is loaded: the
+// model it holds is the config's, its LR schedule position is its step, it has the AdamW moments,
+// and training.global_batch_size continues at its sample. InputErrors (exit 2) naming the fields and
+// what to set; returns the metadata. `lattice validate` runs them too.
+CheckpointMetadata check_checkpoint_fits(const Config& config, const std::string& dir);
+
 // "4 ranks: tensor 2 × pipeline 2 × data 1, 1 virtual stage(s), distributed optimizer off"
 std::string describe_checkpoint_layout(const CheckpointLayout& layout);
 

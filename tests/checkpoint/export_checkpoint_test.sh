@@ -2,7 +2,8 @@
 # `lattice export --checkpoint`: a TP2 checkpoint (saved under mpirun -np 2) of a config's seeded
 # initialization exports to the same Hugging Face files as `lattice export --config` (GPT-2 and
 # Llama); a --config that differs from the checkpoint's model, a corrupt shard, a missing
-# checkpoint and no source at all end with exit 2 and a message naming the field or file.
+# checkpoint and no source at all end with exit 2 and a message naming the field or file; so does a
+# --set without --config that changes the checkpoint's model.
 set -uo pipefail
 source tests/parallel/mpi_env.sh
 export OMP_NUM_THREADS=1
@@ -39,6 +40,14 @@ expect_exit2 "drop --config (the checkpoint carries its own model config)" \
   $L export --checkpoint "$d/ckpt" --config configs/test-tiny-gpt2.json --set model.hidden_size=64 --output "$d/x"
 out=$($L export --checkpoint "$d/ckpt" --config configs/test-tiny-gpt2.json --set model.hidden_size=64 --output "$d/x" 2>&1)
 grep -q "checkpoint.load" <<<"$out" && fail "export advises checkpoint.load, a training key: $out"
+# --set without --config edits the checkpoint's own config: a model field that differs, or an unknown
+# key, is refused (it was silently ignored); one equal to the checkpoint's is taken.
+expect_exit2 "model.hidden_size: checkpoint 32, config 64" \
+  $L export --checkpoint "$d/ckpt" --set model.hidden_size=64 --output "$d/x"
+expect_exit2 "model.bogus" $L export --checkpoint "$d/ckpt" --set model.bogus=64 --output "$d/x"
+[[ ! -e $d/x ]] || fail "a refused export wrote $d/x"
+$L export --checkpoint "$d/ckpt" --set model.hidden_size=32 --output "$d/same" || fail "export --set of the same value"
+cmp "$d/same/model.safetensors" "$d/from_ckpt/model.safetensors" || fail "export --set of the same value differs"
 expect_exit2 "does not exist" $L export --checkpoint "$TEST_TMPDIR/nowhere" --output "$d/x"
 expect_exit2 "needs --config" $L export --output "$d/x"
 shard=$d/ckpt/iter_0000010/rank_00000.safetensors

@@ -2,10 +2,12 @@
 # A checkpoint that cannot be resumed exactly ends `lattice train` with exit 2 and one message that
 # names the file or the fields — and nothing on disk changes (every file and its checksum compared
 # before and after). Classes: truncated shard, missing shard, checksum mismatch, damaged
-# metadata.json, an LR schedule position that is not the step, `latest` naming a missing directory, an explicit path that does not exist, a
-# different model (every differing field named), a global batch size under which the data would
-# not continue at the checkpoint's sample; the checksum case again under mpirun -np 2 (MPI_Abort
-# carries the exit code). Also `lattice bench`'s --config / --checkpoint choice.
+# metadata.json, an LR schedule position that is not the step, `latest` naming a missing directory,
+# committed checkpoints without `latest`, an explicit path that does not exist, a different model
+# (every differing field named), a global batch size under which the data would not continue at the
+# checkpoint's sample; the checksum case again under mpirun -np 2 (MPI_Abort carries the exit code).
+# `lattice validate` refuses the checkpoints the resume refuses by their metadata. Also `lattice
+# bench`'s --config / --checkpoint choice.
 source tests/checkpoint/resume_lib.sh
 
 common=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=20)
@@ -47,8 +49,32 @@ grep -q "model.num_attention_heads: checkpoint 4, config 8" <<<"$(timeout 60 $LA
   --set checkpoint.dir="$WORK/model" --set model.hidden_size=64 --set model.num_attention_heads=8 2>&1)" ||
   fail "model: not every differing field is named"
 case_ batch "true" "set training.global_batch_size to 4" 1 --set training.global_batch_size=8
+# Committed checkpoints but no `latest`: not a fresh start (which would overwrite them and let
+# keep_last retire them); the message says how to resume, and that works.
+case_ no_latest "rm latest" "checkpoint.dir '$WORK/no_latest' holds committed checkpoints (the newest is iter_0000010)" 1 \
+  --set checkpoint.save_interval=2 --set checkpoint.keep_last=1
+expect_exit2 "(echo iter_0000010 > $WORK/no_latest/latest) or set checkpoint.load=$WORK/no_latest/iter_0000010; to \
+start fresh, give this run another checkpoint.dir" $LATTICE "${common[@]}" --set checkpoint.dir="$WORK/no_latest"
+echo iter_0000010 >"$WORK/no_latest/latest"
+run 1 "$WORK/no_latest.log" "${common[@]}" --set checkpoint.dir="$WORK/no_latest" --set training.exit_interval=12
+grep -qF "resumed from $WORK/no_latest/iter_0000010: step 10" "$WORK/no_latest.log" ||
+  fail "no_latest: did not resume after \`latest\` was written as advised"
+echo "ok: no_latest -> resumed once \`latest\` was written as advised"
 case_ checksum_np2 "printf '\\x01' | dd of=$shard bs=1 seek=300 conv=notrunc status=none" "fails its checksum" 2
 expect_exit2 "$WORK/nowhere" $LATTICE "${common[@]}" --set checkpoint.load="$WORK/nowhere"
+# `lattice validate` runs the resume's checks that read no shard, so a config it passes does not then
+# fail at the start of training: the same messages, exit 2; a checkpoint that fits is named.
+validate=(validate --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=20)
+expect_exit2 "model.hidden_size: checkpoint 32, config 64" $LATTICE "${validate[@]}" \
+  --set checkpoint.dir="$WORK/model" --set model.hidden_size=64 --set model.num_attention_heads=8
+expect_exit2 "set training.global_batch_size to 4" $LATTICE "${validate[@]}" --set checkpoint.dir="$WORK/batch" \
+  --set training.global_batch_size=8
+expect_exit2 "lr_schedule.step is 9 but step is 10" $LATTICE "${validate[@]}" --set checkpoint.dir="$WORK/lr_schedule"
+expect_exit2 "$WORK/nowhere" $LATTICE "${validate[@]}" --set checkpoint.load="$WORK/nowhere"
+expect_exit2 "model.init_from: '$WORK/nowhere' not found" $LATTICE "${validate[@]}" --set model.init_from="$WORK/nowhere"
+out=$($LATTICE "${validate[@]}" --set checkpoint.dir="$WORK/good" 2>&1) || fail "validate of a checkpoint that fits: $out"
+grep -qF "checkpoint: resumes from $WORK/good/iter_0000010 (step 10)" <<<"$out" || fail "validate names no checkpoint: $out"
+echo "ok: validate refuses what the resume would refuse"
 # lattice bench: --config (training steps) or --checkpoint (the checkpoint benchmark), one of them.
 expect_exit2 "needs --config" $LATTICE bench
 expect_exit2 "not both" $LATTICE bench --config configs/test-tiny-gpt2.json --checkpoint "$WORK/bench"

@@ -1,9 +1,14 @@
 // Sharded checkpoints under mpirun -np 4 (2 tp × 2 dp): the parallel save (every rank writes a
 // shard, replicas never, every box once), the commit, loading into other layouts (one process,
-// TP4, the same), the asynchronous path while the store keeps changing, and a write that fails on
-// one rank failing the commit on every rank without touching `latest`.
+// TP4, the same), the asynchronous path while the store keeps changing, a write that fails on
+// one rank failing the commit on every rank without touching `latest`, and a stale .partial of the
+// step being saved removed by rank 0 before any rank writes.
+#include <sys/resource.h>
+
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -138,9 +143,17 @@ TEST_CASE("a write failing on one rank fails the commit everywhere; latest stays
   writer.save(*run.store, run.sources(), state_at(1));
   writer.finish();
 
-  // Rank 2 cannot create its file: a directory sits where its temporary file goes.
-  if (world().rank() == 2) fs::create_directories(fs::path(dir) / "iter_0000002.partial" / "rank_00002.safetensors.tmp");
-  world().barrier();
+  // Rank 2's disk is full: its files cannot grow past 16 bytes (RLIMIT_FSIZE; the write fails
+  // with EFBIG rather than raising SIGXFSZ). Obstacles inside iter_0000002.partial would not do:
+  // rank 0 removes a stale .partial before the save writes.
+  rlimit unlimited{};
+  if (world().rank() == 2) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &unlimited);
+    rlimit full = unlimited;
+    full.rlim_cur = 16;
+    setrlimit(RLIMIT_FSIZE, &full);
+  }
   std::string message;
   try {
     writer.save(*run.store, run.sources(), state_at(2));
@@ -148,6 +161,7 @@ TEST_CASE("a write failing on one rank fails the commit everywhere; latest stays
   } catch (const Error& e) {
     message = e.what();
   }
+  if (world().rank() == 2) setrlimit(RLIMIT_FSIZE, &unlimited);
   CHECK(!message.empty());
   if (world().rank() == 2) {
     CHECK_THAT(message, Catch::Contains("rank_00002.safetensors"));
@@ -158,11 +172,35 @@ TEST_CASE("a write failing on one rank fails the commit everywhere; latest stays
   CHECK(read_latest(dir) == "iter_0000001");
   CHECK(committed_steps(dir) == std::vector<int64_t>{1});
 
+  CHECK(fs::exists(fs::path(dir) / "iter_0000002.partial"));
+
   // The next save succeeds and clears the leftover.
-  if (world().rank() == 2) fs::remove_all(fs::path(dir) / "iter_0000002.partial" / "rank_00002.safetensors.tmp");
-  world().barrier();
   writer.save(*run.store, run.sources(), state_at(3));
   writer.finish();
   CHECK(read_latest(dir) == "iter_0000003");
   CHECK(!fs::exists(fs::path(dir) / "iter_0000002.partial"));
+}
+
+TEST_CASE("a stale .partial of the step is removed by rank 0 before any rank writes into it") {
+  Setup s;
+  const std::string dir = ckpt_dir("stale_partial");
+  fresh(dir);
+  // A save of step 4 that never committed left every rank's file, and a directory where each
+  // rank's temporary file goes: a rank writing before rank 0 removed it all would fail, or lose
+  // its new file with it.
+  const fs::path partial = fs::path(dir) / "iter_0000004.partial";
+  if (world().rank() == 0) {
+    for (int r = 0; r < world().size(); ++r) {
+      fs::create_directories(partial / (shard_file_name(r) + ".tmp"));
+      std::ofstream(partial / shard_file_name(r)) << "a shard of the failed save";
+    }
+  }
+  world().barrier();
+  Run run = make_run(tp_shard_specs(model(), s.grid.tp_rank(), 2), 3);
+  CheckpointWriter writer({dir, /*async=*/true, 0, 1}, {&world(), s.groups.dp.get()}, model_json(model()), layout());
+  writer.save(*run.store, run.sources(), state_at(4));
+  writer.finish();
+  CHECK(read_latest(dir) == "iter_0000004");
+  CHECK(!fs::exists(partial));
+  CHECK(load_and_count(dir, model_parameter_specs(model()), 3) == 0);
 }

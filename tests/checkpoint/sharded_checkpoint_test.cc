@@ -342,6 +342,12 @@ TEST_CASE("every corruption class is one InputError naming the file or field; no
     std::ofstream(meta_path) << "{\"format\": \"lattice-sharded-checkpoint\", ";
     CHECK_THAT(message_of(load), Catch::Contains(meta_path) && Catch::Contains("not valid JSON"));
   }
+  SECTION("a count that no run writes: a negative optimizer_step_count") {
+    nlohmann::json doc = nlohmann::json::parse(std::ifstream(meta_path));
+    doc["optimizer_step_count"] = -1;
+    std::ofstream(meta_path) << doc.dump(1);
+    CHECK_THAT(message_of(load), Catch::Contains(meta_path) && Catch::Contains("optimizer_step_count is negative"));
+  }
   SECTION("model config differs: every field named") {
     ModelConfig other = model();
     other.hidden_size = 32;
@@ -405,12 +411,69 @@ TEST_CASE("keep_last deletes older checkpoints only after a commit, never what `
              Catch::Contains("retired"));
 
   // A run resumed from an older step: the new checkpoint is what `latest` names and survives
-  // keep_last = 1 although a higher step exists.
+  // keep_last = 1 although higher steps exist; those (an abandoned line) are not counted or retired.
   save_one_process(dir, run, 2, false, /*keep_last=*/1);
   CHECK(read_latest(dir) == "iter_0000002");
   CHECK(fs::exists(fs::path(dir) / "iter_0000002"));
-  CHECK(committed_steps(dir) == std::vector<int64_t>{2, 4});
+  CHECK(committed_steps(dir) == std::vector<int64_t>{2, 3, 4});
   CHECK(!fs::exists(fs::path(dir) / "iter_0000001.deleting"));  // the leftover went too
+}
+
+TEST_CASE("keep_last after a rollback counts only the current line: not the resume point, not later steps") {
+  const std::string dir = fresh_dir("rollback");
+  Run run = make_run(model_parameter_specs(model()), 1);
+  for (int64_t step : {4, 8, 10}) save_one_process(dir, run, step);
+  // Resumed from iter_0000004 with keep_last = 2, saving every 2 steps.
+  CheckpointWriter writer({dir, /*async=*/false, /*keep_last=*/2, 1}, {}, model_json(model()), CheckpointLayout{});
+  writer.save(*run.store, run.sources(), state_at(6));
+  // 4 (the rollback point) and 6 are the line's two newest; 8 and 10 are after it: all stay.
+  CHECK(committed_steps(dir) == std::vector<int64_t>{4, 6, 8, 10});
+  CHECK(read_latest(dir) == "iter_0000006");
+  // Reaching step 8 replaces the abandoned iter_0000008; now 4 is beyond the line's two newest.
+  writer.save(*run.store, run.sources(), state_at(8));
+  CHECK(committed_steps(dir) == std::vector<int64_t>{6, 8, 10});
+  writer.save(*run.store, run.sources(), state_at(10));
+  writer.finish();
+  CHECK(committed_steps(dir) == std::vector<int64_t>{8, 10});
+  CHECK(read_latest(dir) == "iter_0000010");
+}
+
+TEST_CASE("committed checkpoints without `latest` are not a fresh start") {
+  const std::string dir = fresh_dir("no_latest");
+  Run run = make_run(model_parameter_specs(model()), 1);
+  for (int64_t step : {4, 8, 10}) save_one_process(dir, run, step);
+  fs::create_directories(fs::path(dir) / "iter_0000012.partial");  // never committed: not named
+  fs::remove(fs::path(dir) / "latest");
+  const std::string latest = (fs::path(dir) / "latest").string();
+  CHECK_THAT(message_of([&] { find_latest_checkpoint(dir); }),
+             Catch::Contains("checkpoint.dir '" + dir + "' holds committed checkpoints (the newest is iter_0000010)") &&
+                 Catch::Contains("echo iter_0000010 > " + latest) &&
+                 Catch::Contains("checkpoint.load=" + dir + "/iter_0000010") &&
+                 Catch::Contains("another checkpoint.dir"));
+  CHECK(committed_steps(dir) == std::vector<int64_t>{4, 8, 10});
+  // The advice works: `latest` written as the message says (echo's newline included) resolves.
+  std::ofstream(latest) << "iter_0000010\n";
+  CHECK(find_latest_checkpoint(dir).value() == (fs::path(dir) / "iter_0000010").string());
+}
+
+TEST_CASE("a stale .partial of the step being saved is removed before any rank writes into it") {
+  const std::string dir = fresh_dir("stale_partial");
+  Run run = make_run(model_parameter_specs(model()), 1);
+  save_one_process(dir, run, 5);
+  // A save of step 20 that failed (disk full): its files stay behind, one where this save's
+  // temporary file goes.
+  const fs::path partial = fs::path(dir) / "iter_0000020.partial";
+  fs::create_directories(partial / "rank_00000.safetensors.tmp");
+  std::ofstream(partial / "rank_00001.safetensors") << "a shard of the failed save";
+  CheckpointWriter writer({dir, /*async=*/true, 0, 1}, {}, model_json(model()), CheckpointLayout{});
+  writer.save(*run.store, run.sources(), state_at(20));
+  CHECK(!fs::exists(partial / "rank_00001.safetensors"));  // gone before the commit
+  writer.finish();
+  CHECK(committed_steps(dir) == std::vector<int64_t>{5, 20});
+  CHECK(read_latest(dir) == "iter_0000020");
+  Run back = make_run(model_parameter_specs(model()), 9);
+  load_checkpoint(resolve_checkpoint(dir), json(), back.targets());
+  CHECK(count_mismatches(*back.store, back.store->flat_values(), 1) == 0);
 }
 
 TEST_CASE("saving a step again replaces its directory atomically") {

@@ -248,6 +248,7 @@ TEST_CASE("out-of-range values name the field") {
       {"optimizer.grad_clip", -1.0}, {"optimizer.warmup_iters", -1}, {"logging.log_interval", 0},
       {"logging.peak_gflops", -1.0},
       {"data.split", "a,b"},         {"data.split", "1,2,3,4"},      {"data.split", "0,1,0"},
+      {"model.num_layers", 65537},   {"model.vocab_size", 2147483648LL},
   };
   for (const auto& [field, value] : cases) {
     INFO(field << " = " << value.dump());
@@ -619,6 +620,22 @@ TEST_CASE("config_to_json round trips and names every key") {
   // Through text too.
   CHECK(config_to_json(parse_config(json::parse(j.dump()), "text")) == j);
   CHECK(back.training.seed == 18446744073709551615ull);
+}
+
+TEST_CASE("sizes valid alone but too large together are refused naming them, before any figure overflows") {
+  // 2e9 × 64 parameters of embedding alone is 1.3e11: fine; a hidden size of 1e6 with it is not.
+  json big = base();
+  apply_overrides(big, {"model.vocab_size=2000000000"});
+  CHECK_NOTHROW(parse_config(big, "t"));
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"model.vocab_size=2000000000", "model.hidden_size=8000000",
+                                 "model.num_attention_heads=8", "model.num_kv_heads=8"},
+        std::vector<std::string>{"model.seq_length=1000000000", "training.micro_batch_size=1000000",
+                                 "training.global_batch_size=1000000"}}) {
+    const std::string e = error_of(base(), sets);
+    CHECK_THAT(e, Contains("model.num_layers") && Contains("model.vocab_size") && Contains("model.seq_length") &&
+                      Contains("training.micro_batch_size") && Contains("2^53"));
+  }
 }
 
 TEST_CASE("checkpoint section: keys, defaults and mistakes") {
