@@ -20,6 +20,7 @@
 #include "kernels/error.h"
 #include "kernels/fnv1a.h"
 #include "parallel/grid.h"
+#include "trainer/config_aliases.h"
 #include "trainer/config_schema.h"
 
 namespace lattice {
@@ -78,6 +79,13 @@ std::string section_with_key(const std::string& key, const std::string& except =
 // section is empty): a close spelling, or the same key in another section, or the known keys.
 std::string unknown_key_message(const std::string& section, const std::string& key) {
   const std::vector<std::string>& sections = config_sections();
+  // Another framework's name for a key: name lattice's, before a guess by spelling (num_heads is
+  // closer to num_kv_heads than to num_attention_heads).
+  if (const std::optional<ForeignName> foreign = foreign_name(key)) {
+    return fmt::format("unknown {} '{}'; did you mean '{}'? ('{}' is {} name for it{})",
+                       section.empty() ? "section" : "key", section.empty() ? key : section + "." + key,
+                       foreign->key, key, foreign->from, foreign->note.empty() ? "" : "; " + foreign->note);
+  }
   if (section.empty()) {
     std::string msg = fmt::format("unknown section '{}'", key);
     const std::string hint = closest_match(key, sections);

@@ -3,8 +3,8 @@
 # data prepare records its tokenizer; a model trained to memorize a sentence regenerates it from its
 # prefix (greedy); a seed gives the same text, top-k 1 is greedy; training.sample_interval logs
 # samples and leaves the run bit-identical; export (--checkpoint, --config, train --export) writes
-# tokenizer files that Hugging Face `tokenizers` loads with the same ids (byte, hf, gpt2-bpe); bad
-# flags exit 2 naming the flag.
+# tokenizer files that Hugging Face `tokenizers` loads with the same ids (byte, hf, gpt2-bpe); a blend
+# of datasets of different tokenizers and bad flags exit 2 naming them.
 set -uo pipefail
 source tests/parallel/mpi_env.sh
 export OMP_NUM_THREADS=1 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}  # no BLAS re-exec line
@@ -81,6 +81,13 @@ for t in hf gpt2-bpe; do
     --prompt "héllo" -n 8 2>&1) || fail "generate with the recorded $t tokenizer: $out"
   grep -q "tokenizer: $t ($W/$t.tokenizer.json" <<<"$out" || fail "generate did not use the recorded $t tokenizer: $out"
 done
+
+# A blend of datasets tokenized differently would give one id two meanings: refused, naming both.
+expect_exit2 "data.blend mixes datasets of different tokenizers: data.blend[0][1] \"$W/fox\" was prepared with the byte" \
+  $L validate --config configs/test-tiny-gpt2.json --set data.path= --set model.vocab_size=320 \
+  --set "data.blend=[[0.5, \"$W/fox\"], [0.5, \"$W/hf\"]]"
+$L validate --config configs/test-tiny-gpt2.json --set data.path= --set model.vocab_size=320 \
+  --set "data.blend=[[0.5, \"$W/hf\"], [0.5, \"$W/hf\"]]" >/dev/null 2>&1 || fail "a blend of one tokenizer refused"
 
 # Mistakes exit 2 and name the flag or field.
 C=(--checkpoint "$W/plain")

@@ -10,6 +10,8 @@
 
 #include "kernels/error.h"
 #include "trainer/config.h"
+#include "trainer/config_aliases.h"
+#include "trainer/config_schema.h"
 
 using namespace lattice;
 using nlohmann::json;
@@ -99,6 +101,33 @@ TEST_CASE("unknown keys and sections get a did-you-mean hint") {
   d = base();
   d["data"]["shufle"] = false;
   CHECK_THAT(error_of(d), Contains("did you mean 'shuffle'"));
+
+  // Megatron-LM's and Hugging Face's names point at lattice's key, before any spelling guess
+  // (num_heads is nearer num_kv_heads by spelling).
+  d = base();
+  d["model"]["num_heads"] = 8;
+  CHECK_THAT(error_of(d), Contains("model.num_heads") && Contains("did you mean 'model.num_attention_heads'"));
+  d = base();
+  d["model"]["max_position_embeddings"] = 2048;
+  CHECK_THAT(error_of(d), Contains("did you mean 'model.seq_length'") && Contains("Hugging Face"));
+  d = base();
+  d["parallel"] = {{"tensor-model-parallel-size", 2}};
+  CHECK_THAT(error_of(d), Contains("did you mean 'parallel.tensor'") && Contains("Megatron-LM's name for it"));
+  d = base();
+  d["tensor_model_parallel_size"] = 2;
+  CHECK_THAT(error_of(d), Contains("unknown section 'tensor_model_parallel_size'") &&
+                              Contains("did you mean 'parallel.tensor'"));
+  d = base();
+  d["model"]["untie_embeddings_and_output_weights"] = true;
+  CHECK_THAT(error_of(d), Contains("'model.tie_embeddings'") && Contains("with the opposite value"));
+}
+
+TEST_CASE("no foreign name is a lattice key: a hint never points away from a key that exists") {
+  for (const std::string& section : config_sections())
+    for (const std::string& key : config_keys(section)) {
+      INFO(section << "." << key);
+      CHECK_FALSE(foreign_name(key).has_value());
+    }
 }
 
 // training.seed and data.seed: the hint names the first such section in alphabetical order, as it did
