@@ -167,6 +167,27 @@ void check_output_is_not_input(const std::string& prefix, const std::vector<std:
   }
 }
 
+// Options that none of the inputs uses, and an input given twice (a glob that overlaps another):
+// the run goes on, but what the user asked for is not what happens, so say it.
+void warn_on_ignored_options(const PrepareOptions& opts, const std::vector<std::string>& formats) {
+  const bool any_text = std::count(formats.begin(), formats.end(), "text") > 0;
+  const bool any_jsonl = std::count(formats.begin(), formats.end(), "jsonl") > 0;
+  if (!any_jsonl && opts.json_key != "text")
+    spdlog::warn("data prepare: --json-key {} has no effect: no input is JSONL (--format, or a .jsonl/.ndjson/.json "
+                 "name)",
+                 opts.json_key);
+  if (!any_text && opts.text_document_separator != "file")
+    spdlog::warn("data prepare: --text-document-separator {} has no effect: every input is JSONL, one document a line",
+                 opts.text_document_separator);
+  for (size_t i = 0; i < opts.inputs.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(opts.inputs[i], opts.inputs[j], ec))
+        spdlog::warn("data prepare: --input {} is the same file as --input {}: its documents go in twice",
+                     opts.inputs[i], opts.inputs[j]);
+    }
+}
+
 // Line and file offset of byte `index` of a piece.
 std::string locate(const std::string& path, const DocumentPiece& p, size_t index) {
   int64_t line = p.line + std::count(p.text.begin(), p.text.begin() + static_cast<std::ptrdiff_t>(index), '\n');
@@ -318,6 +339,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
     total_bytes += check_input(path);
     formats.push_back(resolve_format(opts.format, path));
   }
+  warn_on_ignored_options(opts, formats);
 
   auto parent = std::filesystem::absolute(opts.output_prefix).parent_path();
   std::error_code ec;

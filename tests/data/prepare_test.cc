@@ -6,10 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "data/indexed_dataset.h"
 #include "data/prepare.h"
@@ -187,6 +190,36 @@ TEST_CASE("prepare reads a pipe once and never overwrites its input or an old da
     for (const char* ext : {".tokenizer.json", ".stats.json"}) REQUIRE(fs::exists(o.output_prefix + ext));
     REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"hello world"});
   }
+}
+
+TEST_CASE("options no input uses, and an input given twice, are warned about") {
+  TempDir dir("prepare_warnings");
+  PrepareOptions o;
+  o.output_prefix = dir / "ds";
+  write_text(dir / "a.jsonl", "{\"text\": \"one\"}\n");
+  write_text(dir / "b.txt", "two\n");
+  const auto log_of = [&](PrepareOptions options) {
+    std::ostringstream log;
+    auto previous = spdlog::default_logger();
+    spdlog::set_default_logger(
+        std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+    prepare_dataset(options);
+    spdlog::set_default_logger(previous);
+    return log.str();
+  };
+  o.inputs = {dir / "a.jsonl", dir / "b.txt"};
+  CHECK_THAT(log_of(o), !Catch::Contains("[warning]"));
+  o.inputs = {dir / "a.jsonl"};
+  o.text_document_separator = "percent-line";
+  CHECK_THAT(log_of(o), Catch::Contains("--text-document-separator percent-line has no effect"));
+  o.text_document_separator = "file";
+  o.inputs = {dir / "b.txt"};
+  o.json_key = "content";
+  CHECK_THAT(log_of(o), Catch::Contains("--json-key content has no effect"));
+  o.json_key = "text";
+  o.inputs = {dir / "b.txt", dir / "a.jsonl", dir.path().string() + "/./b.txt"};
+  CHECK_THAT(log_of(o), Catch::Contains("is the same file as --input " + dir / "b.txt"));
+  REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"two\n", "one", "two\n"});
 }
 
 TEST_CASE("prepare JSONL") {
