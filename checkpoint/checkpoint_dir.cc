@@ -48,6 +48,11 @@ std::string read_latest(const std::string& root) {
   const fs::path latest = fs::path(root) / kLatestFile;
   std::error_code ec;
   if (!fs::exists(latest, ec)) return "";
+  if (fs::is_directory(latest, ec))
+    throw InputError(fmt::format("'{}' is a directory; it should be a file naming a checkpoint directory such as "
+                                 "iter_0000100: move the directory away and write the name of a complete "
+                                 "checkpoint into the file, or set checkpoint.load to one",
+                                 latest.string()));
   std::ifstream in(latest);
   if (!in) throw InputError(fmt::format("cannot read '{}': {}", latest.string(), std::strerror(errno)));
   std::stringstream ss;

@@ -274,7 +274,14 @@ void Tracer::flush() {
 )",
                        rank_, origin_us, events_.size(), dropped_, max_events_, dropped_ > 0 ? "true" : "false");
     out.flush();
-    if (!out) throw Error(fmt::format("logging.trace_file: writing '{}' failed (disk full?)", tmp));
+    if (!out) {
+      const std::string reason = std::strerror(errno);
+      out.close();
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      dirty_ = false;  // reported once: the destructor's flush would only fail again
+      throw Error(fmt::format("logging.trace_file: writing '{}' failed: {}; the trace is not saved", tmp, reason));
+    }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path_, ec);

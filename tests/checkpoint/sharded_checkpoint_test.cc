@@ -378,6 +378,13 @@ TEST_CASE("every corruption class is one InputError naming the file or field; no
     CHECK_THAT(message_of([&] { find_latest_checkpoint(dir); }), Catch::Contains("iter_0000099"));
     write_latest(dir, "iter_0000005");
   }
+  SECTION("`latest` is a directory") {
+    fs::remove(fs::path(dir) / "latest");
+    fs::create_directory(fs::path(dir) / "latest");
+    CHECK_THAT(message_of([&] { find_latest_checkpoint(dir); }), Catch::Contains("latest' is a directory"));
+    fs::remove(fs::path(dir) / "latest");
+    write_latest(dir, "iter_0000005");
+  }
   SECTION("not a checkpoint at all") {
     CHECK_THAT(message_of([&] { resolve_checkpoint(test_tmpdir() + "/nowhere"); }), Catch::Contains("does not exist"));
     CHECK(!find_latest_checkpoint(test_tmpdir() + "/nowhere").has_value());

@@ -1,6 +1,9 @@
 // The Chrome-trace Tracer: event fields, disabled = no file, per-rank file names, valid JSON with
 // nested scopes inside their parents, concurrent emission, the event cap, the message of a failed write.
+#include <sys/resource.h>
+
 #include <atomic>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -310,4 +313,36 @@ TEST_CASE("a trace that cannot be written at the end is reported once, naming lo
   CHECK_THAT(text, Catch::Contains("logging.trace_file: cannot open '" + (dir / "sub" / "t.rank0.json.tmp").string() +
                                    "' for writing: Not a directory"));
   CHECK_THAT(text, !Catch::Contains("trace: trace:"));
+}
+
+TEST_CASE("a trace write that fails (a full disk) is reported once, with the system's reason, and leaves no .tmp") {
+  const fs::path dir = temp_dir("trace_full");
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  std::string thrown;
+  {
+    Tracer t((dir / "t.json").string(), 0);
+    for (int i = 0; i < 2000; ++i) t.instant("event", "compute");
+    // A file-size limit makes the write fail as a full disk does (EFBIG instead of ENOSPC).
+    struct rlimit old_limit;
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old_limit;
+    small.rlim_cur = 4096;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+    try {
+      t.flush();
+    } catch (const std::exception& e) {
+      thrown = e.what();
+    }
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+    std::signal(SIGXFSZ, old_handler);
+  }  // the destructor does not report it again
+  spdlog::set_default_logger(previous);
+  CHECK_THAT(thrown, Catch::Contains("logging.trace_file: writing '" + (dir / "t.rank0.json.tmp").string() +
+                                     "' failed: File too large"));
+  CHECK_THAT(log.str(), !Catch::Contains("logging.trace_file"));
+  CHECK_FALSE(fs::exists(dir / "t.rank0.json.tmp"));
 }
