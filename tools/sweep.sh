@@ -274,6 +274,9 @@ dirs=()
 for i in $range; do
   if [[ -f $out/${names[$i]}/config.json ]]; then
     dirs+=("$out/${names[$i]}")
+  elif [[ ! -e $out/.sweep/logs/${names[$i]}.log ]]; then
+    echo "sweep: ${names[$i]}: not started (the sweep was stopped first); run the sweep again to train it"
+    bad=1
   else
     echo "sweep: ${names[$i]}: no run folder (refused before it wrote one): $(why "${names[$i]}")"
     bad=1

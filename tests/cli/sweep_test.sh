@@ -3,7 +3,7 @@
 # early (training.exit_interval) and resumed by the full sweep; a 4-point learning-rate sweep with one
 # point whose checkpoint folder is blocked by a file (fails), run twice — the second run starts none of
 # the finished points — and `lattice report` against the metrics files; a point the config refuses;
-# and the --slurm job array's generated script run by hand for one task id. There is no Slurm here:
+# the --slurm job array's generated script run by hand for one task id; and a sweep stopped by SIGTERM. There is no Slurm here:
 # sbatch and srun are stand-ins on PATH (sbatch records its arguments; srun drops its options and runs
 # the command), so what is tested is the array script and the per-task path through
 # tools/slurm/lattice.sbatch, not Slurm itself.
@@ -123,4 +123,21 @@ python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert c['training'
 # Task 0 (finished) starts nothing.
 (cd / && SLURM_ARRAY_TASK_ID=0 PATH=$stand_ins:$PATH "$sl/.sweep/array.sbatch") | grep -q "skip optimizer.lr=1e-3,training.seed=1 (finished)" ||
   fail "array task 0 did not skip its finished point"
+
+# A sweep stopped by a signal: the running point saves and stops, the next one is never started, and
+# the summary says so and how to go on (not "refused before it wrote one" with an empty reason).
+sig=$WORK/sig
+rm -rf "$sig"
+rc=0
+tools/sweep.sh --config configs/test-tiny-gpt2.json --out "$sig" --grid 'optimizer.lr=1e-3,2e-3' -- "${common[@]}" \
+  --set training.train_iters=1000000 >"$WORK/s_sig.txt" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -qs '"loss"' "$sig/optimizer.lr=1e-3/metrics.jsonl" && break; sleep 0.1; done
+kill -TERM "$pid"
+wait "$pid" || rc=$?
+cat "$WORK/s_sig.txt"
+[[ $rc -ne 0 ]] || fail "a stopped sweep exited 0"
+grep -q "optimizer.lr=1e-3: stopped" "$WORK/s_sig.txt" || fail "the running point is not reported stopped"
+grep -q "sweep: optimizer.lr=2e-3: not started (the sweep was stopped first); run the sweep again to train it" \
+  "$WORK/s_sig.txt" || fail "the point never started is not reported as such"
 echo "ok: sweeps"
