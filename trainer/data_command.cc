@@ -1,6 +1,8 @@
 // CLI11 flags of `lattice data prepare`.
 #include "trainer/data_command.h"
 
+#include <limits>
+
 namespace lattice {
 
 void add_tokenizer_options(CLI::App* cmd, TokenizerOptions& t) {
@@ -18,7 +20,8 @@ void add_tokenizer_options(CLI::App* cmd, TokenizerOptions& t) {
 void add_inspect_options(CLI::App* cmd, InspectOptions& o) {
   cmd->add_option("prefix", o.prefix, "dataset prefix (PREFIX.bin + PREFIX.idx)")->required();
   add_tokenizer_options(cmd, o.tokenizer);
-  cmd->add_option("--show", o.show, "documents to show (default 3)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--show", o.show, "documents to show (default 3)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
 }
 
 void add_prepare_options(CLI::App* cmd, PrepareOptions& o) {
@@ -31,7 +34,7 @@ void add_prepare_options(CLI::App* cmd, PrepareOptions& o) {
   cmd->add_option("--text-document-separator", o.text_document_separator,
                   "how text files split into documents: file|blank-line|percent-line")
       ->check(CLI::IsMember({"file", "blank-line", "percent-line"}));
-  cmd->add_flag("!--no-eod", o.append_eod, "do not append the end-of-document token");
+  cmd->add_flag_callback("--no-eod", [&o] { o.append_eod = false; }, "do not append the end-of-document token");
   cmd->add_flag("--skip-empty-documents", o.skip_empty_documents,
                 "skip empty or whitespace-only documents (counted and reported) instead of failing on the first");
   cmd->add_option("--workers,-j", o.workers, "encoder threads (default: one per hardware thread)")

@@ -174,6 +174,16 @@ std::string unknown_subcommand_message(const CLI::App& app, int argc, char** arg
     cmd = next;
     path += " " + next->get_name();
   }
+  // An option before any command (`lattice --bogus`): CLI11 would only say a command is required.
+  if (argc > 1 && argv[1][0] == '-' && std::string(argv[1]) != "--help" && std::string(argv[1]) != "-h" &&
+      std::string(argv[1]) != "--version") {
+    std::string all;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      all += (all.empty() ? "" : ", ") + sub->get_name();
+    return fmt::format("lattice: unknown option '{}' (before a command lattice takes only --help and --version); "
+                       "commands: {}; see lattice --help",
+                       argv[1], all);
+  }
   return "";
 }
 
@@ -387,7 +397,13 @@ int run(int argc, char** argv) {
       ->add_option("--world-size", validate_world_size,
                    "check the layout for this many ranks (default: the launcher's world size under "
                    "mpirun/srun, else tensor × pipeline × max(data, 1))")
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            const bool digits = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+            if (digits && value.size() <= 8 && std::stol(value) >= 1 && std::stol(value) <= (1 << 24)) return "";
+            return fmt::format("'{}' is not a number of ranks from 1 to {}", value, 1 << 24);
+          },
+          "RANKS"));
 
   ConfigArgs plan_args;
   PlanCommandOptions plan_options;

@@ -14,6 +14,13 @@
 namespace lattice {
 namespace {
 
+// "70.55B", "124.4M", "18.9K": the size a model is spoken of.
+std::string parameter_count_text(int64_t n) {
+  if (n >= 1'000'000'000) return fmt::format("{:.2f}B", double(n) / 1e9);
+  if (n >= 1'000'000) return fmt::format("{:.1f}M", double(n) / 1e6);
+  return fmt::format("{:.1f}K", double(n) / 1e3);
+}
+
 std::string override_key(const std::string& assignment) { return assignment.substr(0, assignment.find('=')); }
 
 // `text` as one shell word: as it is when it holds nothing the shell reads, else in single quotes.
@@ -85,9 +92,9 @@ std::string format_plan(const PlanResult& result, const Config& config, const Gp
                         const PlanCommandOptions& options, double seconds) {
   const ModelStats stats = compute_model_stats(config);
   std::string out = fmt::format(
-      "plan: {} ({:.2f}B parameters, {} layers, seq {}) on {} × {} ({} per node, {:.0f} TFLOP/s {} peak, {} usable "
+      "plan: {} ({} parameters, {} layers, seq {}) on {} × {} ({} per node, {:.0f} TFLOP/s {} peak, {} usable "
       "per GPU)\n",
-      options.config_path, double(stats.num_params) / 1e9, config.model.num_layers, config.model.seq_length,
+      options.config_path, parameter_count_text(stats.num_params), config.model.num_layers, config.model.seq_length,
       options.plan.gpus, gpu.name, result.gpus_per_node, result.peak_flops / 1e12,
       precision_name(config.training.precision), format_bytes(int64_t(gpu.memory_bytes * gpu.usable_memory_fraction)));
   out += fmt::format(

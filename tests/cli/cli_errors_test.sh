@@ -84,6 +84,11 @@ expect 2 "" -- $LATTICE frobnicate
 expect 2 "unknown command 'trian'; did you mean 'train'?" -- $LATTICE trian --config configs/test-tiny-gpt2.json
 expect 2 "lattice data: unknown command 'prepar'; did you mean 'prepare'?" -- $LATTICE data prepar --input x
 expect 2 "unknown command 'frobnicate' (commands: train, validate, plan, data, bench, export" -- $LATTICE frobnicate
+expect 2 "lattice: unknown option '--bogus' (before a command lattice takes only --help and --version); commands: train" -- $LATTICE --bogus
+expect 2 "--world-size: 'abc' is not a number of ranks from 1 to 16777216" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size abc
+expect 2 "--show: Value -1 not in range 0 to 9223372036854775807" -- $LATTICE data inspect x --show -1
+expect 0 "  --no-eod    " -- $LATTICE data prepare --help
+expect 2 "did you mean 'model.num_attention_heads'? ('num_heads' is a common name for it)" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.num_heads=4
 # Numbers out of range get the right words (not "got number 1e+20" / "got string \"1e400\"").
 expect 2 "training.train_iters must be an integer below 2^63, got 1e+20" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.train_iters=1e20
 expect 2 "--set optimizer.lr=1e400: 1e400 is out of range" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set optimizer.lr=1e400
