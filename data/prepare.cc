@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -432,6 +433,13 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
     work.close();
     for (std::thread& t : threads) t.join();
     threads.clear();
+    // An empty dataset trains nothing: `train` would stop at "the train split has 0 tokens".
+    if (summary.documents == 0)
+      throw InputError(fmt::format("data prepare: the input holds no documents ({}{}); nothing was written",
+                                   fmt::join(opts.inputs, ", "),
+                                   summary.empty_documents > 0
+                                       ? fmt::format(": {} empty or whitespace-only, skipped", summary.empty_documents)
+                                       : std::string(", empty files")));
     // Every document is in: from here the old dataset is replaced. Its records go first, so that
     // they never describe the new .bin/.idx (a failure before this point leaves all four as they were).
     std::filesystem::remove(tokenizer_record_path(opts.output_prefix), ec);

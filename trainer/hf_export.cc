@@ -68,6 +68,34 @@ void export_hf_tokenizer(const TokenizerRecord& record, const ModelConfig& model
   write_file_atomically(out("tokenizer_config.json"), config.dump(2) + "\n");
 }
 
+namespace {
+
+// Why the export has no tokenizer to write: no data named, data not found from here (a relative
+// data.path read from another directory: worth a warning), or data without a record.
+void log_why_no_tokenizer(const DataConfig& data, const std::string& output_dir) {
+  std::vector<std::string> prefixes;
+  if (!data.path.empty()) prefixes.push_back(data.path);
+  for (const BlendEntry& e : data.blend) prefixes.push_back(e.prefix);
+  if (prefixes.empty()) {
+    spdlog::info("no data.path to take the tokenizer from: {} holds the model only", output_dir);
+    return;
+  }
+  for (const std::string& prefix : prefixes) {
+    std::error_code ec;
+    if (!std::filesystem::exists(prefix + ".bin", ec)) {
+      spdlog::warn("the data '{}' is not found from {} (a relative path is read from the current directory), so its "
+                   "tokenizer is not exported: {} holds the model only; --set data.path=/absolute/prefix to export it",
+                   prefix, std::filesystem::current_path(ec).string(), output_dir);
+      return;
+    }
+  }
+  spdlog::info("no tokenizer recorded with the data (prepared by Megatron-LM or an older lattice, or a blend of "
+               "different ones): {} holds the model only",
+               output_dir);
+}
+
+}  // namespace
+
 void export_hf_model(const Config& config, const ParameterStore& store, const std::string& output_dir, DType dtype) {
   std::optional<TokenizerRecord> record = data_tokenizer_record(config.data);
   if (record && record->vocab_size > config.model.vocab_size) {
@@ -77,7 +105,7 @@ void export_hf_model(const Config& config, const ParameterStore& store, const st
   }
   export_hf(config.model, store, output_dir, record ? std::optional<int32_t>(record->eod_id) : std::nullopt, dtype);
   if (!record) {
-    spdlog::info("no tokenizer recorded with the data (data.path): {} holds the model only", output_dir);
+    log_why_no_tokenizer(config.data, output_dir);
     return;
   }
   export_hf_tokenizer(*record, config.model, output_dir);

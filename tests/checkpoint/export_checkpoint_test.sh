@@ -48,6 +48,11 @@ expect_exit2 "model.bogus" $L export --checkpoint "$d/ckpt" --set model.bogus=64
 [[ ! -e $d/x ]] || fail "a refused export wrote $d/x"
 $L export --checkpoint "$d/ckpt" --set model.hidden_size=32 --output "$d/same" || fail "export --set of the same value"
 cmp "$d/same/model.safetensors" "$d/from_ckpt/model.safetensors" || fail "export --set of the same value differs"
+# Data that is not found from here (a relative data.path read elsewhere) is named, not taken for data
+# without a tokenizer record.
+out=$($L export --checkpoint "$d/ckpt" --set data.path=no/such/prefix --output "$d/no_tokenizer" 2>&1) ||
+  fail "export with data not found: $out"
+grep -qF "the data 'no/such/prefix' is not found from $PWD" <<<"$out" || fail "no reason for the missing tokenizer: $out"
 expect_exit2 "does not exist" $L export --checkpoint "$TEST_TMPDIR/nowhere" --output "$d/x"
 expect_exit2 "needs --config" $L export --output "$d/x"
 shard=$d/ckpt/iter_0000010/rank_00000.safetensors

@@ -241,6 +241,16 @@ TEST_CASE("prepare JSONL") {
     REQUIRE(s.empty_documents == 1);
     REQUIRE(s.documents == 3);
   }
+  SECTION("input with no documents at all is an error, as for text; nothing is written") {
+    write_text(dir / "none.jsonl", "");
+    o.inputs = {dir / "none.jsonl"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("holds no documents") && Catch::Contains("none.jsonl"));
+    write_text(dir / "blank.jsonl", "{\"text\": \" \"}\n");
+    o.inputs = {dir / "blank.jsonl"};
+    o.skip_empty_documents = true;
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("1 empty or whitespace-only, skipped"));
+    REQUIRE_FALSE(fs::exists(o.output_prefix + ".idx"));
+  }
   SECTION("an empty JSONL document is an error naming file and line") {
     write_text(dir / "e.jsonl", "{\"text\": \"a\"}\n\n{\"text\": \" \\n\"}\n{\"text\": \"b\"}\n");
     o.inputs = {dir / "e.jsonl"};
