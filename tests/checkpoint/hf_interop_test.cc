@@ -4,13 +4,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "checkpoint/hf_interop.h"
 #include "checkpoint/safetensors.h"
@@ -18,6 +15,7 @@
 #include "kernels/ops.h"
 #include "model/model_parameters.h"
 #include "tests/checkpoint/python_helper.h"
+#include "tests/log_capture.h"
 
 using namespace lattice;
 using lattice::testing::run_script_ok;
@@ -352,14 +350,10 @@ TEST_CASE("init_from warns where the model directory's config.json differs in wh
   const std::string dir = fresh_dir("config_differs");
   export_hf(c, src, dir, std::nullopt, DType::kF32);
   const auto import_log = [&] {
-    std::ostringstream log;
-    auto previous = spdlog::default_logger();
-    spdlog::set_default_logger(
-        std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-    ParameterStore back(model_parameter_specs(c), host_context());
-    import_hf(c, dir, back);
-    spdlog::set_default_logger(previous);
-    return log.str();
+    return lattice::testing::captured_log([&] {
+      ParameterStore back(model_parameter_specs(c), host_context());
+      import_hf(c, dir, back);
+    });
   };
   CHECK_THAT(import_log(), !Catch::Contains("[warning]"));  // its own export agrees
   nlohmann::json j = nlohmann::json::parse(std::ifstream(dir + "/config.json"));

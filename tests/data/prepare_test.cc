@@ -6,19 +6,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "data/indexed_dataset.h"
 #include "data/prepare.h"
 #include "data/tokenizer.h"
 #include "kernels/error.h"
 #include "tests/data/test_util.h"
+#include "tests/log_capture.h"
 
 using namespace lattice;
 using lattice::testing::TempDir;
@@ -198,14 +196,8 @@ TEST_CASE("options no input uses, and an input given twice, are warned about") {
   o.output_prefix = dir / "ds";
   write_text(dir / "a.jsonl", "{\"text\": \"one\"}\n");
   write_text(dir / "b.txt", "two\n");
-  const auto log_of = [&](PrepareOptions options) {
-    std::ostringstream log;
-    auto previous = spdlog::default_logger();
-    spdlog::set_default_logger(
-        std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-    prepare_dataset(options);
-    spdlog::set_default_logger(previous);
-    return log.str();
+  const auto log_of = [&](const PrepareOptions& options) {
+    return lattice::testing::captured_log([&] { prepare_dataset(options); });
   };
   o.inputs = {dir / "a.jsonl", dir / "b.txt"};
   CHECK_THAT(log_of(o), !Catch::Contains("[warning]"));

@@ -15,11 +15,10 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "kernels/error.h"
 #include "tests/input_error_testing.h"
+#include "tests/log_capture.h"
 #include "trainer/config.h"
 #include "trainer/metrics.h"
 #include "trainer/output_paths.h"
@@ -78,21 +77,7 @@ TEST_CASE("report: a run whose last log record is an error failed, however many 
   CHECK(read_run_folder(stopped_run_folder("error_then_info", model_mismatch + info)).status == "stopped");
 }
 
-// The metrics writer's log lines while `f` runs.
-std::string log_of(const std::function<void()>& f) {
-  std::ostringstream out;
-  auto saved = spdlog::default_logger();
-  spdlog::set_default_logger(
-      std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_st>(out)));
-  try {
-    f();
-  } catch (...) {
-    spdlog::set_default_logger(saved);
-    throw;
-  }
-  spdlog::set_default_logger(saved);
-  return out.str();
-}
+using testing::captured_log;
 
 TEST_CASE("report: a finished run started again keeps the throughput of the segment that trained") {
   const std::string dir = temp_path("rerun_finished");
@@ -118,7 +103,7 @@ TEST_CASE("metrics file: a torn last line is dropped before a run appends, with 
   const std::string whole = std::string(kRunStart) + "\n" + R"({"step": 1, "loss": 5.5, "time": 2})" "\n";
   const std::string torn = R"({"step": 2, "loss": 5.4, "gra)";  // a write cut off by a full disk
   write_file(path, whole + torn);
-  const std::string log = log_of([&] {
+  const std::string log = captured_log([&] {
     MetricsWriter writer(path);
     writer.write_run_start({"fedcba9876543210", 1, 1, 8, "fp32", "fp32"});
   });
@@ -134,11 +119,11 @@ TEST_CASE("metrics file: a torn last line is dropped before a run appends, with 
 
   // A file that is one torn line and nothing else is emptied; a whole file is not changed.
   write_file(path, torn);
-  CHECK_THAT(log_of([&] { MetricsWriter writer(path); }),
+  CHECK_THAT(captured_log([&] { MetricsWriter writer(path); }),
              Catch::Contains(fmt::format("dropped its last {} byte(s)", torn.size())));
   CHECK(read_file(path).empty());
   write_file(path, whole);
-  CHECK(log_of([&] { MetricsWriter writer(path); }).empty());
+  CHECK(captured_log([&] { MetricsWriter writer(path); }).empty());
   CHECK(read_file(path) == whole);
 }
 

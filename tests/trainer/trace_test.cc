@@ -12,13 +12,12 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "kernels/backend.h"
 #include "parallel/trace.h"
 #include "tests/kernels/backend_harness.h"
 #include "tests/kernels/fake_events.h"
+#include "tests/log_capture.h"
 
 using namespace lattice;
 using nlohmann::json;
@@ -298,18 +297,12 @@ TEST_CASE("flush rewrites the whole file each time") {
 
 TEST_CASE("a trace that cannot be written at the end is reported once, naming logging.trace_file") {
   const fs::path dir = temp_dir("trace_unwritable");
-  std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(
-      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-  {
+  const std::string text = lattice::testing::captured_log([&] {
     Tracer t((dir / "sub" / "t.json").string(), 0);
     t.instant("a", "compute");
     fs::remove_all(dir / "sub");
     std::ofstream(dir / "sub") << "a file where the directory was";
-  }  // the destructor's flush fails and logs
-  spdlog::set_default_logger(previous);
-  const std::string text = log.str();
+  });  // the destructor's flush fails and logs
   CHECK_THAT(text, Catch::Contains("logging.trace_file: cannot open '" + (dir / "sub" / "t.rank0.json.tmp").string() +
                                    "' for writing: Not a directory"));
   CHECK_THAT(text, !Catch::Contains("trace: trace:"));
@@ -317,12 +310,8 @@ TEST_CASE("a trace that cannot be written at the end is reported once, naming lo
 
 TEST_CASE("a trace write that fails (a full disk) is reported once, with the system's reason, and leaves no .tmp") {
   const fs::path dir = temp_dir("trace_full");
-  std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(
-      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
   std::string thrown;
-  {
+  const std::string log = lattice::testing::captured_log([&] {
     Tracer t((dir / "t.json").string(), 0);
     for (int i = 0; i < 2000; ++i) t.instant("event", "compute");
     // A file-size limit makes the write fail as a full disk does (EFBIG instead of ENOSPC).
@@ -339,10 +328,9 @@ TEST_CASE("a trace write that fails (a full disk) is reported once, with the sys
     }
     REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_limit) == 0);
     std::signal(SIGXFSZ, old_handler);
-  }  // the destructor does not report it again
-  spdlog::set_default_logger(previous);
+  });  // the destructor does not report it again
   CHECK_THAT(thrown, Catch::Contains("logging.trace_file: writing '" + (dir / "t.rank0.json.tmp").string() +
                                      "' failed: File too large"));
-  CHECK_THAT(log.str(), !Catch::Contains("logging.trace_file"));
+  CHECK_THAT(log, !Catch::Contains("logging.trace_file"));
   CHECK_FALSE(fs::exists(dir / "t.rank0.json.tmp"));
 }
