@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint_bench.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "data/batch_loader.h"
 #include "data/inspect.h"
 #include "data/prepare.h"
 #include "kernels/backend.h"
@@ -117,7 +118,13 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
     spdlog::warn("{} (`lattice train` refuses to start it unless --ignore-memory-check)", *shortfall);
   // data.path / data.blend may be empty here (a config without its data yet); what is named is checked.
   const bool has_data = !c.data.path.empty() || !c.data.blend.empty();
-  if (has_data) check_datasets(c);
+  if (has_data) {
+    check_datasets(c);
+    // The splits a run samples from must each hold a sample: `train` would stop at its start.
+    const auto datasets = open_datasets(c.data);
+    make_split_samples(c.data, datasets, Split::kTrain, c.model.seq_length);
+    if (c.training.eval_interval > 0) make_split_samples(c.data, datasets, Split::kValid, c.model.seq_length);
+  }
   // What `lattice train` refuses before it starts, short of a GPU and the datasets' splits. A GPU
   // config is validated (and planned) on any build, a login node's too: a CPU-only one only warns.
   try {
@@ -143,7 +150,9 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   std::printf("%s", format_layout(layout, c).c_str());
   std::printf("%s", format_schedule_report(simulate_layout_schedule(layout)).c_str());
   if (has_data)
-    std::printf("datasets: every token id < model.vocab_size %lld\n", static_cast<long long>(c.model.vocab_size));
+    std::printf("datasets: every token id < model.vocab_size %lld; %s\n", static_cast<long long>(c.model.vocab_size),
+                c.training.eval_interval > 0 ? "the train and valid splits each hold a sample"
+                                             : "the train split holds a sample");
   std::printf("%s", resume.c_str());
   std::printf("config OK: %s\n", args.path.c_str());
   return 0;

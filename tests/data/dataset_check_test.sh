@@ -2,7 +2,7 @@
 # Datasets are checked when `validate` and `train` start, not when a bad sample comes up: a token id
 # >= model.vocab_size in a document a short run never reaches ends both with exit 2 naming the file,
 # the id and model.vocab_size, before step 1 (one process and under mpirun, blends included); a
-# missing dataset fails `validate`. The largest id is cached in PREFIX.stats.json (written by
+# missing dataset fails `validate`, and so does a split too small for one sample. The largest id is cached in PREFIX.stats.json (written by
 # `data prepare`, else by the first check), reused, and read again when the dataset changes.
 set -euo pipefail
 source tests/parallel/mpi_env.sh
@@ -75,4 +75,12 @@ expect 0 "config OK" $LATTICE validate "${cfg[@]}" --set data.path="$WORK/fortun
 grep -qF "token ids in" <<<"$out" && fail "validate read a prepared dataset's ids: $out"
 expect 2 "holds token id 256 (its largest), but model.vocab_size is 200" $LATTICE validate "${cfg[@]}" \
   --set data.path="$WORK/fortunes" --set model.vocab_size=200
+
+# validate builds the splits a run samples: one too small for a sample is the error train would give
+# at its start (41 documents, the last 2 in the valid split: 64 + 3 ids, against 129 tokens a sample).
+expect 2 "the valid split of dataset $WORK/bad (documents [39, 41) of 41, data.split) has 67 tokens, fewer than seq_length + 1 = 129" \
+  $LATTICE validate "${cfg[@]}" --set model.vocab_size=301 --set model.seq_length=128 --set training.eval_interval=1 \
+  --set data.split=95,5,0
+expect 0 "the train and valid splits each hold a sample" $LATTICE validate "${cfg[@]}" --set model.vocab_size=301 \
+  --set training.eval_interval=1 --set data.split=95,5,0
 echo PASS
