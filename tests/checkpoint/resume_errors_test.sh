@@ -75,6 +75,16 @@ expect_exit2 "model.init_from: '$WORK/nowhere' not found" $LATTICE "${validate[@
 out=$($LATTICE "${validate[@]}" --set checkpoint.dir="$WORK/good" 2>&1) || fail "validate of a checkpoint that fits: $out"
 grep -qF "checkpoint: resumes from $WORK/good/iter_0000010 (step 10)" <<<"$out" || fail "validate names no checkpoint: $out"
 echo "ok: validate refuses what the resume would refuse"
+# checkpoint.load=none in a root that holds checkpoints starts fresh, but says that its saves replace
+# theirs; --dtype without --export is said to do nothing.
+cp -a "$WORK/good" "$WORK/load_none"
+run 1 "$WORK/load_none.log" "${common[@]}" --set checkpoint.dir="$WORK/load_none" --set checkpoint.load=none \
+  --set training.train_iters=2 --dtype bf16
+grep -qF "checkpoint.load none: starting from step 0 in checkpoint.dir $WORK/load_none, which holds checkpoints up to iter_0000010" \
+  "$WORK/load_none.log" || fail "load=none into a root with checkpoints: no warning"
+grep -qF "train: --dtype bf16 has no effect without --export DIR" "$WORK/load_none.log" ||
+  fail "--dtype without --export: no warning"
+echo "ok: load=none and --dtype without --export warn"
 # lattice bench: --config (training steps) or --checkpoint (the checkpoint benchmark), one of them.
 expect_exit2 "needs --config" $LATTICE bench
 expect_exit2 "not both" $LATTICE bench --config configs/test-tiny-gpt2.json --checkpoint "$WORK/bench"
