@@ -73,14 +73,13 @@ namespace {
 // Why the export has no tokenizer to write: no data named, data not found from here (a relative
 // data.path read from another directory: worth a warning), or data without a record.
 void log_why_no_tokenizer(const DataConfig& data, const std::string& output_dir) {
-  std::vector<std::string> prefixes;
-  if (!data.path.empty()) prefixes.push_back(data.path);
-  for (const BlendEntry& e : data.blend) prefixes.push_back(e.prefix);
+  const std::vector<std::pair<std::string, std::string>> prefixes = dataset_prefixes(data);
   if (prefixes.empty()) {
     spdlog::info("no data.path to take the tokenizer from: {} holds the model only", output_dir);
     return;
   }
-  for (const std::string& prefix : prefixes) {
+  for (const auto& named : prefixes) {
+    const std::string& prefix = named.second;  // named.first: data.path or data.blend[i][1]
     std::error_code ec;
     if (!std::filesystem::exists(prefix + ".bin", ec)) {
       spdlog::warn("the data '{}' is not found from {} (a relative path is read from the current directory), so its "

@@ -2,12 +2,14 @@
 #include "trainer/run_dir.h"
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
+
+#include "data/file_io.h"
+#include "kernels/error.h"
 
 namespace lattice {
 
@@ -53,20 +55,12 @@ void open_run_dir(const Config& config, int rank) {
 void write_run_config(const Config& config, int rank) {
   if (config.logging.run_dir.empty() || rank != 0) return;
   const std::string config_file = config_file_of(config);
-  // Written whole to a temporary file, then renamed over the old one: a failed write (a full disk)
-  // leaves the previous config.json, not half of the new one.
-  const std::string tmp = config_file + ".tmp";
-  std::ofstream out(tmp, std::ios::trunc);
-  out << config_to_json(config).dump(2) << '\n';
-  out.close();
-  if (!out) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    refuse(config_file, "the write failed");
+  // Replaced whole: a failed write (a full disk) leaves the previous config.json, not half of the new one.
+  try {
+    replace_file(config_file, config_to_json(config).dump(2) + "\n");
+  } catch (const Error& e) {
+    refuse(config_file, e.what());
   }
-  std::error_code ec;
-  fs::rename(tmp, config_file, ec);
-  if (ec) refuse(config_file, ec.message());
 }
 
 }  // namespace lattice
