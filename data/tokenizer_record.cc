@@ -70,6 +70,15 @@ std::optional<TokenizerRecord> read_tokenizer_record(const std::string& prefix) 
   return r;
 }
 
+std::string tokenizer_identity(const TokenizerRecord& r) {
+  std::string identity = fmt::format("{}/{}/{}", r.options.type, r.vocab_size, r.eod_id);
+  for (const RecordedFile& f : kFiles) {
+    const std::string& file = r.options.*f.field;
+    if (!file.empty()) identity += "/" + read_whole_file(file, "tokenizer file");
+  }
+  return identity;
+}
+
 std::unique_ptr<Tokenizer> make_recorded_tokenizer(const TokenizerRecord& r) {
   std::unique_ptr<Tokenizer> t = make_tokenizer(r.options);
   if (t->eod_id() != r.eod_id || t->vocab_size() != r.vocab_size)

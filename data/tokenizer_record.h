@@ -31,6 +31,11 @@ void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& o
 // Megatron-LM). A malformed record is an InputError naming the file.
 std::optional<TokenizerRecord> read_tokenizer_record(const std::string& prefix);
 
+// Equal for two records exactly when their datasets' ids mean the same text: the type, end-of-document
+// id and vocabulary size, and the bytes of the tokenizer files (two BPE tokenizers of one vocabulary
+// size may still number their tokens differently).
+std::string tokenizer_identity(const TokenizerRecord& record);
+
 // The recorded tokenizer; InputError naming the record if its files no longer give the recorded
 // end-of-document id and vocabulary size.
 std::unique_ptr<Tokenizer> make_recorded_tokenizer(const TokenizerRecord& record);

@@ -9,15 +9,18 @@
 namespace lattice {
 
 std::optional<TokenizerRecord> data_tokenizer_record(const DataConfig& data) {
-  if (!data.path.empty()) return read_tokenizer_record(data.path);
+  // Datasets without a record (Megatron-LM's) are trusted to share the others' tokenizer, as the
+  // start-of-run blend check (trainer/dataset_check.h) trusts them.
   std::optional<TokenizerRecord> first;
-  for (const BlendEntry& e : data.blend) {
-    std::optional<TokenizerRecord> r = read_tokenizer_record(e.prefix);
-    if (!r) return std::nullopt;
+  std::string first_identity;
+  for (const auto& [field, prefix] : dataset_prefixes(data)) {
+    std::optional<TokenizerRecord> r = read_tokenizer_record(prefix);
+    if (!r) continue;
+    std::string identity = tokenizer_identity(*r);
     if (!first) {
       first = std::move(r);
-    } else if (r->options.type != first->options.type || r->eod_id != first->eod_id ||
-               r->vocab_size != first->vocab_size) {
+      first_identity = std::move(identity);
+    } else if (identity != first_identity) {
       spdlog::warn("data.blend: {} and {} record different tokenizers; none is used", first->path, r->path);
       return std::nullopt;
     }

@@ -11,8 +11,8 @@
 
 namespace lattice {
 
-// The record of data.path, or of data.blend's datasets when they all record the same tokenizer;
-// nullopt when there is none.
+// The record of data.path, or of data.blend's datasets when those with a record record the same
+// tokenizer (tokenizer_identity); nullopt when there is none.
 std::optional<TokenizerRecord> data_tokenizer_record(const DataConfig& data);
 
 // `flags` when its type is set (the --tokenizer flags), else the data's record, else the byte

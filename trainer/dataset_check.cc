@@ -12,47 +12,36 @@ namespace lattice {
 
 namespace {
 
-// What a dataset's ids mean: its recorded tokenizer, with its files' bytes (two BPE tokenizers of
-// one vocabulary size may still number their tokens differently).
-struct TokenSpace {
-  std::string description;  // for the message
-  std::string identity;     // equal for datasets whose ids mean the same
-};
-
-TokenSpace token_space(const TokenizerRecord& r) {
-  TokenSpace t;
-  t.description = fmt::format("{} tokenizer (vocabulary {}, end-of-document id {})", r.options.type, r.vocab_size,
-                              r.eod_id);
-  t.identity = fmt::format("{}/{}/{}", r.options.type, r.vocab_size, r.eod_id);
-  for (const std::string* file : {&r.options.vocab_file, &r.options.merges_file, &r.options.tokenizer_file})
-    if (!file->empty()) t.identity += "/" + read_whole_file(*file, "tokenizer file");
-  return t;
+std::string tokenizer_description(const TokenizerRecord& r) {
+  return fmt::format("{} tokenizer (vocabulary {}, end-of-document id {})", r.options.type, r.vocab_size, r.eod_id);
 }
 
 // A blend mixes the token ids of its datasets: each must have been tokenized alike, or one id would
 // mean different text in different samples. Datasets without a record (Megatron-LM's) are trusted.
 void check_blend_tokenizers(const DataConfig& data) {
   if (data.blend.size() < 2) return;
-  std::string first_field, first_prefix;
-  TokenSpace first;
+  std::string first_field, first_prefix, first_identity;
+  std::optional<TokenizerRecord> first;
   for (const auto& [field, prefix] : dataset_prefixes(data)) {
-    const std::optional<TokenizerRecord> record = read_tokenizer_record(prefix);
+    std::optional<TokenizerRecord> record = read_tokenizer_record(prefix);
     if (!record) continue;
-    const TokenSpace space = token_space(*record);
-    if (first_field.empty()) {
+    std::string identity = tokenizer_identity(*record);
+    if (!first) {
       first_field = field;
       first_prefix = prefix;
-      first = space;
+      first_identity = std::move(identity);
+      first = std::move(record);
       continue;
     }
-    if (space.identity != first.identity)
-      throw InputError(fmt::format(
-          "data.blend mixes datasets of different tokenizers: {} \"{}\" was prepared with the {}{}, {} \"{}\" "
-          "with the {}: one token id would mean different text. Prepare every dataset of a blend with the same "
-          "tokenizer and flags (lattice data prepare --tokenizer ...)",
-          first_field, first_prefix, first.description,
-          space.description == first.description ? " and other tokenizer files" : "", field, prefix,
-          space.description));
+    if (identity == first_identity) continue;
+    const std::string description = tokenizer_description(*record);
+    const std::string first_description = tokenizer_description(*first);
+    throw InputError(fmt::format(
+        "data.blend mixes datasets of different tokenizers: {} \"{}\" was prepared with the {}{}, {} \"{}\" "
+        "with the {}: one token id would mean different text. Prepare every dataset of a blend with the same "
+        "tokenizer and flags (lattice data prepare --tokenizer ...)",
+        first_field, first_prefix, first_description,
+        description == first_description ? " and other tokenizer files" : "", field, prefix, description));
   }
 }
 

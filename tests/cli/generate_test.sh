@@ -88,6 +88,13 @@ expect_exit2 "data.blend mixes datasets of different tokenizers: data.blend[0][1
   --set "data.blend=[[0.5, \"$W/fox\"], [0.5, \"$W/hf\"]]"
 $L validate --config configs/test-tiny-gpt2.json --set data.path= --set model.vocab_size=320 \
   --set "data.blend=[[0.5, \"$W/hf\"], [0.5, \"$W/hf\"]]" >/dev/null 2>&1 || fail "a blend of one tokenizer refused"
+# A dataset without a record (Megatron-LM's) is trusted: the blend generates with the other's record.
+cp "$W/hf.bin" "$W/megatron.bin" && cp "$W/hf.idx" "$W/megatron.idx" || fail "copying a dataset"
+out=$($L generate --config configs/test-tiny-gpt2.json --set data.path= --set model.vocab_size=320 \
+  --set "data.blend=[[0.5, \"$W/megatron\"], [0.5, \"$W/hf\"]]" --prompt "héllo" -n 2 2>&1) ||
+  fail "generate with a blend of an unrecorded dataset: $out"
+grep -qF "tokenizer: hf ($W/hf.tokenizer.json" <<<"$out" || fail "the blend's recorded tokenizer was not used: $out"
+echo "ok: a blend of recorded and unrecorded datasets uses the record"
 
 # Mistakes exit 2 and name the flag or field.
 C=(--checkpoint "$W/plain")
