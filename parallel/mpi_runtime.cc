@@ -37,6 +37,19 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv, int required_thread_level) {
 
 void MpiRuntime::barrier() const { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
+int MpiRuntime::agree_on_setup_failure(const std::optional<SetupFailure>& mine) const {
+  int root_code = rank_ == 0 && mine ? mine->exit_code : 0;
+  MPI_CHECK(MPI_Bcast(&root_code, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  int largest_code = mine ? mine->exit_code : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &largest_code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  if (root_code != 0) {
+    if (rank_ == 0) spdlog::error("{}", mine->message);
+    return root_code;
+  }
+  if (mine) spdlog::error("rank {} of {}: {}", rank_, world_size_, mine->message);
+  return largest_code;
+}
+
 void MpiRuntime::abort_job(int exit_code) {
   std::fflush(nullptr);
   MPI_Abort(MPI_COMM_WORLD, exit_code);

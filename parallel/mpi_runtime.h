@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -52,6 +53,17 @@ class MpiRuntime {
   // Waits for every rank, without the watchdog's timeout: for setup work of unbounded length on one
   // rank (rank 0 reading a new dataset's token ids) before the watched communicators exist.
   void barrier() const;
+
+  // For an error in the job's set-up (reading the config, checking the layout), before the ranks
+  // communicate: every rank reads the same config, so one message from rank 0 says it, not one per
+  // rank. Collective: each rank passes its own failure or nullopt. Returns 0 when no rank failed, else
+  // the exit code every rank returns (rank 0's, or the largest of the others'), having printed rank 0's
+  // message if it failed, else each failing rank's own, with its rank.
+  struct SetupFailure {
+    std::string message;
+    int exit_code = 0;
+  };
+  int agree_on_setup_failure(const std::optional<SetupFailure>& mine) const;
 
   // Ends every rank of the job now with `exit_code` (MPI_Abort): for an error on one rank, which
   // would otherwise leave the others blocked in their next collective until the watchdog fires.

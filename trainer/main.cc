@@ -246,11 +246,11 @@ std::unique_ptr<Communicator> job_world(const Config& c, std::unique_ptr<MpiComm
 }
 
 int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_check, int* argc, char*** argv) {
-  Config c = args.load();
   // SIGTERM / SIGUSR1 / a first SIGINT only set a flag: the loop stops after the step every rank agrees
   // on, saves and exits 0 (trainer/stop_request.h); a second SIGINT aborts at once.
   install_preemption_handlers();
   if (!launched_under_mpi()) {
+    Config c = args.load();
     if (const auto mismatch = launcher_world_mismatch(launcher_tasks(), 0)) throw InputError(*mismatch);
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
     if (config_device(c) != Device::kCpu) select_training_device(c);
@@ -263,8 +263,18 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   // A parallel job: world = tensor × pipeline × data ranks.
   MpiRuntime mpi(argc, argv);
   install_preemption_handlers();  // again: MPI_Init must not have taken SIGTERM / SIGUSR1 / SIGINT over
-  if (const auto mismatch = launcher_world_mismatch(launcher_tasks(), mpi.world_size())) throw InputError(*mismatch);
-  const ParallelLayout layout = validate_layout(c, mpi.world_size());
+  Config c;
+  ParallelLayout layout;
+  std::optional<MpiRuntime::SetupFailure> failure;
+  try {
+    c = args.load();
+    if (const auto mismatch = launcher_world_mismatch(launcher_tasks(), mpi.world_size()))
+      throw InputError(*mismatch);
+    layout = validate_layout(c, mpi.world_size());
+  } catch (const Error& e) {
+    failure = MpiRuntime::SetupFailure{e.what(), static_cast<int>(e.code())};
+  }
+  if (const int exit_code = mpi.agree_on_setup_failure(failure)) return exit_code;
   auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
   std::unique_ptr<MpiCommunicator> mpi_world = mpi.world(watchdog);
   const GpuSharing sharing = job_gpu_sharing(c, mpi_world->host());

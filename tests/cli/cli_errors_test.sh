@@ -59,6 +59,23 @@ expect 2 "the job has 3 ranks (mpirun -np), which is not divisible by parallel.t
 expect 2 "model.num_kv_heads (2) must be divisible by parallel.tensor (4)" -- "${MPIRUN[@]}" -np 4 $LATTICE train --config configs/test-tiny-llama.json --set parallel.tensor=4
 expect 2 "parallel.sequence_parallel = true needs parallel.tensor > 1" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.sequence_parallel=true
 expect 2 "parallel.virtual_stages = 2 needs parallel.schedule = \"interleaved\"" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set model.num_layers=4
+# A set-up error every rank shares is printed once, by rank 0, not once per rank; a rank whose set-up
+# fails alone (here the second program of an MPMD launch) prints its own, naming itself.
+expect_one_error() {  # expect_one_error PATTERN command...
+  local pattern=$1; shift
+  local out; out=$("$@" 2>&1); local got=$?
+  if [[ $got -ne 2 ]] || [[ $(grep -c "\[error\]" <<<"$out") -ne 1 ]] || ! grep -qF -- "$pattern" <<<"$out"; then
+    echo "FAIL: $* -> exit $got, want 2 and one error line containing: $pattern; output:"; echo "$out" | head -8
+    failures=$((failures + 1))
+  else
+    echo "ok: one error line from $*"
+  fi
+}
+expect_one_error "which is not divisible by parallel.tensor × parallel.pipeline = 3 × 1" \
+  "${MPIRUN[@]}" -np 4 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.tensor=3
+expect_one_error "rank 1 of 2: --set model.hiden_size=3: unknown key 'model.hiden_size'" \
+  "${MPIRUN[@]}" -np 1 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.data=2 : \
+  -np 1 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.data=2 --set model.hiden_size=3
 # Memory: a model far larger than any machine's memory. validate warns (exit 0); train refuses before
 # allocating anything (exit 2, naming needed and available), and --ignore-memory-check lets it go
 # on to the next check (here the missing dataset).
