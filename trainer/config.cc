@@ -3,6 +3,7 @@
 #include "trainer/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -348,6 +349,30 @@ std::vector<double> parse_data_split(const std::string& split, const std::string
   return {w[0] / total, w[1] / total, w[2] / total};
 }
 
+namespace {
+
+// The --set KEY=VALUE overrides whose KEY `message` names, joined with ", "; empty when none.
+std::string overrides_named_in(const std::string& message, const std::vector<std::string>& overrides) {
+  const auto key_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; };
+  std::string named;
+  for (const std::string& o : overrides) {
+    const std::string key = trim(o.substr(0, o.find('=')));
+    if (key.empty()) continue;
+    for (size_t at = message.find(key); at != std::string::npos; at = message.find(key, at + 1)) {
+      const size_t end = at + key.size();
+      if ((at == 0 || !key_char(message[at - 1])) && (end == message.size() || !key_char(message[end]) ||
+                                                       (message[end] == '.' && (end + 1 == message.size() ||
+                                                                                !key_char(message[end + 1]))))) {
+        named += (named.empty() ? "--set " : ", --set ") + o;
+        break;
+      }
+    }
+  }
+  return named;
+}
+
+}  // namespace
+
 void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
   for (const std::string& o : overrides) {
     const auto eq = o.find('=');
@@ -481,7 +506,16 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
                                  path, detail));
   }
   apply_overrides(doc, overrides);
-  return parse_config(doc, path);
+  try {
+    return parse_config(doc, path);
+  } catch (const InputError& e) {
+    // The message names the file; when a --set gave the value it names, say so, or the user looks
+    // for it in the file.
+    const std::string given = overrides_named_in(e.what(), overrides);
+    const std::string message = e.what();
+    if (given.empty() || message.rfind(path + ": ", 0) != 0) throw;
+    throw InputError(fmt::format("{} with {}: {}", path, given, message.substr(path.size() + 2)));
+  }
 }
 
 std::string config_hash(const Config& config) {

@@ -34,6 +34,9 @@ expect 2 "did you mean 'hidden_size'" -- $LATTICE validate --config configs/test
 expect 2 "model.num_attention_heads" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.num_attention_heads=5
 expect 2 "training.global_batch_size" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.global_batch_size=5
 expect 2 "model.num_kv_heads" -- $LATTICE validate --config configs/test-tiny-llama.json --set model.num_kv_heads=3
+# A value a --set gave is blamed on that --set, not on the file (which holds another value); other --sets are not named.
+expect 2 "configs/test-tiny-gpt2.json with --set training.global_batch_size=5: training.global_batch_size (5) must be" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set training.train_iters=3 --set training.global_batch_size=5
+expect 2 "configs/test-tiny-gpt2.json with --set optimizer.lr=5e-5: optimizer.min_lr (0.0001) must be <= optimizer.lr" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set optimizer.lr=5e-5
 expect 2 "parallel.backend is \"nccl\" but device is \"cpu\"" -- $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.backend=nccl
 expect 2 "parallel.backend must be one of auto | nccl | mpi" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set parallel.backend=gloo
 # Parallel layouts: validate checks them against a world size.
