@@ -83,6 +83,9 @@ std::string unknown_key_message(const std::string& section, const std::string& k
   // Another framework's name for a key: name lattice's, before a guess by spelling (num_heads is
   // closer to num_kv_heads than to num_attention_heads).
   if (const std::optional<ForeignName> foreign = foreign_name(key)) {
+    if (foreign->key.empty())
+      return fmt::format("unknown {} '{}': {} '{}' has no lattice counterpart; {}", section.empty() ? "section" : "key",
+                         section.empty() ? key : section + "." + key, foreign->from, key, foreign->note);
     return fmt::format("unknown {} '{}'; did you mean '{}'? ('{}' is {} name for it{})",
                        section.empty() ? "section" : "key", section.empty() ? key : section + "." + key,
                        foreign->key, key, foreign->from, foreign->note.empty() ? "" : "; " + foreign->note);
@@ -740,6 +743,20 @@ void validate_for_training(const Config& config, int world_size) {
     throw InputError("data.path and data.blend are both set: set exactly one of them");
   check_dataset_files_exist(config.data);
   check_init_from_exists(config.model);
+}
+
+std::vector<std::string> config_warnings(const Config& config) {
+  std::vector<std::string> warnings;
+  const OptimizerConfig& o = config.optimizer;
+  const int64_t train_iters = config.training.train_iters;
+  if (o.warmup_iters > train_iters)
+    warnings.push_back(fmt::format(
+        "optimizer.warmup_iters ({}) is past training.train_iters ({}): the run ends in warmup at lr {:.3g}, never "
+        "reaching optimizer.lr ({:.3g}); shorten the warmup, or lengthen training.train_iters (split a long run "
+        "into jobs with training.exit_interval)",
+        o.warmup_iters, train_iters,
+        o.lr * static_cast<double>(train_iters) / static_cast<double>(o.warmup_iters), o.lr));
+  return warnings;
 }
 
 void check_init_from_exists(const ModelConfig& model) {

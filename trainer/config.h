@@ -213,6 +213,10 @@ void check_dataset_files_exist(const DataConfig& data);
 // exists; model.init_from (when set) is a file or a directory. parse_config/load_config do everything else.
 void validate_for_training(const Config& config, int world_size = 1);
 
+// What a valid config almost certainly did not mean, each a sentence naming the fields, for a
+// warning from `lattice validate` and at the start of `lattice train`: a warmup longer than the run.
+std::vector<std::string> config_warnings(const Config& config);
+
 // model.init_from, when set, is a file or a directory (InputError naming it otherwise).
 void check_init_from_exists(const ModelConfig& model);
 

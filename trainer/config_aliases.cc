@@ -11,6 +11,8 @@ namespace {
 constexpr const char* kMegatron = "Megatron-LM's";
 constexpr const char* kHf = "Hugging Face's";
 constexpr const char* kBoth = "Megatron-LM's and Hugging Face's";
+constexpr const char* kNoDropout =
+    "lattice trains without dropout (dropout 0, as Llama's and most large pre-training runs do): remove the key";
 
 const std::map<std::string, ForeignName>& table() {
   static const std::map<std::string, ForeignName> names = {
@@ -46,6 +48,13 @@ const std::map<std::string, ForeignName>& table() {
       {"recompute_activations", {"model.recompute", kMegatron, "set to \"selective\""}},
       {"swiglu", {"model.activation", kMegatron, "set to \"swiglu\""}},
       {"add_bias_linear", {"model.bias", kMegatron, ""}},
+      // Dropout: Megatron-LM's default is 0.1, so a user porting a config looks for it.
+      {"hidden_dropout", {"", kMegatron, kNoDropout}},
+      {"attention_dropout", {"", kMegatron, kNoDropout}},
+      {"resid_pdrop", {"", kHf, kNoDropout}},
+      {"attn_pdrop", {"", kHf, kNoDropout}},
+      {"embd_pdrop", {"", kHf, kNoDropout}},
+      {"dropout", {"", "nanoGPT's", kNoDropout}},
       // training
       {"micro_batch", {"training.micro_batch_size", "a common", ""}},
       {"global_batch", {"training.global_batch_size", "a common", ""}},

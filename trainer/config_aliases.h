@@ -9,9 +9,9 @@
 namespace lattice {
 
 struct ForeignName {
-  std::string key;   // lattice's dotted key, e.g. "model.num_attention_heads"
+  std::string key;   // lattice's dotted key, e.g. "model.num_attention_heads"; "" for a feature lattice lacks
   std::string from;  // whose name `name` is, e.g. "Megatron-LM's"
-  std::string note;  // "" or how the values differ, e.g. "the opposite value"
+  std::string note;  // "" or how the values differ, e.g. "the opposite value"; why a lacked feature is
 };
 
 // `name` (a key as written, '-' read as '_') when it is another framework's name for a lattice key.

@@ -131,7 +131,7 @@ std::vector<ConfigField> build_schema() {
   training.integer("train_iters", &TrainingConfig::train_iters, at_least(1), "optimizer steps");
   training.unsigned_integer("seed", &TrainingConfig::seed, "seed of the parameter init");
   training.integer("eval_interval", &TrainingConfig::eval_interval, at_least(0), "steps between evaluations; 0 = off");
-  training.integer("eval_iters", &TrainingConfig::eval_iters, at_least(1), "validation micro-batches per evaluation");
+  training.integer("eval_iters", &TrainingConfig::eval_iters, at_least(1), "validation global batches (iterations) per evaluation, as Megatron-LM's --eval-iters");
   training.number("exit_duration_mins", &TrainingConfig::exit_duration_mins, non_negative(),
                   "wall-clock budget of the job in minutes; 0 = none");
   training.integer("exit_interval", &TrainingConfig::exit_interval, at_least(0),

@@ -157,10 +157,27 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
 }
 
-void log_step(const StepMetrics& m) {
-  spdlog::info("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:>9.1f} tok/s | {:>8.1f} ms | {:>7.1f} GFLOP/s | data wait {:.2f} ms | elapsed {} | ETA {}",
-               m.step, m.train_iters, m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms, m.gflops,
-               m.data_wait_ms, format_duration(m.elapsed_s), format_duration(m.eta_s));
+void ProgressLine::add(const StepMetrics& m) {
+  if (steps_ == 0) first_step_ = m.step;
+  last_ = m;
+  steps_ += 1;
+  loss_ += m.loss;
+  tokens_per_s_ += m.tokens_per_s;
+  step_ms_ += m.step_ms;
+  gflops_ += m.gflops;
+  data_wait_ms_ += m.data_wait_ms;
+}
+
+void ProgressLine::log() {
+  if (steps_ == 0) return;
+  const double n = static_cast<double>(steps_);
+  const std::string over = steps_ > 1 ? fmt::format(" (mean of steps {}-{})", first_step_, last_.step) : "";
+  spdlog::info("step {:>6}/{} | loss {:.4f}{} | lr {:.3e} | grad_norm {:.3f} | {:>9.1f} tok/s | {:>8.1f} ms | {:>7.1f} "
+               "GFLOP/s | data wait {:.2f} ms | elapsed {} | ETA {}",
+               last_.step, last_.train_iters, loss_ / n, over, last_.lr, last_.grad_norm, tokens_per_s_ / n,
+               step_ms_ / n, gflops_ / n, data_wait_ms_ / n, format_duration(last_.elapsed_s),
+               format_duration(last_.eta_s));
+  *this = ProgressLine();
 }
 
 void log_run_summary(const RunSummary& s, int64_t first_step, int64_t last_step, int64_t train_iters,

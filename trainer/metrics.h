@@ -96,8 +96,22 @@ class MetricsWriter {
   int fd_ = -1;  // a plain descriptor: a failed write's errno names the reason, and a torn line can be cut
 };
 
-// The spdlog line for a step.
-void log_step(const StepMetrics& m);
+// The progress line, one per logging.log_interval steps. Like Megatron-LM's, it averages over the
+// steps since the previous line: the loss, tokens/s, step time, GFLOP/s and data wait are their means
+// (the loss line of one step is noise); the grad norm, lr, elapsed time and ETA are the last step's.
+// The metrics file keeps every step's own figures.
+class ProgressLine {
+ public:
+  void add(const StepMetrics& m);
+  // Logs the line for the steps added since the last one (at least one), and starts anew.
+  void log();
+
+ private:
+  StepMetrics last_;
+  int64_t first_step_ = 0;
+  int64_t steps_ = 0;
+  double loss_ = 0, tokens_per_s_ = 0, step_ms_ = 0, gflops_ = 0, data_wait_ms_ = 0;
+};
 
 // Where a run's outputs went ("" = not written).
 struct RunOutputs {

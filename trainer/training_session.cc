@@ -77,6 +77,8 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   check_output_paths(c, options.export_dir, grid.rank());
   if (!c.checkpoint.dir.empty()) checkpoint_lock_ = CheckpointLock::acquire_for_job(c.checkpoint.dir, rc_.world);
 
+  if (grid.rank() == 0)
+    for (const std::string& warning : config_warnings(c)) spdlog::warn("{}", warning);
   stats_ = compute_model_stats(c);
   spdlog::info("model: {} layers, hidden {}, {} heads ({} kv), vocab {}, seq {} — {:.2f}M parameters",
                c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, c.model.num_kv_heads,
@@ -426,7 +428,8 @@ void TrainingSession::record(int64_t step, const StepOutcome& o, double seconds)
   sm.eta_s = sm.elapsed_s / static_cast<double>(step - first_step_ + 1) * static_cast<double>(train_iters - step);
   metrics_->write_step(sm);
   tensorboard_->write_step(sm);
-  if (step % c_.logging.log_interval == 0 || step == first_step_ || step == train_iters) log_step(sm);
+  progress_.add(sm);
+  if (step % c_.logging.log_interval == 0 || step == first_step_ || step == train_iters) progress_.log();
   if (sampler_ && step % c_.training.sample_interval == 0) sampler_->log_sample(step);
   if (step == first_step_) result_.first_loss = o.loss;
   result_.final_loss = o.loss;

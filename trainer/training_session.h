@@ -114,6 +114,7 @@ class TrainingSession {
   std::unique_ptr<TrainingCheckpoint> checkpoint_;
   int64_t first_step_ = 1;
   std::unique_ptr<MetricsWriter> metrics_;
+  ProgressLine progress_;  // the log line's means since the previous line
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::unique_ptr<TrainingSampler> sampler_;
   std::unique_ptr<Tracer> tracer_;

@@ -120,6 +120,12 @@ TEST_CASE("unknown keys and sections get a did-you-mean hint") {
   d = base();
   d["model"]["untie_embeddings_and_output_weights"] = true;
   CHECK_THAT(error_of(d), Contains("'model.tie_embeddings'") && Contains("with the opposite value"));
+  // A Megatron-LM feature lattice lacks is named as lacking, not guessed at by spelling.
+  d = base();
+  d["model"]["hidden_dropout"] = 0.1;
+  CHECK_THAT(error_of(d), Contains("unknown key 'model.hidden_dropout': Megatron-LM's 'hidden_dropout' has no lattice "
+                                   "counterpart; lattice trains without dropout"));
+  CHECK_THAT(error_of(base(), {"model.attention-dropout=0"}), Contains("lattice trains without dropout"));
 }
 
 TEST_CASE("no foreign name is a lattice key: a hint never points away from a key that exists") {

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The progress line, as Megatron-LM's, averages over the steps since the previous line: its loss,
+# tokens/s and step time are the means of the metrics file's per-step figures over exactly those
+# steps (the first step alone, then each log_interval, then the last step); grad norm and lr are the
+# last step's. A warmup longer than the run is warned about by validate and train.
+set -uo pipefail
+export OMP_NUM_THREADS=1 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
+L=trainer/lattice
+W=${TEST_TMPDIR:-$(mktemp -d)}
+fail() { echo "FAIL: $*"; exit 1; }
+
+for i in $(seq 300); do echo "{\"text\": \"document $i: the quick brown fox jumps over the lazy dog\\n\"}"; done >"$W/d.jsonl"
+$L data prepare --input "$W/d.jsonl" --output-prefix "$W/d" >/dev/null 2>&1 || fail "data prepare"
+$L train --config configs/test-tiny-gpt2.json --set data.path="$W/d" --set training.train_iters=8 \
+  --set logging.log_interval=3 --set logging.metrics_file="$W/m.jsonl" --set optimizer.warmup_iters=2 \
+  >"$W/train.log" 2>&1 || fail "train: $(tail -3 "$W/train.log")"
+python3 - "$W/train.log" "$W/m.jsonl" <<'PY' || fail "the progress lines do not average the metrics file's steps"
+import json, re, sys
+steps = {r["step"]: r for r in map(json.loads, open(sys.argv[2])) if "loss" in r}
+line = re.compile(r"step +(\d+)/8 \| loss ([0-9.]+)(?: \(mean of steps (\d+)-(\d+)\))? \| lr ([0-9.e+-]+) \| "
+                  r"grad_norm ([0-9.]+) \| +([0-9.]+) tok/s \| +([0-9.]+) ms")
+seen = []
+for text in open(sys.argv[1]):
+    m = line.search(text)
+    if not m:
+        continue
+    step = int(m[1])
+    first, last = (int(m[3]), int(m[4])) if m[3] else (step, step)
+    seen.append((first, last))
+    assert last == step, text
+    span = [steps[s] for s in range(first, last + 1)]
+    mean = lambda key: sum(r[key] for r in span) / len(span)
+    assert abs(float(m[2]) - mean("loss")) <= 5e-5, (text, mean("loss"))
+    assert abs(float(m[7]) - mean("tokens_per_s")) <= 0.05 + 1e-6 * mean("tokens_per_s"), (text, mean("tokens_per_s"))
+    assert abs(float(m[8]) - mean("step_ms")) <= 0.05, (text, mean("step_ms"))
+    assert abs(float(m[5]) - steps[step]["lr"]) <= 1e-3 * steps[step]["lr"], text
+    assert abs(float(m[6]) - steps[step]["grad_norm"]) <= 5e-4, text
+# Lines at step 1 (alone), 3, 6 (log_interval) and 8 (the last): every step in exactly one line.
+assert seen == [(1, 1), (2, 3), (4, 6), (7, 8)], seen
+print("ok: progress lines", seen)
+PY
+
+# A warmup past the end of the run: a warning naming both fields (accepted when decay_iters is larger).
+LONG=(--config configs/test-tiny-gpt2.json --set data.path="$W/d" --set training.train_iters=4
+      --set optimizer.warmup_iters=40 --set optimizer.decay_iters=100)
+want="optimizer.warmup_iters (40) is past training.train_iters (4): the run ends in warmup at lr 0.0001"
+out=$($L validate "${LONG[@]}" 2>&1 >/dev/null) && grep -qF "$want" <<<"$out" || fail "validate does not warn: $out"
+out=$($L train "${LONG[@]}" 2>&1) && grep -qF "$want" <<<"$out" || fail "train does not warn: $out"
+out=$($L validate --config configs/test-tiny-gpt2.json --set data.path="$W/d" 2>&1 >/dev/null) || fail "validate: $out"
+grep -q "warmup" <<<"$out" && fail "validate warns about a warmup within the run: $out"
+echo "ok: a warmup past the run is warned about"
+echo PASS
