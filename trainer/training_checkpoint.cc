@@ -1,6 +1,7 @@
 // Resume and save for the training loop (see training_checkpoint.h).
 #include "trainer/training_checkpoint.h"
 
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,37 @@ void warn_on_schedule_change(const CheckpointMetadata& meta, const Config& confi
                "training.exit_interval, not a different training.train_iters)",
                fmt::join(changes, ", "), next, learning_rate(config.optimizer, config.training.train_iters, next),
                learning_rate(old.optimizer, old.training.train_iters, next));
+}
+
+// The data stream a run continues is a function of these keys: the checkpoint's consumed-samples
+// count indexes the sample order they define. A resume under other values silently trains on
+// another stream (Megatron-LM does not check either); a changed split also moves documents between
+// the train and validation splits. Warns naming every changed field.
+void warn_on_data_change(const CheckpointMetadata& meta, const Config& config) {
+  const nlohmann::json& saved = meta.config;
+  const nlohmann::json now = config_to_json(config);
+  if (!saved.contains("data")) return;
+  std::vector<std::string> changes;
+  bool split_changed = false;
+  for (const std::string key : {"path", "blend", "split", "shuffle", "seed"}) {
+    if (!saved["data"].contains(key) || saved["data"][key] == now["data"][key]) continue;
+    // The same dataset, spelt another way (relative to where that run started, or absolute).
+    if (key == "path" && saved["data"][key].is_string()) {
+      std::error_code ec;
+      const std::string before = saved["data"][key].get<std::string>() + ".idx";
+      if (std::filesystem::equivalent(before, config.data.path + ".idx", ec)) continue;
+    }
+    changes.push_back(fmt::format("data.{} {} -> {}", key, saved["data"][key].dump(), now["data"][key].dump()));
+    split_changed = split_changed || key == "split";
+  }
+  if (changes.empty()) return;
+  spdlog::warn("resuming with other data settings than the checkpoint's ({}): its {} consumed samples now index "
+               "another sample order, so training does not continue the checkpoint's data stream{}. To continue it, "
+               "set these back",
+               fmt::join(changes, ", "), meta.state.consumed_samples,
+               split_changed ? "; and another data.split moves documents between the train and validation splits "
+                               "(validation may score documents already trained on)"
+                             : "");
 }
 
 }  // namespace
@@ -150,7 +182,10 @@ int64_t TrainingCheckpoint::resume() {
                meta.state.step, meta.state.consumed_samples, meta.state.optimizer_step_count,
                describe_checkpoint_layout(meta.layout),
                continues ? fmt::format("; training continues at step {} of {}", meta.state.step + 1, iters) : "");
-  if (continues) warn_on_schedule_change(meta, config_, *dir);
+  if (continues) {
+    warn_on_schedule_change(meta, config_, *dir);
+    warn_on_data_change(meta, config_);
+  }
   last_saved_step_ = meta.state.step;
   return meta.state.step;
 }

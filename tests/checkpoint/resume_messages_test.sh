@@ -26,4 +26,18 @@ optimizer.lr 0.001 -> 0.002): step 21 trains at lr 1.0500e-03 instead of 1.0000e
   grep -qF -- "$needle" "$WORK/longer.log" || fail "lacks '$needle': $(cat "$WORK/longer.log")"
 done
 echo "ok: schedule change named"
+grep -q "other data settings" "$WORK/rest.log" "$WORK/longer.log" && fail "a data warning without a change"
+
+# Another data.split and data.seed: the checkpoint's sample order is not continued; both named, and
+# what a changed split does to validation. The same dataset spelt another way is no change.
+# (The checkpoint is now at step 21: 21 × 4 samples consumed.)
+cp -r "$WORK/ckpt" "$WORK/ckpt2" || fail "copying the checkpoint"
+run 1 "$WORK/data.log" "${common[@]}" --set checkpoint.dir="$WORK/ckpt2" --set training.train_iters=40 \
+  --set optimizer.lr=2e-3 --set training.exit_interval=22 --set data.split=90,9,1 --set data.seed=99 --set data.path="$WORK/../$(basename "$WORK")/tiny"
+for needle in "resuming with other data settings than the checkpoint's (data.split \"949,50,1\" -> \"90,9,1\", data.seed 1234 -> 99): \
+its 84 consumed samples now index another sample order" "validation may score documents already trained on"; do
+  grep -qF -- "$needle" "$WORK/data.log" || fail "lacks '$needle': $(grep -i warn "$WORK/data.log")"
+done
+grep -q "data.path" "$WORK/data.log" && fail "the same dataset by another path is named: $(grep -i warn "$WORK/data.log")"
+echo "ok: data change named"
 echo PASS
