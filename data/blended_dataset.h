@@ -12,12 +12,14 @@
 
 namespace lattice {
 
-// Global sample n goes to source i = argmax_i (w_i * (n + 1) - count_i(n)) (ties: lowest i), where
-// w are the weights normalized to sum 1 and count_i(n) is how many of samples 0..n-1 went to i; it
-// is that source's sample count_i(n) (its own global counter, so each source wraps its epochs by
-// itself). The counts are snapshotted every kBlock samples (extended lazily, O(n / kBlock) memory),
-// so any sample is O(kBlock) work once the snapshots reach it; reaching sample n the first time is
-// O(n * sources) — Megatron builds the same arrays, materialized, at startup.
+// Megatron's build_blending_indices, bit for bit: global sample n goes to source
+// i = argmax_i (w_i * max(n, 1) - count_i(n)) (ties: lowest i; the product and the difference are
+// float64, each rounded, no FMA), where w are the weights normalized as Megatron does (w / numpy.sum(w),
+// applied twice) and count_i(n) is how many of samples 0..n-1 went to i; it is that source's sample
+// count_i(n) (its own global counter, so each source wraps its epochs by itself). The counts are
+// snapshotted every kBlock samples (extended lazily, O(n / kBlock) memory), so any sample is
+// O(kBlock) work once the snapshots reach it; reaching sample n the first time is O(n * sources) —
+// Megatron builds the same arrays, materialized, at startup.
 class BlendedSamples final : public SampleSource {
  public:
   static constexpr int64_t kBlock = 1024;

@@ -57,17 +57,37 @@ std::array<double, 3> parse_split_weights(const std::string& split, const std::s
   return w;
 }
 
+namespace {
+
+// Python's round() of a finite double >= 0: to the nearest integer, halves to the even one. Exact:
+// x - floor(x) is representable, and doubles >= 2^52 are integers already.
+double round_half_even(double x) {
+  const double f = std::floor(x);
+  const double d = x - f;
+  if (d > 0.5) return f + 1;
+  if (d < 0.5) return f;
+  return std::fmod(f, 2.0) == 0 ? f : f + 1;
+}
+
+}  // namespace
+
 std::array<DocumentRange, 3> split_document_ranges(const std::string& split, int64_t num_documents,
                                                    const std::string& field) {
-  std::array<double, 3> w = parse_split_weights(split, field);
-  const double total = w[0] + w[1] + w[2];
-  int64_t bounds[4];
-  double cum = 0;
-  bounds[0] = 0;
-  for (int i = 1; i < 3; ++i) {
-    cum += w[i - 1];
-    bounds[i] = static_cast<int64_t>(std::floor(static_cast<double>(num_documents) * (cum / total) + 0.5));
-    bounds[i] = std::clamp<int64_t>(bounds[i], bounds[i - 1], num_documents);
+  // Megatron-LM's split (megatron-core: the split matrix of convert_split_vector_to_split_matrix,
+  // cut by BlendedMegatronDatasetBuilder), with the same float64 arithmetic: the weights normalized
+  // by their sum (numpy.sum of 3 values adds left to right), the bookends their running sums
+  // c_0 = 0, c_i+1 = c_i + w_i, and bound_i = int(round(c_i * float(N))) with round half to even.
+  // (Megatron-LM before megatron-core rounded each split's size and shifted the bounds; "1,1,1" over
+  // 10 documents gave 0,4,7,10 there, 0,3,7,10 here.)
+  const std::array<double, 3> w = parse_split_weights(split, field);
+  const double total = (w[0] + w[1]) + w[2];
+  const double n = static_cast<double>(num_documents);
+  int64_t bounds[4] = {0, 0, 0, num_documents};
+  double bookend = 0;
+  for (int i = 1; i < 4; ++i) {
+    bookend += w[i - 1] / total;
+    // c_3 is 1 up to rounding; the clamp keeps the ranges covering [0, N) whatever it rounds to.
+    bounds[i] = std::clamp<int64_t>(static_cast<int64_t>(round_half_even(bookend * n)), bounds[i - 1], num_documents);
   }
   bounds[3] = num_documents;
   return {DocumentRange{bounds[0], bounds[1]}, DocumentRange{bounds[1], bounds[2]},

@@ -4,8 +4,10 @@
 //
 // THE CONTRACT (outside tools rely on it):
 //   * data.split "a,b,c" (1 to 3 weights, ',' or '/' separated, missing ones 0) gives contiguous
-//     document ranges: with N documents and cumulative weights c0=0, c1=a, c2=a+b, c3=a+b+c,
-//     bound_i = floor(N * c_i / c3 + 0.5) (bound_3 = N); split i = documents [bound_i, bound_i+1).
+//     document ranges exactly as megatron-core's split matrix does (float64 throughout): with N
+//     documents, w = (a, b, c) / ((a + b) + c), bookends c_0 = 0, c_i+1 = c_i + w_i, bound_i =
+//     round(c_i * N) with halves to even (bound_3 = N); split i = documents [bound_i, bound_i+1).
+//     (E.g. "1,1,1" over 10 documents: bounds 0,3,7,10.)
 //   * Epoch e's token stream is the split's documents concatenated (EOD tokens included, they are
 //     in the data) in epoch e's document order: with shuffle OFF the file order, with shuffle ON
 //     the seeded permutation EpochPermutation(num_documents, document key, e) of the split's

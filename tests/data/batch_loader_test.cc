@@ -1,6 +1,7 @@
 // The sample contract: data.split ranges, samples of S+1 tokens overlapping by one, global batch
 // g micro-batch m, epochs, seeded shuffling (documents and samples per epoch), and the loader's errors.
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <set>
 #include <vector>
@@ -35,9 +36,50 @@ TEST_CASE("data.split gives disjoint, covering, Megatron-style document ranges")
   REQUIRE(r[0].end == 10);                // round(9.8) = 10
   REQUIRE(r[1].size() == 0);
   REQUIRE(r[2].size() == 0);
-  r = split_document_ranges("1,1,1", 10);  // bounds round(3.33)=3, round(6.67)=7
+  // megatron-core's rule (bound_i = round(c_i * N), c_i the running sums of the normalized weights,
+  // halves to even), derived by hand:
+  // "1,1,1" over 10: round(3.33) = 3, round(6.67) = 7 -> 0,3,7,10. (Megatron-LM before megatron-core,
+  // which rounded each size and shifted the bounds, gave 0,4,7,10.)
+  r = split_document_ranges("1,1,1", 10);
   REQUIRE(r[0].end == 3);
   REQUIRE(r[1].end == 7);
+  REQUIRE(r[2].end == 10);
+  // "1,1,1" over 7: round(2.33) = 2, round(4.67) = 5.
+  r = split_document_ranges("1,1,1", 7);
+  REQUIRE(r[0].end == 2);
+  REQUIRE(r[1].end == 5);
+  // Ties, halves to even (Python's round): "1,1" over 5: round(2.5) = 2 (half up would give 3);
+  // over 7: round(3.5) = 4.
+  r = split_document_ranges("1,1", 5);
+  REQUIRE(r[0].end == 2);
+  REQUIRE(r[1].end == 5);
+  REQUIRE(r[2].size() == 0);
+  r = split_document_ranges("1,1", 7);
+  REQUIRE(r[0].end == 4);
+  REQUIRE(r[1].end == 7);
+  // "969,30,1": bookends 0.969 and 0.999.
+  //   N = 10:   round(9.69) = 10,    round(9.99) = 10
+  //   N = 100:  round(96.9) = 97,    round(99.9) = 100
+  //   N = 1001: round(969.969) = 970, round(999.999) = 1000
+  //   N = 3:    round(2.907) = 3,    round(2.997) = 3
+  //   N = 50:   round(48.45) = 48,   round(49.95) = 50
+  //   N = 17:   round(16.473) = 16,  round(16.983) = 17
+  //   N = 49:   round(47.481) = 47,  round(48.951) = 49
+  for (auto [n, b1, b2] : std::vector<std::array<int64_t, 3>>{
+           {10, 10, 10}, {100, 97, 100}, {1001, 970, 1000}, {3, 3, 3}, {50, 48, 50}, {17, 16, 17}, {49, 47, 49}}) {
+    INFO(n);
+    r = split_document_ranges("969,30,1", n);
+    REQUIRE(r[0].end == b1);
+    REQUIRE(r[1].end == b2);
+    REQUIRE(r[2].end == n);
+  }
+  // A zero first weight: "0,1,1" over 3: bookends 0, 0.5, 1 -> 0, round(1.5) = 2, 3.
+  r = split_document_ranges("0,1,1", 3);
+  REQUIRE(r[0].size() == 0);
+  REQUIRE(r[1].begin == 0);
+  REQUIRE(r[1].end == 2);
+  REQUIRE(r[2].begin == 2);
+  REQUIRE(r[2].end == 3);
   for (const char* s : {"949,50,1", "1", "0.8, 0.1, 0.1", "0,1,0", "3,0,7", "1,1,1", "99,1,0"}) {
     for (int64_t n : {0, 1, 2, 3, 7, 10, 101, 12345}) {
       auto rr = split_document_ranges(s, n);

@@ -60,14 +60,21 @@ TEST_CASE("blending follows Megatron's rule; shares within 1% of the weights ove
   REQUIRE(blended->num_sources() == 3);
   const std::vector<double> w = {0.5, 0.3, 0.2};
 
-  // An independent, direct implementation of argmax_i w_i*(n+1) - count_i.
+  // An independent, direct implementation of Megatron's argmax_i w_i*max(n, 1) - count_i (ties to
+  // the lowest i). 5:3:2 normalizes (twice, as Megatron does) to exactly the doubles 0.5, 0.3, 0.2.
+  // It has exact ties (e.g. n = 10: 5 - 5 = 3 - 3 = 2 - 2 = 0), so this file is built with
+  // -ffp-contract=off like data/blended_dataset.cc (tests/data/BUILD.bazel): an FMA would break them
+  // differently. tests/data/megatron_reference_test checks the rule against a Python port of
+  // Megatron's helpers.cpp.
+  REQUIRE(blended->weights() == w);
   const int64_t total = 100000;
   std::vector<int64_t> counts(3, 0);
   std::vector<BlendedSamples::Choice> expected;
   for (int64_t n = 0; n < total; ++n) {
+    const double x = std::max(static_cast<double>(n), 1.0);
     int64_t best = 0;
     for (int64_t i = 1; i < 3; ++i)
-      if (w[i] * (n + 1) - counts[i] > w[best] * (n + 1) - counts[best]) best = i;
+      if (w[i] * x - counts[i] > w[best] * x - counts[best]) best = i;
     expected.push_back({best, counts[best]});
     ++counts[best];
   }
