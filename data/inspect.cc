@@ -15,16 +15,49 @@ namespace lattice {
 
 namespace {
 
-// One line of text: control bytes and newlines escaped.
+// The length of the well-formed UTF-8 sequence of 2 to 4 bytes that starts at s[i] (Unicode's
+// table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF), or 0 when s[i] does not
+// start one: a stray continuation byte, an invalid lead byte, or a sequence cut short (as decoding
+// the first tokens of a document cuts a character whose bytes are split across tokens).
+size_t utf8_sequence_length(const std::string& s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+  else return 0;
+  if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+  return n;
+}
+
+// One line of valid UTF-8: control bytes, newlines, quotes and backslashes escaped; well-formed
+// multi-byte characters kept as they are; every byte of an incomplete or invalid sequence as \xNN.
 std::string printable(const std::string& s) {
   std::string out;
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t n = utf8_sequence_length(s, i);
+      if (n == 0) {
+        out += fmt::format("\\x{:02x}", c);
+        i += 1;
+      } else {
+        out.append(s, i, n);
+        i += n;
+      }
+      continue;
+    }
     if (c == '\n') out += "\\n";
     else if (c == '\t') out += "\\t";
     else if (c == '\\') out += "\\\\";
     else if (c == '"') out += "\\\"";
     else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
     else out.push_back(static_cast<char>(c));
+    i += 1;
   }
   return out;
 }

@@ -3,10 +3,18 @@
 #include "trainer/benchmark.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <random>
+#include <set>
 #include <string>
+#include <utility>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "kernels/backend.h"
@@ -15,6 +23,7 @@
 #include "kernels/ops.h"
 #include "trainer/device_selection.h"
 #include "trainer/gpu_spec.h"
+#include "trainer/launcher_env.h"
 #include "trainer/model_builder.h"
 #include "trainer/model_stats.h"
 #include "trainer/op_profile_report.h"
@@ -66,13 +75,88 @@ double datasheet_peak_flops(const std::string& preset, const Config& c) {
   return c.training.tf32 && s.peak_tf32_flops > 0 ? s.peak_tf32_flops : s.peak_fp32_flops;
 }
 
-}  // namespace
+// FLOP with the unit that keeps 4 significant digits in view: "869.2 MFLOP", "1.234 GFLOP", "52.1 kFLOP".
+std::string format_flop(double flop) {
+  const char* units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP"};
+  int u = 0;
+  while (u < 4 && std::abs(flop) >= 1000) {
+    flop /= 1000;
+    ++u;
+  }
+  return fmt::format("{:.4g} {}", flop, units[u]);
+}
 
-int run_benchmark(Config c, int64_t steps, bool profile_ops) {
+// bench --config under mpirun or srun: one benchmark per task, each competing for the cores. A
+// launcher's world of one task is one process like any other.
+void check_bench_is_one_process() {
+  const LauncherTasks launched = launcher_tasks();
+  if (launched.tasks <= 1) return;
+  throw InputError(fmt::format(
+      "lattice bench --config times one process, but the launcher started {} ({}={}): each would run a "
+      "benchmark of its own, all competing for the same cores. Run it without mpirun/srun; to measure a "
+      "parallel layout, train it: `mpirun -np {} lattice train --config ...` prints tokens/s, the pipeline "
+      "bubble and the hidden share of data-parallel communication; to measure the links between ranks, "
+      "`mpirun -np {} lattice bench --comm`",
+      launched.tasks, launched.variable, launched.tasks, launched.tasks, launched.tasks));
+}
+
+Config scratch_benchmark_config(Config c, int64_t steps, const std::string& trace_file) {
   c.training.train_iters = steps;
-  c.training.eval_interval = 0;
   c.optimizer.warmup_iters = 0;
   c.optimizer.decay_iters = 0;
+  // Nothing of the user's run: no run folder (config.json, log.txt), no metrics, TensorBoard or trace
+  // file (those resolve_run_dir placed in it included), no checkpoint to resume from or to save.
+  c.logging.run_dir.clear();
+  c.logging.metrics_file.clear();
+  c.logging.tensorboard_dir.clear();
+  c.logging.trace_file = trace_file;
+  c.checkpoint.dir.clear();
+  c.checkpoint.load = "none";
+  c.checkpoint.save_interval = 0;
+  // Every step runs: nothing stops the run early, and no sample or evaluation runs between steps.
+  c.training.exit_interval = 0;
+  c.training.exit_duration_mins = 0;
+  c.training.sample_interval = 0;
+  c.training.eval_interval = 0;
+  return c;
+}
+
+// training.gemm_autotune_dir, on a GPU: the benchmark tunes into a scratch directory of its own,
+// removed at the end, so that it neither reads nor adds to the run's choices yet still times the
+// tuned GEMMs.
+class ScratchAutotuneDir {
+ public:
+  explicit ScratchAutotuneDir(Config& c) {
+    if (c.training.gemm_autotune_dir.empty() || config_device(c) == Device::kCpu) return;
+    std::string pattern = (std::filesystem::temp_directory_path() / "lattice-bench-autotune-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw Error(fmt::format("lattice bench: cannot create a scratch training.gemm_autotune_dir {}: {}", pattern,
+                              std::strerror(errno)));
+    dir_ = pattern;
+    c.training.gemm_autotune_dir = dir_;
+  }
+  ~ScratchAutotuneDir() {
+    if (dir_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  ScratchAutotuneDir(const ScratchAutotuneDir&) = delete;
+  ScratchAutotuneDir& operator=(const ScratchAutotuneDir&) = delete;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace
+
+int run_benchmark(Config config, int64_t steps, bool profile_ops, const std::string& trace_file) {
+  check_bench_is_one_process();
+  if (steps < kMinBenchSteps)
+    throw InputError(fmt::format("--steps {}: lattice bench needs at least {} steps, a warm-up step and {} timed "
+                                 "ones (its figures are medians over the timed steps)",
+                                 steps, kMinBenchSteps, kMinBenchSteps - 1));
+  Config c = scratch_benchmark_config(std::move(config), steps, trace_file);
+  const ScratchAutotuneDir autotune(c);
   const Device device = config_device(c);
   select_training_device(c);
   const bool bf16 = c.training.precision == Precision::kBf16;
@@ -83,9 +167,12 @@ int run_benchmark(Config c, int64_t steps, bool profile_ops) {
   if (device == Device::kCpu) spdlog::info("BLAS: {}", blas_kernel_description());
   const double peak_before = measure_peak_gflops(device, bf16);
 
-  // Synthetic tokens: throughput does not depend on their values.
+  // Synthetic tokens: throughput does not depend on their values. The steps whose tokens were read
+  // are the steps that ran.
   const int32_t vocab = static_cast<int32_t>(c.model.vocab_size);
-  MicroBatchSource synthetic = [vocab](int64_t g, int64_t m, Tensor& ids, Tensor& targets) {
+  std::set<int64_t> steps_read;
+  MicroBatchSource synthetic = [vocab, &steps_read](int64_t g, int64_t m, Tensor& ids, Tensor& targets) {
+    steps_read.insert(g);
     std::mt19937 rng(static_cast<uint32_t>(g * 1009 + m));
     std::uniform_int_distribution<int32_t> token(0, vocab - 1);
     for (int64_t i = 0; i < ids.numel(); ++i) {
@@ -100,14 +187,44 @@ int run_benchmark(Config c, int64_t steps, bool profile_ops) {
   const double peak = std::max(peak_before, peak_after);
   const ModelStats stats = compute_model_stats(c);
 
+  // Every figure below is a ratio over the timed steps: none is printed unless at least
+  // kMinBenchSteps - 1 steps were timed and every denominator is a real, positive time.
+  const int64_t steps_ran = static_cast<int64_t>(steps_read.size());
+  const int64_t steps_timed = steps_ran - 1;  // the first is warm-up
+  if (steps_timed < kMinBenchSteps - 1)
+    throw Error(fmt::format("lattice bench: {} of the {} steps ran, so {} were timed after the warm-up step: too few "
+                            "for tokens/s and the peak shares (they need {}); nothing is reported",
+                            steps_ran, steps, std::max<int64_t>(steps_timed, 0), kMinBenchSteps - 1));
+  // What `lattice plan --gpu FILE` needs to predict this device: the peak, the share of it the
+  // forward + backward reach, and the optimizer's memory bandwidth. From the medians of the timed
+  // steps, so that one step the machine stalled does not skew the calibration.
+  const double compute_s = r.median_step_s - r.median_optimizer_s;
+  for (const auto& [name, value] : {std::pair<const char*, double>{"tokens/s", r.mean_tokens_per_s},
+                                    {"achieved GFLOP/s", r.mean_gflops},
+                                    {"the measured peak GFLOP/s", peak},
+                                    {"the forward + backward's median time", compute_s},
+                                    {"the optimizer step's median time", r.median_optimizer_s}}) {
+    if (!(std::isfinite(value) && value > 0))
+      throw Error(fmt::format("lattice bench: {} came out as {} over {} timed steps, so the ratios built on it "
+                              "would be meaningless; nothing is reported: run it again, with more --steps",
+                              name, value, steps_timed));
+  }
+  const double efficiency = stats.flops_per_iter / compute_s / (peak * 1e9);
+  const double bandwidth = kOptimizerBytesPerParam * double(stats.num_params) / r.median_optimizer_s;
+
   std::printf("\n== lattice bench: %lld layers, hidden %lld, heads %lld, vocab %lld, seq %lld, micro-batch %lld, %s ==\n",
               (long long)c.model.num_layers, (long long)c.model.hidden_size, (long long)c.model.num_attention_heads,
               (long long)c.model.vocab_size, (long long)c.model.seq_length, (long long)c.training.micro_batch_size,
               device_name(device));
   if (device == Device::kCpu) std::printf("BLAS kernel                  : %s\n", blas_kernel_description().c_str());
   std::printf("parameters                   : %.2f M\n", stats.num_params / 1e6);
-  std::printf("training FLOPs per token     : %.3f GFLOP (6*N_matmul + attention)\n", stats.flops_per_token / 1e9);
-  std::printf("steps timed                  : %lld (after 1 warm-up step)\n", (long long)(steps - 1));
+  std::printf("training FLOPs per token     : %s (6*N_matmul + attention)\n", format_flop(stats.flops_per_token).c_str());
+  if (steps_ran < steps) {
+    std::printf("steps timed                  : %lld (after 1 warm-up step; stopped after step %lld of %lld)\n",
+                (long long)steps_timed, (long long)steps_ran, (long long)steps);
+  } else {
+    std::printf("steps timed                  : %lld (after 1 warm-up step)\n", (long long)steps_timed);
+  }
   std::printf("tokens/s                     : %.1f\n", r.mean_tokens_per_s);
   std::printf("achieved GFLOP/s (whole step): %.1f\n", r.mean_gflops);
   std::printf("%-29s: %.1f (before %.1f, after %.1f)\n", peak_name.c_str(), peak, peak_before, peak_after);
@@ -126,12 +243,6 @@ int run_benchmark(Config c, int64_t steps, bool profile_ops) {
       std::printf("MFU vs the datasheet peak    : not known for '%s' (presets: h100, h200, a100 SXM)\n", model.c_str());
     }
   }
-  // What `lattice plan --gpu FILE` needs to predict this device: the peak, the share of it the
-  // forward + backward reach, and the optimizer's memory bandwidth. From the medians of the timed
-  // steps, so that one step the machine stalled does not skew the calibration.
-  const double compute_s = r.median_step_s - r.median_optimizer_s;
-  const double efficiency = stats.flops_per_iter / compute_s / (peak * 1e9);
-  const double bandwidth = kOptimizerBytesPerParam * double(stats.num_params) / r.median_optimizer_s;
   std::printf("forward + backward           : %.3f s per step (median), %.1f%% of the peak\n", compute_s,
               100 * efficiency);
   std::printf("optimizer step               : %.3f s per step (median; %.2f GB/s at %.0f B/parameter)\n",

@@ -21,6 +21,8 @@ struct GenerateOptions {
 
 // --prompt, --tokenizer ... (data/tokenizer.h, shared with `data prepare`), --max-new-tokens,
 // --temperature, --top-k, --seed. (--checkpoint / --config are the caller's: they pick the model.)
+// Out-of-range values exit 2 naming the flag: a temperature that is not finite (nan, inf) or outside
+// [0, 1e6], a negative seed or one past 2^64 - 1, --top-k or --max-new-tokens outside their ranges.
 void add_generate_options(CLI::App* command, GenerateOptions& options);
 
 // Prints the prompt and its continuation to stdout (up to max_new_tokens, ending early at the

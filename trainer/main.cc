@@ -474,7 +474,8 @@ int run(int argc, char** argv) {
   bench_cmd->add_flag("--comm", bench_comm_flag,
                       "measure the all-reduce and p2p latency (α) and bandwidth (β) between the launched ranks, the "
                       "link figures of lattice plan --gpu FILE (under mpirun, 2 or more ranks)");
-  bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up)")->check(CLI::Range(2, 100000));
+  bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up; at least 3)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));  // fewer than kMinBenchSteps: run_benchmark says why
   bool bench_profile_ops = false;
   bench_cmd->add_flag("--profile-ops", bench_profile_ops,
                       "also print the device time of every op of the timed steps, by op and operand shapes, against "
@@ -577,7 +578,15 @@ int run(int argc, char** argv) {
     if (bench_args.path.empty()) throw InputError("lattice bench needs --config (train steps) or --checkpoint DIR");
     const Config c = bench_args.load();
     check_single_process(c);  // bench runs one process, like train
-    return run_benchmark(c, bench_steps, bench_profile_ops);
+    // Bench writes nothing of the config's run; a trace only where bench's own command line asks for one.
+    std::string bench_trace;
+    for (const std::string& o : bench_args.overrides) {
+      std::string key = o.substr(0, o.find('='));
+      key.erase(0, key.find_first_not_of(" \t"));
+      key.erase(key.find_last_not_of(" \t") + 1);
+      if (key == "logging.trace_file") bench_trace = c.logging.trace_file;
+    }
+    return run_benchmark(c, bench_steps, bench_profile_ops, bench_trace);
   }
   return static_cast<int>(ExitCode::kBadInput);
 }

@@ -102,6 +102,17 @@ expect_exit2 "--temperature" $L generate "${C[@]}" --temperature -1
 expect_exit2 "--top-k" $L generate "${C[@]}" --top-k -1
 expect_exit2 "--max-new-tokens" $L generate "${C[@]}" --max-new-tokens 0
 expect_exit2 "--seed" $L generate "${C[@]}" --seed x
+# NaN passes a range check (every comparison with it is false) and -1 converts to 2^64 - 1: both refused.
+for t in nan -nan inf; do
+  expect_exit2 "--temperature: '$t' is not a finite number" $L generate "${C[@]}" --temperature $t
+done
+expect_exit2 "--seed: '-1' is negative: give an integer from 0 to 18446744073709551615" $L generate "${C[@]}" --seed -1
+expect_exit2 "--seed: '18446744073709551616' is too large" $L generate "${C[@]}" --seed 18446744073709551616
+expect_exit2 "--top-k" $L generate "${C[@]}" --top-k 99999999999999999999
+expect_exit2 "--max-new-tokens" $L generate "${C[@]}" --max-new-tokens 99999999999999999999
+# The largest seed is a seed: the log names it as given.
+$L generate "${C[@]}" --seed 18446744073709551615 -n 2 >/dev/null 2>"$W/seed.log" || fail "--seed 2^64 - 1: $(cat "$W/seed.log")"
+grep -q "seed 18446744073709551615)" "$W/seed.log" || fail "--seed 2^64 - 1 not logged: $(cat "$W/seed.log")"
 expect_exit2 "--tokenizer" $L generate "${C[@]}" --tokenizer sentencepiece
 expect_exit2 "--vocab-file" $L generate "${C[@]}" --tokenizer gpt2-bpe
 expect_exit2 "$W/none.json" $L generate "${C[@]}" --tokenizer hf --tokenizer-file "$W/none.json"

@@ -66,3 +66,41 @@ TEST_CASE("data inspect reports counts, dtype, length statistics and decoded doc
   o.prefix = dir / "missing";
   CHECK_THROWS_AS(inspect_dataset(o), InputError);
 }
+
+TEST_CASE("data inspect prints valid UTF-8: a character cut by the token limit is escaped as \\xNN") {
+  TempDir dir("inspect_utf8");
+  const std::string prefix = dir / "ds";
+  // "é" is 2 bytes, "€" 3, "😀" 4. Then bytes that are no UTF-8: a stray continuation byte, an
+  // overlong "/" (c0 af), a surrogate (ed a0 80), a lead byte past U+10FFFF (f5), and a 3-byte lead
+  // cut short by ASCII.
+  const std::string text = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\x80|\xc0\xaf|\xed\xa0\x80|\xf5|\xe2\x82z";
+  {
+    IndexedDatasetWriter w(prefix, TokenDType::kU16);
+    std::vector<int32_t> doc;
+    for (char c : text) doc.push_back(static_cast<unsigned char>(c));
+    doc.push_back(256);
+    w.add_document(doc);
+    w.finish();
+  }
+  InspectOptions o;
+  o.prefix = prefix;
+  o.show = 1;
+  o.tokenizer.type = "byte";
+  // Whole characters are kept as they are; everything that is not UTF-8 is escaped byte by byte.
+  o.tokens_per_doc = static_cast<int64_t>(text.size());
+  std::string report = inspect_dataset(o);
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("decoded (byte): \"a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\x80|\\xc0\\xaf|"
+                                     "\\xed\\xa0\\x80|\\xf5|\\xe2\\x82z\""));
+  // The first 1 + 2 + 2 tokens end inside "€" (e2 82 of e2 82 ac), the first 1 + 2 + 3 + 3 inside
+  // "😀": the cut bytes are escaped, the report stays valid UTF-8.
+  o.tokens_per_doc = 5;
+  report = inspect_dataset(o);
+  CHECK_THAT(report, Catch::Contains("decoded (byte): \"a\xc3\xa9\\xe2\\x82\""));
+  o.tokens_per_doc = 9;
+  report = inspect_dataset(o);
+  CHECK_THAT(report, Catch::Contains("decoded (byte): \"a\xc3\xa9\xe2\x82\xac\\xf0\\x9f\\x98\""));
+  o.tokens_per_doc = 2;  // the lead byte of "é" alone
+  report = inspect_dataset(o);
+  CHECK_THAT(report, Catch::Contains("decoded (byte): \"a\\xc3\""));
+}
