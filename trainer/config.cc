@@ -745,6 +745,24 @@ void validate_for_training(const Config& config, int world_size) {
   check_init_from_exists(config.model);
 }
 
+Config with_absolute_paths(Config c) {
+  const auto absolute = [](std::string& path) {
+    if (path.empty()) return;
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::absolute(path, ec);
+    if (!ec) path = p.lexically_normal().string();
+  };
+  absolute(c.data.path);
+  for (BlendEntry& e : c.data.blend) absolute(e.prefix);
+  absolute(c.model.init_from);
+  absolute(c.checkpoint.dir);
+  if (c.checkpoint.load != "auto" && c.checkpoint.load != "none") absolute(c.checkpoint.load);
+  for (std::string* path : {&c.logging.run_dir, &c.logging.metrics_file, &c.logging.tensorboard_dir,
+                            &c.logging.trace_file, &c.training.gemm_autotune_dir})
+    absolute(*path);
+  return c;
+}
+
 std::vector<std::string> config_warnings(const Config& config) {
   std::vector<std::string> warnings;
   const OptimizerConfig& o = config.optimizer;

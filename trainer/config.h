@@ -213,6 +213,13 @@ void check_dataset_files_exist(const DataConfig& data);
 // exists; model.init_from (when set) is a file or a directory. parse_config/load_config do everything else.
 void validate_for_training(const Config& config, int world_size = 1);
 
+// `config` with every path it holds absolute (against the current directory): data.path, the
+// data.blend prefixes, model.init_from, checkpoint.dir and a checkpoint.load path, logging.run_dir,
+// metrics_file, tensorboard_dir, trace_file and training.gemm_autotune_dir. For the copies a run
+// keeps (its folder's config.json, a checkpoint's metadata), which `generate`, `export` and
+// `report` read from other directories.
+Config with_absolute_paths(Config config);
+
 // What a valid config almost certainly did not mean, each a sentence naming the fields, for a
 // warning from `lattice validate` and at the start of `lattice train`: a warmup longer than the run.
 std::vector<std::string> config_warnings(const Config& config);

@@ -1,6 +1,8 @@
 // Resolving the tokenizer of a model from flags, its data's record or the byte default.
 #include "trainer/data_tokenizer.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -38,8 +40,26 @@ std::unique_ptr<Tokenizer> resolve_tokenizer(const TokenizerOptions& flags, cons
     t = make_recorded_tokenizer(*record);
     source = record->path;
   } else {
+    // A dataset that cannot be found says nothing of its tokenizer: the byte default would feed the
+    // model ids of another vocabulary, and print text without a word of warning.
+    for (const auto& [field, prefix] : dataset_prefixes(config.data)) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(prefix + ".idx", ec))
+        throw InputError(fmt::format(
+            "{} \"{}\": no dataset there (from {}), so the tokenizer recorded with it cannot be read: give the "
+            "tokenizer (--tokenizer ...), or the dataset's path (--set {}=PATH)",
+            field, prefix,
+            std::filesystem::path(prefix).is_relative()
+                ? fmt::format("the directory {}; a relative path is read against the current directory",
+                              std::filesystem::current_path(ec).string())
+                : "this machine",
+            field.rfind("data.blend", 0) == 0 ? "data.blend" : field));
+    }
     t = std::make_unique<ByteTokenizer>();
     source = "the default: no --tokenizer given and no tokenizer recorded with the data (data.path)";
+    if (!config.data.path.empty() || !config.data.blend.empty())
+      spdlog::warn("no tokenizer is recorded with the data (a dataset prepared by Megatron-LM or an older lattice): "
+                   "using the byte tokenizer; if the model was trained with another, give it (--tokenizer ...)");
   }
   if (t->vocab_size() > config.model.vocab_size)
     throw InputError(fmt::format("the {} tokenizer ({}) has {} ids but model.vocab_size is {}: give the tokenizer "

@@ -57,7 +57,7 @@ void write_run_config(const Config& config, int rank) {
   const std::string config_file = config_file_of(config);
   // Replaced whole: a failed write (a full disk) leaves the previous config.json, not half of the new one.
   try {
-    replace_file(config_file, config_to_json(config).dump(2) + "\n");
+    replace_file(config_file, config_to_json(with_absolute_paths(config)).dump(2) + "\n");
   } catch (const Error& e) {
     refuse(config_file, e.what());
   }

@@ -147,7 +147,9 @@ TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayou
   l.data = layout.data;
   l.virtual_stages = layout.virtual_stages;
   l.distributed_optimizer = optimizer.sharded();
-  writer_ = std::make_unique<CheckpointWriter>(o, CheckpointGroups{world, dp}, config_to_json(config), l);
+  // The metadata's config names its paths absolutely: generate and export read them from anywhere.
+  const nlohmann::json recorded = config_to_json(with_absolute_paths(config));
+  writer_ = std::make_unique<CheckpointWriter>(o, CheckpointGroups{world, dp}, recorded, l);
   // The buffers a save fills, allocated now rather than inside the first save's stall.
   writer_->reserve(optimizer.buffer(), /*optimizer_state=*/true);
   optimizer.flat_state();

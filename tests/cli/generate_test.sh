@@ -96,6 +96,16 @@ out=$($L generate --config configs/test-tiny-gpt2.json --set data.path= --set mo
 grep -qF "tokenizer: hf ($W/hf.tokenizer.json" <<<"$out" || fail "the blend's recorded tokenizer was not used: $out"
 echo "ok: a blend of recorded and unrecorded datasets uses the record"
 
+# A checkpoint records its data.path absolutely: generate reads the data's tokenizer from any
+# directory. A dataset that is not there is an error naming it, not a silent byte tokenizer.
+LA=$PWD/$L
+(cd "$W" && "$LA" train --config "$OLDPWD/configs/test-tiny-gpt2.json" --set data.path=hf --set model.vocab_size=320 \
+  --set training.train_iters=2 --set checkpoint.dir=relative_ckpt >"$W/rel.log" 2>&1) || fail "train: $(tail -3 "$W/rel.log")"
+out=$(cd / && "$LA" generate --checkpoint "$W/relative_ckpt" --prompt "héllo" -n 2 2>&1) || fail "generate from /: $out"
+grep -qF "tokenizer: hf ($W/hf.tokenizer.json" <<<"$out" || fail "generate from / lost the recorded tokenizer: $out"
+echo "ok: a checkpoint trained on a relative data.path generates with its tokenizer from another directory"
+expect_exit2 "data.path \"nope\": no dataset there" $L generate --checkpoint "$W/relative_ckpt" --set data.path=nope
+
 # Mistakes exit 2 and name the flag or field.
 C=(--checkpoint "$W/plain")
 expect_exit2 "--temperature" $L generate "${C[@]}" --temperature -1
