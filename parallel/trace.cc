@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -35,7 +36,7 @@ TraceScope::TraceScope(TraceScope&& other) noexcept
       name_(std::move(other.name_)),
       category_(std::move(other.category_)),
       args_json_(std::move(other.args_json_)),
-      start_us_(other.start_us_) {
+      start_(other.start_) {
   other.tracer_ = nullptr;
 }
 
@@ -46,7 +47,7 @@ TraceScope& TraceScope::operator=(TraceScope&& other) noexcept {
     name_ = std::move(other.name_);
     category_ = std::move(other.category_);
     args_json_ = std::move(other.args_json_);
-    start_us_ = other.start_us_;
+    start_ = other.start_;
     other.tracer_ = nullptr;
   }
   return *this;
@@ -56,9 +57,10 @@ void TraceScope::end() {
   if (tracer_ == nullptr) return;
   Tracer* t = tracer_;
   tracer_ = nullptr;
-  const double end_us = t->now_us();
-  t->record(Tracer::Event{'X', 0, start_us_, end_us - start_us_, std::move(name_), std::move(category_),
-                          std::move(args_json_)});
+  const auto end = std::chrono::steady_clock::now();
+  t->record(Tracer::Event{'X', 0, t->us_since_origin(start_),
+                          std::chrono::duration<double, std::micro>(end - start_).count(), std::move(name_),
+                          std::move(category_), std::move(args_json_)});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -94,8 +96,23 @@ Tracer::~Tracer() {
   }
 }
 
-double Tracer::now_us() const {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_).count();
+double Tracer::us_since_origin(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - origin_).count();
+}
+
+void Tracer::align_origin_after_barrier(int ranks, const std::function<bool()>& barrier_done) {
+  // No sleeping back-off while polling (a communicator's wait sleeps up to 0.5 ms between polls, as
+  // much exit skew): the clock is read right as this rank sees the barrier complete.
+  while (!barrier_done()) std::this_thread::yield();
+  const auto origin = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> pending_lock(pending_mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  // What was recorded so far moves with the origin: the same instants, measured from the new one.
+  const double shift_us = std::chrono::duration<double, std::micro>(origin_ - origin).count();
+  for (Event& e : events_) e.ts_us += shift_us;
+  origin_ = origin;
+  origin_barrier_ranks_ = ranks;
+  dirty_ = dirty_ || !events_.empty();  // a file already written holds the old times
 }
 
 std::string trace_label(std::string_view name, TraceArgs args) {
@@ -131,18 +148,16 @@ TraceScope Tracer::scope(std::string_view name, std::string_view category, Trace
   s.name_ = name;
   s.category_ = category;
   s.args_json_ = args_to_json(args);
-  s.start_us_ = now_us();  // last, so that formatting the args is not inside the interval
+  s.start_ = std::chrono::steady_clock::now();  // last, so that formatting the args is not inside the interval
   return s;
 }
 
 TraceAnchor Tracer::anchor(const Stream& stream) const {
-  TraceAnchor a;
-  a.event = stream.record();
-  // The event's own host stamp, not a second clock read: on the CPU every span is then placed from
-  // one reading per event, so a span anchored in one place nests exactly inside one anchored in
-  // another (a preemption between two reads would shift one anchor's spans against the other's).
-  a.host_us = std::chrono::duration<double, std::micro>(a.event.host_time() - origin_).count();
-  return a;
+  // The event's own host stamp places it (record_pending), not a second clock read: on the CPU every
+  // span is then placed from one reading per event, so a span anchored in one place nests exactly
+  // inside one anchored in another (a preemption between two reads would shift one anchor's spans
+  // against the other's).
+  return TraceAnchor{stream.record()};
 }
 
 void Tracer::span(std::string_view name, std::string_view category, const TraceAnchor& anchor,
@@ -161,7 +176,7 @@ void Tracer::record_pending(bool wait) {
   for (; done < pending_.size() && (wait || pending_[done].end.query()); ++done) {
     PendingSpan& p = pending_[done];
     if (wait) p.end.synchronize();  // then the anchor and start, earlier on the stream, are complete too
-    record(Event{'X', 0, p.anchor.host_us + 1e6 * p.start.seconds_since(p.anchor.event),
+    record(Event{'X', 0, us_since_origin(p.anchor.event.host_time()) + 1e6 * p.start.seconds_since(p.anchor.event),
                  1e6 * p.end.seconds_since(p.start), std::move(p.name), std::move(p.category),
                  std::move(p.args_json)});
   }
@@ -269,10 +284,13 @@ void Tracer::flush() {
     out << fmt::format(R"(
 ],
 "displayTimeUnit": "ms",
-"otherData": {{"rank": {}, "steady_clock_origin_us": {:.3f}, "events": {}, "dropped_events": {}, "max_events": {}, "truncated": {}}}
+"otherData": {{"rank": {}, "steady_clock_origin_us": {:.3f}, "time_origin": "{}"{}, "events": {}, "dropped_events": {}, "max_events": {}, "truncated": {}}}
 }}
 )",
-                       rank_, origin_us, events_.size(), dropped_, max_events_, dropped_ > 0 ? "true" : "false");
+                       rank_, origin_us, origin_barrier_ranks_ > 0 ? "barrier" : "created",
+                       origin_barrier_ranks_ > 0 ? fmt::format(R"(, "time_origin_ranks": {})", origin_barrier_ranks_)
+                                                 : std::string(),
+                       events_.size(), dropped_, max_events_, dropped_ > 0 ? "true" : "false");
     out.flush();
     if (!out) {
       const std::string reason = std::strerror(errno);

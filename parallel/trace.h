@@ -5,6 +5,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -42,11 +43,12 @@ std::string trace_label(std::string_view name, TraceArgs args);
 
 class Tracer;
 
-// Where a stream's events sit on a tracer's timeline: an event recorded on the stream together with
-// the host clock (Tracer::anchor). One per step keeps device and host clocks from drifting apart.
+// Where a stream's events sit on a tracer's timeline: an event recorded on the stream, whose host
+// stamp (Event::host_time) places it (Tracer::anchor). One per step keeps device and host clocks from
+// drifting apart. Kept as a steady-clock time, not as a time since the origin, so an anchor stays
+// right across Tracer::align_origin_after_barrier.
 struct TraceAnchor {
   Event event;
-  double host_us = 0;
 };
 
 // RAII: records one complete event ("ph":"X") from construction to end() or destruction.
@@ -69,15 +71,19 @@ class TraceScope {
   std::string name_;
   std::string category_;
   std::string args_json_;
-  double start_us_ = 0;
+  std::chrono::steady_clock::time_point start_;  // a clock time: right across an origin alignment
 };
 
 // Events are buffered in memory (at most `max_events`; later ones are counted and dropped, which
 // the file's "otherData" and a final instant event say) and written by flush(), atomically
 // (PATH.tmp, then rename), and again on destruction if anything was recorded since.
 //
-// Timestamps are microseconds of std::chrono::steady_clock since the tracer was created ("otherData"
-// holds that origin in steady-clock microseconds, so files of ranks on one node can be aligned).
+// Timestamps ("ts") are microseconds of std::chrono::steady_clock since the tracer's origin: its
+// creation, or, in a job, the moment align_origin_after_barrier() was called right after a world
+// barrier returned (the trainer does that), so that every rank's file shares one origin and the
+// files can be put side by side. "otherData" holds the origin in this process's steady-clock
+// microseconds ("steady_clock_origin_us"; comparable between processes of one node only) and how
+// it was taken ("time_origin": "barrier" with "time_origin_ranks", or "created").
 // "pid" is the rank; "tid" is a lane chosen by the event's category: compute 0, communication 1,
 // data 2, optimizer 3, any other category the next free lane (named after it by thread_name
 // metadata). Complete events on one lane must nest, so one thread emits per lane at a time; a
@@ -97,6 +103,24 @@ class Tracer {
   bool enabled() const { return !path_.empty(); }
   int rank() const { return rank_; }
   const std::string& path() const { return path_; }  // the per-rank file ("" when disabled)
+
+  // Makes the exit of a barrier of all `ranks` ranks the origin of this rank's timeline. Every rank of
+  // the job calls it, before the job's events, with a barrier it has started (e.g. a
+  // Communicator::barrier_async, started once every rank is known to have got here: after a first,
+  // blocking, barrier): `barrier_done` is polled without pause (a yield between polls, for
+  // oversubscribed nodes) until it says the barrier completed, and the clock is read at once. Every
+  // rank's ts 0 is then the same instant, whatever each rank did before (start-up skew: ms on one node,
+  // seconds across nodes), and the ranks' files line up in one timeline: a gradient is never shown
+  // received before it was computed. Steady clocks of different nodes are not comparable, so no clock
+  // value is exchanged. Accuracy: the barrier's exit skew, the time between the first and the last
+  // rank seeing it complete — about one message latency (~1 us over shared memory, a few us over
+  // InfiniBand, tens of us over TCP), more when a rank is descheduled as it leaves (an oversubscribed
+  // node: up to a scheduler time slice, ms) — plus the nodes' clock-rate difference over the run (NTP
+  // keeps it to a few ppm: ~10 ms per hour at 3 ppm); events closer than that across ranks may show in
+  // either order. Events recorded before the call are re-based (shifted by the old origin minus the
+  // new, so earlier ones get negative ts); open scopes, anchors and pending spans hold clock times and
+  // land right too.
+  void align_origin_after_barrier(int ranks, const std::function<bool()>& barrier_done);
 
   // A complete event from now until the scope ends.
   [[nodiscard]] TraceScope scope(std::string_view name, std::string_view category, TraceArgs args = {});
@@ -141,7 +165,8 @@ class Tracer {
     lattice::Event start, end;
     std::string name, category, args_json;
   };
-  double now_us() const;
+  double now_us() const { return us_since_origin(std::chrono::steady_clock::now()); }
+  double us_since_origin(std::chrono::steady_clock::time_point t) const;
   static std::string args_to_json(TraceArgs args);
   void record(Event event);
   // Records the pending spans whose end has completed (all of them, waiting, when `wait`), in order.
@@ -151,7 +176,10 @@ class Tracer {
   std::string path_;
   int rank_;
   size_t max_events_;
+  // Written only by align_origin_after_barrier (under both mutexes), which must not race with
+  // emitting threads: it is called before the job's work starts.
   std::chrono::steady_clock::time_point origin_;
+  int origin_barrier_ranks_ = 0;  // 0: the origin is the tracer's creation
 
   mutable std::mutex mutex_;
   std::vector<Event> events_;

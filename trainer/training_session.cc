@@ -107,6 +107,16 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   // training.sample_interval: one process only (validate_layout), so `params` is the whole model.
   if (c.training.sample_interval > 0) sampler_ = std::make_unique<TrainingSampler>(c, *params_);
   tracer_ = std::make_unique<Tracer>(c.logging.trace_file, grid.rank());
+  // One time origin for every rank's trace file: the exit of a world barrier (to its exit skew: see
+  // Tracer::align_origin_after_barrier), not each rank's own start-up, so the files line up in
+  // Perfetto. The first barrier absorbs the start-up skew (its wait is the watchdog's); every rank
+  // then reaches the second at about the same time and polls it without the wait's back-off.
+  // Every rank has the same trace_file: all or none enter.
+  if (tracer_->enabled() && grid.world_size() > 1) {
+    rc_.world->barrier();
+    CommHandle origin_barrier = rc_.world->barrier_async();
+    tracer_->align_origin_after_barrier(grid.world_size(), [&] { return origin_barrier.test(); });
+  }
   // NCCL's operations get lanes of their own (the groups split later, such as the pipeline's lanes, inherit it).
   for (Communicator* g : {rc_.world, rc_.tp, rc_.dp, rc_.pp, rc_.embedding})
     if (g != nullptr) g->set_tracer(tracer_.get());
