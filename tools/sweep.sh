@@ -132,14 +132,14 @@ if [[ ! -f $points_txt ]] || [[ $(printf '%s\n' "${points[@]}") != "$(<"$points_
   mv -f "$points_txt.tmp.$$" "$points_txt"
 fi
 
-# point_status DIR: finished / stopped / failed (lattice report's word), or 'none' (no run folder yet:
+# point_status DIR: finished / stopped / running / failed (lattice report's word), or 'none' (no run folder yet:
 # never started, or refused before it wrote its resolved config).
 point_status() {
   local dir=$1 csv
   [[ -f $dir/config.json ]] || { echo none; return; }
   if ! csv=$("$LATTICE" report --csv "$dir" 2>/dev/null); then echo failed; return; fi
   # Line 2 is the run's row: ...,STATUS,STEPS,... (the status word is followed by the step count).
-  if [[ $(sed -n 2p <<<"$csv") =~ ,(finished|stopped|failed),[0-9]+, ]]; then
+  if [[ $(sed -n 2p <<<"$csv") =~ ,(finished|stopped|running|failed),[0-9]+, ]]; then
     echo "${BASH_REMATCH[1]}"
   else
     echo failed
@@ -250,8 +250,8 @@ for i in $range; do
   name=${names[$i]}
   if [[ $stopping -eq 1 ]]; then echo "sweep: stop requested; not starting $name"; bad=1; continue; fi
   before=$(point_status "$out/$name")
-  if [[ $before == finished ]]; then
-    echo "sweep: [$((i + 1))/$K] skip $name (finished)"
+  if [[ $before == finished || $before == running ]]; then
+    echo "sweep: [$((i + 1))/$K] skip $name ($before$( [[ $before == running ]] && echo ": another process trains it"))"
     continue
   fi
   note=

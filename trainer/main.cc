@@ -517,7 +517,7 @@ int run(int argc, char** argv) {
   bool report_csv = false;
   CLI::App* report_cmd = app.add_subcommand(
       "report", "compare run folders (logging.run_dir): the config keys that differ, status (finished / stopped / "
-                "failed), steps, final train and validation loss, tokens/s, MFU, bubble, hidden DP communication, peak "
+                "running / failed), steps, final train and validation loss, tokens/s, MFU, bubble, hidden DP communication, peak "
                 "memory");
   report_cmd->add_option("run_dirs", report_dirs, "run folders, each holding config.json and metrics.jsonl")
       ->required();

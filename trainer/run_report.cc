@@ -1,6 +1,11 @@
 // The run folders' table (see run_report.h).
 #include "trainer/run_report.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -11,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/checkpoint_lock.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -161,26 +167,89 @@ std::string csv_field(const std::string& s) {
   return quoted + "\"";
 }
 
+// A path the run's config stores, as this process finds it: one inside the run's own folder
+// (logging.run_dir, lexically) is looked for in `dir`, where the folder is now (it may have moved, and
+// a relative run_dir was relative to where the run started); any other path as stored.
+std::string locate(const std::string& stored, const std::string& run_dir, const std::string& dir) {
+  if (stored.empty() || run_dir.empty()) return stored;
+  const fs::path path = fs::path(stored).lexically_normal(), folder = fs::path(run_dir).lexically_normal();
+  const fs::path inside = path.lexically_relative(folder);
+  if (inside.empty() || *inside.begin() == "..") return stored;
+  return inside == "." ? dir : (fs::path(dir) / inside).string();
+}
+
+bool exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
+
+// The run's metrics file: logging.metrics_file located (see locate), or RUN_DIR/metrics.jsonl when it
+// is unset. A relative path that is not found from here (an old run folder stores the path as given,
+// relative to the directory the run was started from) falls back to the folder's own default metrics
+// file, if there is one; else the stored path is returned and `relative_not_found` set.
+std::string metrics_file_of(const json& logging, const std::string& dir, bool& relative_not_found) {
+  relative_not_found = false;
+  const std::string run_dir = logging.value("run_dir", "");
+  const std::string stored = logging.value("metrics_file", "");
+  const std::string own = (fs::path(dir) / "metrics.jsonl").string();  // resolve_run_dir's default name
+  if (stored.empty()) return own;
+  const std::string metrics = locate(stored, run_dir, dir);
+  if (exists(metrics) || fs::path(metrics).is_absolute()) return metrics;
+  if (exists(own)) return own;
+  relative_not_found = true;
+  return metrics;
+}
+
+// Whether a live process holds the run's checkpoint root (CheckpointLock: an flock on
+// ROOT/lattice.lock, which the kernel drops when its holder dies, also across nodes where the
+// filesystem supports flock). An empty lock file was released cleanly: not tested. Otherwise a
+// non-blocking shared lock is tried and at once dropped; it fails only while a run holds the lock.
+// (A run that starts in the microseconds this probe holds it would be refused as "in use".)
+bool run_is_live(const json& config, const std::string& dir) {
+  if (!config.contains("checkpoint") || !config["checkpoint"].is_object()) return false;
+  const std::string root =
+      locate(config["checkpoint"].value("dir", ""), config["logging"].value("run_dir", ""), dir);
+  if (root.empty()) return false;
+  const std::string lock_file = (fs::path(root) / kLockFile).string();
+  const int fd = ::open(lock_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // no lock file (or not readable here): nothing says a run is live
+  struct stat st {};
+  bool live = false;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+      flock(fd, LOCK_UN);
+    else
+      live = errno == EWOULDBLOCK;
+  }
+  ::close(fd);
+  return live;
+}
+
 }  // namespace
 
 RunRecord read_run_folder(const std::string& dir) {
   RunRecord r;
   r.dir = dir;
-  r.config = read_config_file((fs::path(dir) / "config.json").string());
-  const json& logging = r.config["logging"];
-  const std::string run_dir = logging.value("run_dir", "");
-  std::string metrics = logging.value("metrics_file", "");
-  // The folder may have moved since the run: its default metrics file is looked for in `dir`.
-  if (metrics.empty() || metrics == (fs::path(run_dir) / "metrics.jsonl").string())
-    metrics = (fs::path(dir) / "metrics.jsonl").string();
+  const std::string config_file = (fs::path(dir) / "config.json").string();
+  r.config = read_config_file(config_file);
+  bool relative_not_found = false;
+  const std::string metrics = metrics_file_of(r.config["logging"], dir, relative_not_found);
   const bool errored = log_ends_in_error((fs::path(dir) / "log.txt").string());
-  std::error_code ec;
-  if (!fs::exists(metrics, ec) && errored) {
-    r.status = "failed";
+  const bool live = !errored && run_is_live(r.config, dir);
+  if (!exists(metrics) && (errored || live)) {  // failed before, or not yet at, its metrics file
+    r.status = errored ? "failed" : "running";
     return r;
   }
+  if (relative_not_found)
+    throw InputError(fmt::format(
+        "report: metrics file '{}' (logging.metrics_file in '{}') is not found: it is a relative path, relative to "
+        "the directory the run was started from, and '{}' holds no metrics.jsonl of its own; cd to the directory the "
+        "run was started from and run the report there",
+        metrics, config_file, dir));
   read_metrics(metrics, r.config["training"]["train_iters"].get<int64_t>(), r);
   if (errored) r.status = "failed";
+  // No summary yet and the run still holds its checkpoint root: training, not failed.
+  else if (r.status == "failed" && live) r.status = "running";
   return r;
 }
 
