@@ -32,6 +32,7 @@
 #include "trainer/comm_bench.h"
 #include "trainer/config.h"
 #include "trainer/data_command.h"
+#include "trainer/data_coverage.h"
 #include "trainer/dataset_check.h"
 #include "trainer/device_selection.h"
 #include "trainer/generate_command.h"
@@ -119,12 +120,17 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
     spdlog::warn("{} (`lattice train` refuses to start it unless --ignore-memory-check)", *shortfall);
   // data.path / data.blend may be empty here (a config without its data yet); what is named is checked.
   const bool has_data = !c.data.path.empty() || !c.data.blend.empty();
+  DataCoverage coverage;
   if (has_data) {
     check_datasets(c);
     // The splits a run samples from must each hold a sample: `train` would stop at its start.
     const auto datasets = open_datasets(c.data);
-    make_split_samples(c.data, datasets, Split::kTrain, c.model.seq_length);
-    if (c.training.eval_interval > 0) make_split_samples(c.data, datasets, Split::kValid, c.model.seq_length);
+    const auto train = make_split_samples(c.data, datasets, Split::kTrain, c.model.seq_length);
+    const auto valid = c.training.eval_interval > 0
+                           ? make_split_samples(c.data, datasets, Split::kValid, c.model.seq_length)
+                           : nullptr;
+    coverage = data_coverage(c, *train, valid.get());
+    for (const std::string& warning : coverage.warnings) spdlog::warn("{}", warning);
   }
   // What `lattice train` refuses before it starts, short of a GPU and the datasets' splits. A GPU
   // config is validated (and planned) on any build, a login node's too: a CPU-only one only warns.
@@ -154,6 +160,7 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
     std::printf("datasets: every token id < model.vocab_size %lld; %s\n", static_cast<long long>(c.model.vocab_size),
                 c.training.eval_interval > 0 ? "the train and valid splits each hold a sample"
                                              : "the train split holds a sample");
+  for (const std::string& line : coverage.info) std::printf("%s\n", line.c_str());
   std::printf("%s", resume.c_str());
   std::printf("config OK: %s\n", args.path.c_str());
   return 0;

@@ -4,7 +4,10 @@
 
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "data/batch_loader.h"
+#include "trainer/data_coverage.h"
 #include "trainer/model_builder.h"
 #include "trainer/training_session.h"
 
@@ -49,10 +52,17 @@ TrainResult train(const Config& c, const TrainOptions& options) {
     return train_on(c, options, none, c.training.eval_interval > 0 ? none : MicroBatchSource{});
   }
   const auto datasets = open_datasets(c.data);
-  auto train_loader = std::make_shared<BatchLoader>(make_split_samples(c.data, datasets, Split::kTrain, T), lo);
+  const auto train_samples = make_split_samples(c.data, datasets, Split::kTrain, T);
+  const auto valid_samples =
+      c.training.eval_interval > 0 ? make_split_samples(c.data, datasets, Split::kValid, T) : nullptr;
+  if (grid.rank() == 0) {
+    const DataCoverage coverage = data_coverage(c, *train_samples, valid_samples.get());
+    for (const std::string& line : coverage.info) spdlog::info("{}", line);
+    for (const std::string& warning : coverage.warnings) spdlog::warn("{}", warning);
+  }
+  auto train_loader = std::make_shared<BatchLoader>(train_samples, lo);
   MicroBatchSource valid;
-  if (c.training.eval_interval > 0)
-    valid = dataset_source(std::make_shared<BatchLoader>(make_split_samples(c.data, datasets, Split::kValid, T), lo));
+  if (valid_samples) valid = dataset_source(std::make_shared<BatchLoader>(valid_samples, lo));
   return train_on(c, options, dataset_source(train_loader), valid);
 }
 

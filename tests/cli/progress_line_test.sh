@@ -2,7 +2,8 @@
 # The progress line, as Megatron-LM's, averages over the steps since the previous line: its loss,
 # tokens/s and step time are the means of the metrics file's per-step figures over exactly those
 # steps (the first step alone, then each log_interval, then the last step); grad norm and lr are the
-# last step's. A warmup longer than the run is warned about by validate and train.
+# last step's. A warmup longer than the run is warned about by validate and train; the start-of-run
+# data lines count the samples and epochs a run and an evaluation read.
 set -uo pipefail
 export OMP_NUM_THREADS=1 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 L=trainer/lattice
@@ -49,4 +50,24 @@ out=$($L train "${LONG[@]}" 2>&1) && grep -qF "$want" <<<"$out" || fail "train d
 out=$($L validate --config configs/test-tiny-gpt2.json --set data.path="$W/d" 2>&1 >/dev/null) || fail "validate: $out"
 grep -q "warmup" <<<"$out" && fail "validate warns about a warmup within the run: $out"
 echo "ok: a warmup past the run is warned about"
+
+# The start-of-run lines on how much data the run reads. 100 documents of 11 tokens ("abcdefghi\n"
+# and the end-of-document token); data.split 90,10: train 90 documents = 990 tokens, samples of
+# S + 1 = 17 tokens overlapping by one: floor(989 / 16) = 61 per epoch; valid 110 tokens: 6.
+# 8 steps × global batch 4 = 32 samples = 0.525 epochs; an evaluation of 3 × 4 = 12 samples reads
+# the valid split twice: warned, naming the most eval_iters that fit (6 / 4 -> 1).
+for i in $(seq 100); do echo '{"text": "abcdefghi\n"}'; done >"$W/fixed.jsonl"
+$L data prepare --input "$W/fixed.jsonl" --output-prefix "$W/fixed" >/dev/null 2>&1 || fail "data prepare"
+out=$($L train --config configs/test-tiny-gpt2.json --set data.path="$W/fixed" --set data.split=90,10 \
+  --set training.train_iters=8 --set training.eval_interval=4 --set training.eval_iters=3 2>&1) || fail "train: $out"
+for want in "data: the run reads 32 train samples (training.train_iters 8 × global batch 4): 61 samples of 17 tokens per epoch, 0.525 epochs" \
+  "data: each evaluation reads 12 validation samples (training.eval_iters 3 × global batch 4): 6 samples of 17 tokens per epoch, 2 epochs" \
+  "an evaluation reads its validation split 2 times over" "lower training.eval_iters to 1 or fewer"; do
+  grep -qF -- "$want" <<<"$out" || fail "the log lacks '$want': $(grep -i "data:\|warn" <<<"$out")"
+done
+out=$($L validate --config configs/test-tiny-gpt2.json --set data.path="$W/fixed" --set data.split=90,10 \
+  --set training.train_iters=8 2>&1) || fail "validate: $out"
+grep -qF "data: the run reads 32 train samples" <<<"$out" || fail "validate lacks the data line: $out"
+grep -q "times over" <<<"$out" && fail "a warning without evaluation: $out"
+echo "ok: the data lines count samples and epochs"
 echo PASS
