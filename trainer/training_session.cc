@@ -123,6 +123,9 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
 
   build_pipeline();
   log_precision();
+  // The batch first: a Megatron or TorchTitan user checks it before anything else.
+  spdlog::info("batch: global batch {} = {} micro-batch(es) of {} × data-parallel {}; {} tokens per step",
+               c.training.global_batch_size, m_, c.training.micro_batch_size, D_, tokens_per_step_);
   if (grid.world_size() > 1) log_layout();
   // After the optimizer has freed the bf16 init values (the plan's transient), as the plan assumes.
   reserve_attention_workspace(device_->backend(), c, pl_);

@@ -70,4 +70,8 @@ out=$($L validate --config configs/test-tiny-gpt2.json --set data.path="$W/fixed
 grep -qF "data: the run reads 32 train samples" <<<"$out" || fail "validate lacks the data line: $out"
 grep -q "times over" <<<"$out" && fail "a warning without evaluation: $out"
 echo "ok: the data lines count samples and epochs"
+# The batch line: global batch 4 = 4 / (micro-batch 2 × data 1) = 2 micro-batches; 4 × seq 16 = 64 tokens.
+grep -qF "batch: global batch 4 = 2 micro-batch(es) of 2 × data-parallel 1; 64 tokens per step" "$W/train.log" ||
+  fail "no batch line: $(head -20 "$W/train.log")"
+echo "ok: the batch line"
 echo PASS
