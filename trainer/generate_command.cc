@@ -76,6 +76,14 @@ void add_generate_options(CLI::App* cmd, GenerateOptions& o) {
 void generate_text(const Config& config, ParameterStore& params, const GenerateOptions& o) {
   const std::unique_ptr<Tokenizer> tokenizer = resolve_tokenizer(o.tokenizer, config);
   std::vector<int32_t> context = tokenizer->encode(o.prompt);
+  // A tokenizer whose vocabulary lacks some of the prompt's bytes drops them (as Hugging Face's
+  // does), and a normalizer may rewrite it: the model then continues other text than the one
+  // printed, so say which.
+  if (const std::string seen = tokenizer->decode(context); seen != o.prompt)
+    spdlog::warn("the {} tokenizer cannot represent the prompt exactly (its vocabulary lacks some of its bytes, or it "
+                 "normalizes them): "
+                 "the model continues \"{}\"",
+                 tokenizer->name(), seen);
   if (context.empty()) context.push_back(tokenizer->eod_id());  // an empty prompt starts a new document
   TextGenerator generator(config.model, params);
   const auto t0 = std::chrono::steady_clock::now();

@@ -96,6 +96,24 @@ out=$($L generate --config configs/test-tiny-gpt2.json --set data.path= --set mo
 grep -qF "tokenizer: hf ($W/hf.tokenizer.json" <<<"$out" || fail "the blend's recorded tokenizer was not used: $out"
 echo "ok: a blend of recorded and unrecorded datasets uses the record"
 
+# A tokenizer whose vocabulary lacks a byte of the prompt drops it: generate says what the model sees.
+python3 - "$W/bpe/tokenizer.json" "$W/noq.json" <<'PY' || fail "writing a tokenizer without Q"
+import json, sys
+t = json.load(open(sys.argv[1]))
+del t["model"]["vocab"]["Q"]
+pairs = lambda m: m.split(" ") if isinstance(m, str) else m
+t["model"]["merges"] = [m for m in t["model"]["merges"] if not any("Q" in p for p in pairs(m))]
+json.dump(t, open(sys.argv[2], "w"))
+PY
+out=$($L generate --config configs/test-tiny-gpt2.json --set data.path="$W/hf" --set model.vocab_size=320 \
+  --tokenizer hf --tokenizer-file "$W/noq.json" --prompt "Quiz" -n 2 2>&1) || fail "generate without Q: $out"
+grep -qF 'cannot represent the prompt exactly' <<<"$out" && grep -qF 'the model continues "uiz"' <<<"$out" ||
+  fail "no warning of the dropped byte: $out"
+out=$($L generate --config configs/test-tiny-gpt2.json --set data.path="$W/hf" --set model.vocab_size=320 \
+  --prompt "Quiz" -n 2 2>&1) || fail "generate: $out"
+grep -q "cannot represent" <<<"$out" && fail "a warning for a prompt the tokenizer represents: $out"
+echo "ok: a prompt byte the tokenizer lacks is named"
+
 # A checkpoint records its data.path absolutely: generate reads the data's tokenizer from any
 # directory. A dataset that is not there is an error naming it, not a silent byte tokenizer.
 LA=$PWD/$L
