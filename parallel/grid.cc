@@ -20,17 +20,17 @@ RankGrid::RankGrid(int world_size, int rank, int tp, int pp, int dp)
   if (dp == 0) {
     if (world_size % (tp * pp) != 0) {
       throw InputError(fmt::format(
-          "the job has {} ranks (mpirun -np), which is not divisible by parallel.tensor × "
-          "parallel.pipeline = {} × {} = {}: change parallel.tensor or parallel.pipeline, or run a "
-          "multiple of {} ranks",
+          "the job has {} ranks (mpirun -np / srun -n; validate: --world-size), which is not divisible by "
+          "parallel.tensor × parallel.pipeline = {} × {} = {}: change parallel.tensor or parallel.pipeline, or run "
+          "a multiple of {} ranks",
           world_size, tp, pp, tp * pp, tp * pp));
     }
     dp_ = world_size / (tp * pp);
   } else if (static_cast<int64_t>(tp) * pp * dp != world_size) {
     throw InputError(fmt::format(
         "parallel.tensor × parallel.pipeline × parallel.data = {} × {} × {} = {} but the job has {} "
-        "ranks (mpirun -np): change one of them, or leave parallel.data out to use world size / "
-        "(tensor × pipeline)",
+        "ranks (mpirun -np / srun -n; validate: --world-size): change one of them, or leave parallel.data out to "
+        "use world size / (tensor × pipeline)",
         tp, pp, dp, static_cast<int64_t>(tp) * pp * dp, world_size));
   }
   LATTICE_CHECK(rank >= 0 && rank < world_size, "rank {} outside the world of {} ranks", rank, world_size);

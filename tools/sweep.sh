@@ -269,19 +269,21 @@ for i in $range; do
   fi
 done
 
-# The summary: the report over the points that have a run folder; the others on a line each.
+# The summary: the report over the points that have a run folder; under it, the others on a line each.
 dirs=()
+others=()
 for i in $range; do
   if [[ -f $out/${names[$i]}/config.json ]]; then
     dirs+=("$out/${names[$i]}")
   elif [[ ! -e $out/.sweep/logs/${names[$i]}.log ]]; then
-    echo "sweep: ${names[$i]}: not started (the sweep was stopped first); run the sweep again to train it"
+    others+=("sweep: ${names[$i]}: not started (the sweep was stopped first); run the sweep again to train it")
     bad=1
   else
-    echo "sweep: ${names[$i]}: no run folder (refused before it wrote one): $(why "${names[$i]}")"
+    others+=("sweep: ${names[$i]}: no run folder (refused before it wrote one): $(why "${names[$i]}")")
     bad=1
   fi
 done
 echo
 [[ ${#dirs[@]} -gt 0 ]] && { "$LATTICE" report "${dirs[@]}" || bad=1; }
+for line in "${others[@]}"; do echo "$line"; done
 exit "$bad"

@@ -481,7 +481,7 @@ int run(int argc, char** argv) {
   bench_cmd->add_flag("--comm", bench_comm_flag,
                       "measure the all-reduce and p2p latency (α) and bandwidth (β) between the launched ranks, the "
                       "link figures of lattice plan --gpu FILE (under mpirun, 2 or more ranks)");
-  bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up; at least 3)")
+  bench_cmd->add_option("--steps", bench_steps, "steps to run (the first is warm-up; at least 3; default 6)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));  // fewer than kMinBenchSteps: run_benchmark says why
   bool bench_profile_ops = false;
   bench_cmd->add_flag("--profile-ops", bench_profile_ops,

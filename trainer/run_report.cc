@@ -247,7 +247,9 @@ RunRecord read_run_folder(const std::string& dir) {
         "run was started from and run the report there",
         metrics, config_file, dir));
   read_metrics(metrics, r.config["training"]["train_iters"].get<int64_t>(), r);
-  if (errored) r.status = "failed";
+  // An error after a summary that reaches train_iters is a later start that was refused (or an
+  // export that failed): the run itself finished.
+  if (errored && r.status != "finished") r.status = "failed";
   // No summary yet and the run still holds its checkpoint root: training, not failed.
   else if (r.status == "failed" && live) r.status = "running";
   return r;

@@ -58,7 +58,7 @@ source tests/parallel/mpi_env.sh
 MPIRUN=(timeout 60 mpirun --allow-run-as-root --oversubscribe)
 expect 2 "model.num_layers (2) must be divisible by parallel.pipeline × parallel.virtual_stages = 4 × 1" -- "${MPIRUN[@]}" -np 4 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=4
 expect 2 "to be a multiple of parallel.pipeline = 2" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set model.num_layers=4 --set training.global_batch_size=6
-expect 2 "the job has 3 ranks (mpirun -np), which is not divisible by parallel.tensor × parallel.pipeline = 1 × 2" -- "${MPIRUN[@]}" -np 3 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2
+expect 2 "the job has 3 ranks (mpirun -np / srun -n; validate: --world-size), which is not divisible by parallel.tensor × parallel.pipeline = 1 × 2" -- "${MPIRUN[@]}" -np 3 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2
 expect 2 "model.num_kv_heads (2) must be divisible by parallel.tensor (4)" -- "${MPIRUN[@]}" -np 4 $LATTICE train --config configs/test-tiny-llama.json --set parallel.tensor=4
 expect 2 "parallel.sequence_parallel = true needs parallel.tensor > 1" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.sequence_parallel=true
 expect 2 "parallel.virtual_stages = 2 needs parallel.schedule = \"interleaved\"" -- "${MPIRUN[@]}" -np 2 $LATTICE train --config configs/test-tiny-gpt2.json --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set model.num_layers=4

@@ -105,6 +105,13 @@ for refused in training.global_batch_size=16 model.hidden_size=64; do
   $LATTICE report --csv "$runs/b" | grep -q ",failed,4," ||
     fail "report does not call b failed after the resume with $refused: $($LATTICE report "$runs/b")"
 done
+# A finished run stays finished when a later start is refused: the refusal changed nothing of it
+# (a sweep would otherwise train the point again).
+rc=0
+train a 1e-3 --set training.global_batch_size=16 >"$WORK/a-refused.log" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] || { tail -5 "$WORK/a-refused.log"; fail "a resumed with another global batch: exit $rc, expected 2"; }
+$LATTICE report --csv "$runs/a" | grep -q ",finished,8," ||
+  fail "report does not call a finished after a refused start: $($LATTICE report "$runs/a")"
 tail -1 "$runs/b/log.txt" | grep -q "^set these fields to the checkpoint's values" ||
   fail "b's log.txt does not end with the model error's last line: $(tail -1 "$runs/b/log.txt")"
 

@@ -88,11 +88,11 @@ TEST_CASE("layout errors name the fields and the rank count") {
   CHECK_THROWS_AS(RankGrid(6, 0, 2, 2, 2), InputError);
   CHECK_THROWS_WITH(RankGrid(6, 0, 2, 2, 2),
                     Catch::Contains("parallel.tensor × parallel.pipeline × parallel.data = 2 × 2 × 2 = 8 "
-                                    "but the job has 6 ranks (mpirun -np)"));
+                                    "but the job has 6 ranks (mpirun -np / srun -n; validate: --world-size)"));
   CHECK_THROWS_AS(RankGrid(6, 0, 4, 1), InputError);
   CHECK_THROWS_WITH(RankGrid(6, 0, 4, 1),
-                    Catch::Contains("6 ranks (mpirun -np), which is not divisible by parallel.tensor × "
-                                    "parallel.pipeline = 4 × 1 = 4"));
+                    Catch::Contains("6 ranks (mpirun -np / srun -n; validate: --world-size), which is not divisible "
+                                    "by parallel.tensor × parallel.pipeline = 4 × 1 = 4"));
   CHECK_THROWS_WITH(RankGrid(4, 0, 0, 1), Catch::Contains("parallel.tensor must be at least 1"));
   CHECK_THROWS_WITH(RankGrid(4, 0, 1, -2), Catch::Contains("parallel.pipeline must be at least 1"));
   CHECK_THROWS_WITH(RankGrid(4, 0, 1, 1, -1), Catch::Contains("parallel.data must be at least 1"));
