@@ -186,11 +186,16 @@ void log_run_summary(const RunSummary& s, int64_t first_step, int64_t last_step,
                s.steps > 0 ? fmt::format("{}..{} of {}", first_step, last_step, train_iters)
                            : fmt::format("none left of {}", train_iters),
                s.tokens, format_duration(s.wall_s), s.wall_s);
-  spdlog::info("  throughput: {:.1f} tokens/s, {:.1f} GFLOP/s achieved (means over the steps after the first); {}",
-               s.tokens_per_s, s.gflops,
-               s.mfu >= 0 ? fmt::format("MFU {:.1f}% of logging.peak_gflops", 100 * s.mfu)
-                          : "MFU not reported: set logging.peak_gflops to the hardware's peak (`lattice bench` "
-                            "measures this machine's sgemm peak)");
+  if (s.steps < 2) {
+    spdlog::info("  throughput: not measured (it is the mean over the steps after the first, and this run trained {})",
+                 s.steps == 0 ? "none" : "one");
+  } else {
+    spdlog::info("  throughput: {:.1f} tokens/s, {:.1f} GFLOP/s achieved (means over the steps after the first); {}",
+                 s.tokens_per_s, s.gflops,
+                 s.mfu >= 0 ? fmt::format("MFU {:.1f}% of logging.peak_gflops", 100 * s.mfu)
+                            : "MFU not reported: set logging.peak_gflops to the hardware's peak (`lattice bench` "
+                              "measures this machine's sgemm peak)");
+  }
   if (s.final_loss >= 0)
     spdlog::info("  loss: final {:.4f}{}", s.final_loss,
                  s.val_loss >= 0 ? fmt::format(", validation {:.4f}", s.val_loss) : "");

@@ -92,10 +92,12 @@ std::string format_plan(const PlanResult& result, const Config& config, const Gp
                         const PlanCommandOptions& options, double seconds) {
   const ModelStats stats = compute_model_stats(config);
   std::string out = fmt::format(
-      "plan: {} ({} parameters, {} layers, seq {}) on {} × {} ({} per node, {:.0f} TFLOP/s {} peak, {} usable "
-      "per GPU)\n",
+      "plan: {} ({} parameters, {} layers, seq {}) on {} × {} ({} per node, {} {} peak, {} usable per GPU)\n",
       options.config_path, parameter_count_text(stats.num_params), config.model.num_layers, config.model.seq_length,
-      options.plan.gpus, gpu.name, result.gpus_per_node, result.peak_flops / 1e12,
+      options.plan.gpus, gpu.name, result.gpus_per_node,
+      // The cpu preset's 100 GFLOP/s would print as "0 TFLOP/s".
+      result.peak_flops >= 1e12 ? fmt::format("{:.0f} TFLOP/s", result.peak_flops / 1e12)
+                                : fmt::format("{:.0f} GFLOP/s", result.peak_flops / 1e9),
       precision_name(config.training.precision), format_bytes(int64_t(gpu.memory_bytes * gpu.usable_memory_fraction)));
   out += fmt::format(
       "  calibration: GEMM efficiency {:.2f} of peak; {} valid layouts, the first {} with the schedule simulated; "

@@ -306,7 +306,10 @@ TrainResult TrainingSession::run() {
   if (stopped_ && checkpoint_->saving())
     spdlog::info("stopped by {} after step {}; checkpoint {} saved", stopped_.describe(c_.training), last_step_,
                  iter_dir_name(last_step_));
-  if (tracer_->enabled()) {
+  if (tracer_->enabled() && first_step_ > c_.training.train_iters) {
+    // Nothing was trained: the file of the run that trained stays as it is.
+    spdlog::info("no step trained: {} left as it was", tracer_->path());
+  } else if (tracer_->enabled()) {
     tracer_->flush();
     spdlog::info("wrote the trace ({} events) to {}; open it in https://ui.perfetto.dev", tracer_->num_events(),
                  tracer_->path());

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a resume says through `lattice train`: a checkpoint already at training.train_iters says
-# "nothing left to train" (not "continues at step 21 of 20"); a resume under another learning-rate
+# "nothing left to train" (not "continues at step 21 of 20"), reports no throughput and leaves the
+# trace of the run that trained; a resume under another learning-rate
 # schedule (training.train_iters, optimizer.lr) warns naming the changed fields and the learning
 # rate of the next step under both schedules; an unchanged resume does not warn.
 source tests/checkpoint/resume_lib.sh
@@ -8,11 +9,15 @@ source tests/checkpoint/resume_lib.sh
 common=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=20
   --set checkpoint.dir="$WORK/ckpt")
 run 1 "$WORK/first.log" "${common[@]}" --set training.exit_interval=10  # saves and stops after step 10
-run 1 "$WORK/rest.log" "${common[@]}"
+run 1 "$WORK/rest.log" "${common[@]}" --set logging.trace_file="$WORK/trace.json"
 grep -qF "training continues at step 11 of 20" "$WORK/rest.log" || fail "no resume line: $(cat "$WORK/rest.log")"
 grep -q "learning-rate schedule" "$WORK/rest.log" && fail "a schedule warning without a change"
 
-run 1 "$WORK/done.log" "${common[@]}"
+trace_before=$(md5sum <"$WORK/trace.rank0.json")
+run 1 "$WORK/done.log" "${common[@]}" --set logging.trace_file="$WORK/trace.json"
+# Nothing trained: no throughput of 0 tokens/s, and the trace of the run that trained is kept.
+grep -qF "throughput: not measured" "$WORK/done.log" || fail "no 'not measured' throughput: $(cat "$WORK/done.log")"
+[[ $(md5sum <"$WORK/trace.rank0.json") == "$trace_before" ]] || fail "a run with nothing to train replaced the trace"
 grep -qF "the checkpoint is at step 20, training.train_iters is 20: nothing left to train" "$WORK/done.log" ||
   fail "no 'nothing left' line: $(cat "$WORK/done.log")"
 grep -qF "continues at step 21" "$WORK/done.log" && fail "says it continues past the end: $(cat "$WORK/done.log")"
