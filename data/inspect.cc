@@ -9,6 +9,7 @@
 
 #include "data/indexed_dataset.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_record.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -67,7 +68,15 @@ std::string printable(const std::string& s) {
 std::string inspect_dataset(const InspectOptions& o) {
   if (o.show < 0) throw InputError(fmt::format("--show must be >= 0, got {}", o.show));
   std::unique_ptr<Tokenizer> tokenizer;
-  if (!o.tokenizer.type.empty()) tokenizer = make_tokenizer(o.tokenizer);
+  std::string tokenizer_source;
+  if (!o.tokenizer.type.empty()) {
+    tokenizer = make_tokenizer(o.tokenizer);
+    tokenizer_source = "--tokenizer";
+  } else if (const std::optional<TokenizerRecord> record = read_tokenizer_record(o.prefix)) {
+    // The tokenizer `data prepare` recorded beside the dataset, as generate and the export use it.
+    tokenizer = make_recorded_tokenizer(*record);
+    tokenizer_source = record->path;
+  }
   const IndexedDataset ds(o.prefix);
   const int64_t n = ds.num_sequences();
   std::string out;
@@ -78,6 +87,7 @@ std::string inspect_dataset(const InspectOptions& o) {
   out += fmt::format("documents: {} (document-index entries: {}; training reads each sequence as a document)\n",
                      std::max<int64_t>(0, ds.num_document_index_entries() - 1), ds.num_document_index_entries());
   out += fmt::format("tokens:    {}\n", ds.total_tokens());
+  if (tokenizer) out += fmt::format("tokenizer: {} ({})\n", tokenizer->name(), tokenizer_source);
   if (n > 0) {
     std::vector<int32_t> lengths(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) lengths[i] = static_cast<int32_t>(ds.sequence_length(i));

@@ -11,7 +11,9 @@ namespace lattice {
 
 struct InspectOptions {
   std::string prefix;            // PREFIX.bin + PREFIX.idx
-  TokenizerOptions tokenizer{.type = ""};  // type empty: show token ids only; else decode with it
+  // Decodes with it; type empty: with the tokenizer recorded beside the dataset (PREFIX.tokenizer.json),
+  // else token ids only.
+  TokenizerOptions tokenizer{.type = ""};
   int64_t show = 3;              // documents to show
   int64_t tokens_per_doc = 32;   // first tokens shown of each
 };

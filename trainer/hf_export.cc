@@ -82,9 +82,14 @@ void log_why_no_tokenizer(const DataConfig& data, const std::string& output_dir)
     const std::string& prefix = named.second;  // named.first: data.path or data.blend[i][1]
     std::error_code ec;
     if (!std::filesystem::exists(prefix + ".bin", ec)) {
-      spdlog::warn("the data '{}' is not found from {} (a relative path is read from the current directory), so its "
-                   "tokenizer is not exported: {} holds the model only; --set data.path=/absolute/prefix to export it",
-                   prefix, std::filesystem::current_path(ec).string(), output_dir);
+      spdlog::warn("the data '{}' is not found{}, so its tokenizer is not exported: {} holds the model only; --set "
+                   "data.path=/absolute/prefix to export it",
+                   prefix,
+                   std::filesystem::path(prefix).is_relative()
+                       ? fmt::format(" from {} (a relative path is read from the current directory)",
+                                     std::filesystem::current_path(ec).string())
+                       : std::string(),
+                   output_dir);
       return;
     }
   }

@@ -5,6 +5,8 @@
 
 #include "data/indexed_dataset_writer.h"
 #include "data/inspect.h"
+#include "data/tokenizer.h"
+#include "data/tokenizer_record.h"
 #include "kernels/error.h"
 #include "tests/data/test_util.h"
 
@@ -59,6 +61,14 @@ TEST_CASE("data inspect reports counts, dtype, length statistics and decoded doc
   o.tokens_per_doc = 7;
   report = inspect_dataset(o);
   CHECK_THAT(report, Catch::Contains("sequence 0 (12 tokens), first 7: 72 101 108 108 111 10 119 ..."));
+  CHECK_THAT(report, Catch::Contains("decoded (byte): \"Hello\\nw\""));
+  CHECK_THAT(report, Catch::Contains("tokenizer: byte (--tokenizer)"));
+  // No --tokenizer: the one recorded beside the dataset (as `data prepare` writes it) decodes.
+  const ByteTokenizer byte;
+  write_tokenizer_record(prefix2, TokenizerOptions{.type = "byte"}, byte);
+  o.tokenizer.type = "";
+  report = inspect_dataset(o);
+  CHECK_THAT(report, Catch::Contains("tokenizer: byte (" + prefix2 + ".tokenizer.json)"));
   CHECK_THAT(report, Catch::Contains("decoded (byte): \"Hello\\nw\""));
   o.tokenizer.type = "nope";
   CHECK_THROWS_WITH(inspect_dataset(o), Catch::Contains("--tokenizer"));
