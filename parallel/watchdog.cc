@@ -73,10 +73,23 @@ size_t Watchdog::in_flight() const {
 void Watchdog::wait(PendingOp& op) const {
   if (op.test()) return;
   using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
+  auto start = Clock::now();
+  auto last_poll = start;
+  double suspended_s = 0;
   int polls = 0;
   int sleep_us = 1;
   while (!op.test()) {
+    // A gap between two polls far longer than any sleep below means this process was not running
+    // (the job suspended by Slurm's scontrol suspend or gang scheduling, a paused VM, a debugger):
+    // that time is nobody's hang, and a job suspended as a whole would otherwise end with exit 3 the
+    // moment it resumed. It is left out of the wait.
+    const auto now = Clock::now();
+    const auto gap = now - last_poll;
+    last_poll = now;
+    if (gap > kSuspendedGap) {
+      start += gap;
+      suspended_s += std::chrono::duration<double>(gap).count();
+    }
     // MPI progresses only inside MPI calls: poll; yield first (latency), then back off so that
     // oversubscribed ranks leave the cores to each other.
     if (++polls < 200) {
@@ -89,12 +102,16 @@ void Watchdog::wait(PendingOp& op) const {
     if (timeout <= 0) continue;
     double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (waited < timeout) continue;
+    if (op.test()) break;  // completed while this rank was away: no hang
 
     HangReport report;
     report.op = op.describe();
     report.waited_s = waited;
     report.timeout_s = timeout;
     report.message = hang_message(report.op, timeout, waited);
+    if (suspended_s > 0)
+      report.message += fmt::format(" (Besides, this rank was not running for {:.1f} s, suspended, which is not counted.)",
+                                    suspended_s);
     // The default action ends the job before anything is cancelled: NCCL's abort waits for the
     // communicator's queued kernels, which a hang elsewhere (another communicator the compute stream
     // waits for) can keep from ever starting. Process death frees the GPU.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,9 @@ namespace lattice {
 // A watchdog-ended job exits with 3 (see ExitCode in kernels/error.h).
 inline constexpr int kHungCollectiveExitCode = static_cast<int>(ExitCode::kHungCollective);
 inline constexpr double kDefaultCommTimeoutS = 600.0;
+// A gap this long between two polls of a wait means the process was not running (suspended): the
+// wait leaves it out of its timeout.
+inline constexpr std::chrono::seconds kSuspendedGap{1};
 
 // What a pending operation says about itself when it hangs.
 struct OpDescription {
@@ -73,7 +77,8 @@ class Watchdog {
   void set_action(Action on_hang);
 
   // Polls op.test() (yielding, then sleeping with a backoff up to 0.5 ms) until it completes or
-  // the timeout passes. Safe to call from several threads at once.
+  // the timeout passes; time this process was not running (a gap of more than kSuspendedGap
+  // between two polls: the job suspended) is not counted. Safe to call from several threads at once.
   void wait(PendingOp& op) const;
 
   // Device-ordered operations (CommHandle::wait_on on a device transport): a stream waits for them

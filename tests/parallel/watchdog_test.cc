@@ -3,6 +3,7 @@
 // NCCL cancels its communicator) runs once, before the hang action.
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,22 @@ namespace {
 
 struct Events {
   std::vector<std::string> order;
+};
+
+// Completes on its third test; the first test blocks for `stall`, as a process stopped mid-wait
+// (SIGSTOP, a suspended job) sees the clock jump between two polls.
+class StallsThenCompletes : public PendingOp {
+ public:
+  explicit StallsThenCompletes(std::chrono::milliseconds stall) : stall_(stall) {}
+  bool test() override {
+    if (++tests_ == 2) std::this_thread::sleep_for(stall_);
+    return tests_ >= 4;
+  }
+  OpDescription describe() const override { return {0, "group 'pp' (world ranks [0, 1])", "recv of f32[8]"}; }
+
+ private:
+  std::chrono::milliseconds stall_;
+  int tests_ = 0;
 };
 
 class NeverCompletes : public PendingOp {
@@ -50,4 +67,11 @@ TEST_CASE("a timed-out wait aborts the operation, then runs the hang action, the
   CHECK(events.order == std::vector<std::string>{"abort", "action"});
   CHECK_THAT(message, Catch::Contains("rank 3: all_reduce(sum) of f32[8] on group 'dp' (world ranks [1, 3])") &&
                           Catch::Contains("parallel.timeout_s = 0.05"));
+}
+
+TEST_CASE("time the process was not running is not a hang: a suspended job resumes") {
+  // A 1.5 s stall between two polls, a 1 s timeout: the wait goes on and the operation completes.
+  const Watchdog watchdog(1.0, [](const HangReport& r) { FAIL("hang reported: " << r.message); });
+  StallsThenCompletes op(std::chrono::milliseconds(1500));
+  CHECK_NOTHROW(watchdog.wait(op));
 }
