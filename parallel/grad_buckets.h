@@ -53,8 +53,10 @@ struct GradBucketOptions {
 
 // Times of the last finish(), from events on the compute stream: comm_s from the first launch of
 // the step to the end of finish() (the time some gradient communication was outstanding), wait_s the
-// part the stream spent waiting in finish(). hidden_fraction = 1 - wait_s / comm_s: the share of
-// communication behind compute. Read from the events by last_stats(), which waits for them: call
+// part the stream spent waiting in finish(), plus, on the CPU, the time the compute thread itself
+// spent launching and progressing the reductions during backward (the scale, the cast and the MPI
+// calls: work for the communication, not compute it hides behind). hidden_fraction = 1 - wait_s /
+// comm_s: the share of communication behind compute. Read from the events by last_stats(), which waits for them: call
 // it after the step's read-back so that finish() adds no host synchronization.
 struct GradReduceStats {
   double comm_s = 0.0;
@@ -125,6 +127,9 @@ class GradBuckets {
   Event first_launch_;  // on the compute stream, at the step's first launch
   // The last finish()'s intervals (none when it launched nothing): its start of waiting (or the
   // first launch, when finish() launched everything) and its end.
+  // CPU: host seconds the compute thread spent in launches and progress outside finish() this step.
+  double host_comm_s_ = 0.0;
+  double last_host_comm_s_ = 0.0;
   bool last_launched_ = false;
   Event last_first_launch_, last_wait_start_, last_end_;
 };
