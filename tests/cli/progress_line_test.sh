@@ -74,4 +74,13 @@ echo "ok: the data lines count samples and epochs"
 grep -qF "batch: global batch 4 = 2 micro-batch(es) of 2 × data-parallel 1; 64 tokens per step" "$W/train.log" ||
   fail "no batch line: $(head -20 "$W/train.log")"
 echo "ok: the batch line"
+# Data-parallel settings on a layout without data parallelism: each said to have no effect.
+out=$($L train --config configs/test-tiny-gpt2.json --set data.path="$W/d" --set training.train_iters=2 \
+  --set parallel.distributed_optimizer=true --set parallel.grad_reduce_dtype=bf16 2>&1) || fail "train: $out"
+for want in "parallel.distributed_optimizer has no effect with one data-parallel rank" \
+  "parallel.grad_reduce_dtype bf16 has no effect with one data-parallel rank"; do
+  grep -qF "$want" <<<"$out" || fail "no warning '$want': $out"
+done
+grep -q "has no effect" "$W/train.log" && fail "a no-effect warning without those settings"
+echo "ok: data-parallel settings without data parallelism are named"
 echo PASS
