@@ -14,23 +14,13 @@
 
 #include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
+#include "tests/data/test_util.h"
 
 using namespace lattice;
 
 namespace {
 
-std::string reference_script() {
-  const char* candidates[] = {"tests/data/megatron_reference.py", "lattice/tests/data/megatron_reference.py"};
-  for (const char* c : candidates) {
-    if (std::filesystem::exists(c)) return c;
-  }
-  if (const char* src = std::getenv("TEST_SRCDIR")) {
-    std::string p = std::string(src) + "/lattice/tests/data/megatron_reference.py";
-    if (std::filesystem::exists(p)) return p;
-  }
-  FAIL("megatron_reference.py not found from cwd " << std::filesystem::current_path());
-  return "";
-}
+std::string reference_script() { return lattice::testing::repository_file("tests/data/megatron_reference.py"); }
 
 // The reference's stdout for `python3 megatron_reference.py ARGS`.
 std::string run_reference(const std::string& args) {

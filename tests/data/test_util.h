@@ -37,21 +37,21 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// tests/data/write_indexed_dataset.py from the runfiles (cwd of a Bazel test is the runfiles
-// root of the `lattice` workspace) or from the source tree when run by hand.
-inline std::string writer_script() {
-  const char* candidates[] = {"tests/data/write_indexed_dataset.py",
-                              "lattice/tests/data/write_indexed_dataset.py"};
-  for (const char* c : candidates) {
+// A file of this repository, such as "tests/data/write_indexed_dataset.py", from the runfiles (cwd of a
+// Bazel test is the runfiles root of the `lattice` workspace) or from the source tree when run by hand.
+inline std::string repository_file(const std::string& path) {
+  for (const std::string& c : {path, "lattice/" + path}) {
     if (std::filesystem::exists(c)) return c;
   }
   if (const char* src = std::getenv("TEST_SRCDIR")) {
-    std::string p = std::string(src) + "/lattice/tests/data/write_indexed_dataset.py";
+    const std::string p = std::string(src) + "/lattice/" + path;
     if (std::filesystem::exists(p)) return p;
   }
-  FAIL("write_indexed_dataset.py not found from cwd " << std::filesystem::current_path());
+  FAIL(path << " not found from cwd " << std::filesystem::current_path());
   return "";
 }
+
+inline std::string writer_script() { return repository_file("tests/data/write_indexed_dataset.py"); }
 
 inline void run_writer(const std::string& args) {
   std::string cmd = "python3 " + writer_script() + " " + args;
