@@ -356,16 +356,20 @@ namespace {
 
 // The --set KEY=VALUE overrides whose KEY `message` names, joined with ", "; empty when none.
 std::string overrides_named_in(const std::string& message, const std::vector<std::string>& overrides) {
-  const auto key_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; };
+  const auto word = [&](size_t i) {
+    return i < message.size() && (std::isalnum(static_cast<unsigned char>(message[i])) || message[i] == '_');
+  };
   std::string named;
   for (const std::string& o : overrides) {
     const std::string key = trim(o.substr(0, o.find('=')));
     if (key.empty()) continue;
     for (size_t at = message.find(key); at != std::string::npos; at = message.find(key, at + 1)) {
+      // The key alone, not part of a longer one (optimizer.lr in optimizer.lr_x or x.optimizer.lr); a
+      // sentence's full stop may follow it.
       const size_t end = at + key.size();
-      if ((at == 0 || !key_char(message[at - 1])) && (end == message.size() || !key_char(message[end]) ||
-                                                       (message[end] == '.' && (end + 1 == message.size() ||
-                                                                                !key_char(message[end + 1]))))) {
+      const bool starts = at == 0 || !(word(at - 1) || message[at - 1] == '.');
+      const bool ends = !word(end) && !(end < message.size() && message[end] == '.' && word(end + 1));
+      if (starts && ends) {
         named += (named.empty() ? "--set " : ", --set ") + o;
         break;
       }
