@@ -79,17 +79,6 @@ void Watchdog::wait(PendingOp& op) const {
   int polls = 0;
   int sleep_us = 1;
   while (!op.test()) {
-    // A gap between two polls far longer than any sleep below means this process was not running
-    // (the job suspended by Slurm's scontrol suspend or gang scheduling, a paused VM, a debugger):
-    // that time is nobody's hang, and a job suspended as a whole would otherwise end with exit 3 the
-    // moment it resumed. It is left out of the wait.
-    const auto now = Clock::now();
-    const auto gap = now - last_poll;
-    last_poll = now;
-    if (gap > kSuspendedGap) {
-      start += gap;
-      suspended_s += std::chrono::duration<double>(gap).count();
-    }
     // MPI progresses only inside MPI calls: poll; yield first (latency), then back off so that
     // oversubscribed ranks leave the cores to each other.
     if (++polls < 200) {
@@ -98,9 +87,21 @@ void Watchdog::wait(PendingOp& op) const {
       std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
       sleep_us = std::min(sleep_us * 2, 500);
     }
+    // A gap between two polls far longer than the sleep above (taken from the previous poll, so the
+    // test and the sleep are both inside it) means this process was not running: the job suspended
+    // by Slurm's scontrol suspend or gang scheduling, a paused VM, a debugger. That time is nobody's
+    // hang, and a job suspended as a whole would otherwise end with exit 3 the moment it resumed: it
+    // is left out of the wait.
+    const auto now = Clock::now();
+    const auto gap = now - last_poll;
+    last_poll = now;
+    if (gap > kSuspendedGap) {
+      start += gap;
+      suspended_s += std::chrono::duration<double>(gap).count();
+    }
     double timeout = timeout_s();
     if (timeout <= 0) continue;
-    double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    double waited = std::chrono::duration<double>(now - start).count();
     if (waited < timeout) continue;
     if (op.test()) break;  // completed while this rank was away: no hang
 

@@ -19,19 +19,22 @@ struct Events {
   std::vector<std::string> order;
 };
 
-// Completes on its third test; the first test blocks for `stall`, as a process stopped mid-wait
-// (SIGSTOP, a suspended job) sees the clock jump between two polls.
+// Completes on its `done`th test; test number `stall_at` blocks for `stall`, as a process stopped
+// mid-wait (SIGSTOP, a suspended job) sees the clock jump between two polls. A stall at a later test
+// lands after the wait has started sleeping between polls.
 class StallsThenCompletes : public PendingOp {
  public:
-  explicit StallsThenCompletes(std::chrono::milliseconds stall) : stall_(stall) {}
+  StallsThenCompletes(std::chrono::milliseconds stall, int stall_at, int done)
+      : stall_(stall), stall_at_(stall_at), done_(done) {}
   bool test() override {
-    if (++tests_ == 2) std::this_thread::sleep_for(stall_);
-    return tests_ >= 4;
+    if (++tests_ == stall_at_) std::this_thread::sleep_for(stall_);
+    return tests_ >= done_;
   }
   OpDescription describe() const override { return {0, "group 'pp' (world ranks [0, 1])", "recv of f32[8]"}; }
 
  private:
   std::chrono::milliseconds stall_;
+  int stall_at_, done_;
   int tests_ = 0;
 };
 
@@ -72,6 +75,9 @@ TEST_CASE("a timed-out wait aborts the operation, then runs the hang action, the
 TEST_CASE("time the process was not running is not a hang: a suspended job resumes") {
   // A 1.5 s stall between two polls, a 1 s timeout: the wait goes on and the operation completes.
   const Watchdog watchdog(1.0, [](const HangReport& r) { FAIL("hang reported: " << r.message); });
-  StallsThenCompletes op(std::chrono::milliseconds(1500));
-  CHECK_NOTHROW(watchdog.wait(op));
+  for (int stall_at : {2, 600}) {
+    INFO("the stall at test " << stall_at);
+    StallsThenCompletes op(std::chrono::milliseconds(1500), stall_at, stall_at + 2);
+    CHECK_NOTHROW(watchdog.wait(op));
+  }
 }
