@@ -11,6 +11,20 @@
 #include "tests/data/test_util.h"
 
 using namespace lattice;
+
+namespace {
+
+// A dataset of one document: `text`'s bytes as byte-tokenizer ids, then the end-of-document id.
+void write_byte_document(const std::string& prefix, const std::string& text) {
+  IndexedDatasetWriter w(prefix, TokenDType::kU16);
+  std::vector<int32_t> doc;
+  for (char c : text) doc.push_back(static_cast<unsigned char>(c));
+  doc.push_back(256);
+  w.add_document(doc);
+  w.finish();
+}
+
+}  // namespace
 using lattice::testing::TempDir;
 
 TEST_CASE("data inspect reports counts, dtype, length statistics and decoded documents") {
@@ -49,14 +63,7 @@ TEST_CASE("data inspect reports counts, dtype, length statistics and decoded doc
   CHECK_THAT(report, Catch::Contains("decoded (byte): \"H<|endoftext|>\""));
   // Longer first document: escaped newline, cut after tokens_per_doc.
   const std::string prefix2 = dir / "ds2";
-  {
-    IndexedDatasetWriter w(prefix2, TokenDType::kU16);
-    std::vector<int32_t> doc;
-    for (char c : std::string("Hello\nworld")) doc.push_back(static_cast<unsigned char>(c));
-    doc.push_back(256);
-    w.add_document(doc);
-    w.finish();
-  }
+  write_byte_document(prefix2, "Hello\nworld");
   o.prefix = prefix2;
   o.tokens_per_doc = 7;
   report = inspect_dataset(o);
@@ -84,14 +91,7 @@ TEST_CASE("data inspect prints valid UTF-8: a character cut by the token limit i
   // overlong "/" (c0 af), a surrogate (ed a0 80), a lead byte past U+10FFFF (f5), and a 3-byte lead
   // cut short by ASCII.
   const std::string text = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\x80|\xc0\xaf|\xed\xa0\x80|\xf5|\xe2\x82z";
-  {
-    IndexedDatasetWriter w(prefix, TokenDType::kU16);
-    std::vector<int32_t> doc;
-    for (char c : text) doc.push_back(static_cast<unsigned char>(c));
-    doc.push_back(256);
-    w.add_document(doc);
-    w.finish();
-  }
+  write_byte_document(prefix, text);
   InspectOptions o;
   o.prefix = prefix;
   o.show = 1;
