@@ -352,6 +352,8 @@ std::vector<double> parse_data_split(const std::string& split, const std::string
   return {w[0] / total, w[1] / total, w[2] / total};
 }
 
+std::string override_key(const std::string& o) { return trim(o.substr(0, o.find('='))); }
+
 namespace {
 
 // The --set KEY=VALUE overrides whose KEY `message` names, joined with ", "; empty when none.
@@ -361,7 +363,7 @@ std::string overrides_named_in(const std::string& message, const std::vector<std
   };
   std::string named;
   for (const std::string& o : overrides) {
-    const std::string key = trim(o.substr(0, o.find('=')));
+    const std::string key = override_key(o);
     if (key.empty()) continue;
     for (size_t at = message.find(key); at != std::string::npos; at = message.find(key, at + 1)) {
       // The key alone, not part of a longer one (optimizer.lr in optimizer.lr_x or x.optimizer.lr); a
@@ -386,7 +388,7 @@ void apply_overrides(json& doc, const std::vector<std::string>& overrides) {
     const std::string where = fmt::format("--set {}", o);
     if (eq == std::string::npos)
       throw InputError(fmt::format("{}: malformed override, expected KEY=VALUE such as model.num_layers=4", where));
-    const std::string path = trim(o.substr(0, eq));
+    const std::string path = override_key(o);
     const std::string raw = o.substr(eq + 1);
     if (path.empty()) throw InputError(fmt::format("{}: malformed override, the key before '=' is empty", where));
     const auto dot = path.find('.');

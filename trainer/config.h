@@ -200,6 +200,8 @@ void resolve_run_dir(Config& config);
 // the string itself. Unknown paths and a missing '=' are InputErrors with a did-you-mean hint; a
 // value that is not valid UTF-8 is an InputError too.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& overrides);
+// The dotted key of a --set KEY=VALUE override, trimmed ("" when there is none).
+std::string override_key(const std::string& override_text);
 
 // The datasets a config names as (field, prefix): ("data.path", P), or ("data.blend[i][1]", P) for
 // every blend entry.

@@ -587,12 +587,8 @@ int run(int argc, char** argv) {
     check_single_process(c);  // bench runs one process, like train
     // Bench writes nothing of the config's run; a trace only where bench's own command line asks for one.
     std::string bench_trace;
-    for (const std::string& o : bench_args.overrides) {
-      std::string key = o.substr(0, o.find('='));
-      key.erase(0, key.find_first_not_of(" \t"));
-      key.erase(key.find_last_not_of(" \t") + 1);
-      if (key == "logging.trace_file") bench_trace = c.logging.trace_file;
-    }
+    for (const std::string& o : bench_args.overrides)
+      if (override_key(o) == "logging.trace_file") bench_trace = c.logging.trace_file;
     return run_benchmark(c, bench_steps, bench_profile_ops, bench_trace);
   }
   return static_cast<int>(ExitCode::kBadInput);
