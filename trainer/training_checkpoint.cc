@@ -1,7 +1,10 @@
 // Resume and save for the training loop (see training_checkpoint.h).
 #include "trainer/training_checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -26,22 +29,35 @@ std::optional<std::string> checkpoint_to_load(const CheckpointConfig& config) {
 
 namespace {
 
+using ConfigKey = std::pair<const char*, const char*>;  // section, key
+
+// "section.key saved -> now" for each of `keys` that the checkpoint's config holds and `now` changes,
+// unless `same` says the two values are one (a path spelt another way).
+std::vector<std::string> changed_fields(
+    const nlohmann::json& saved, const nlohmann::json& now, std::initializer_list<ConfigKey> keys,
+    const std::function<bool(const ConfigKey&, const nlohmann::json&, const nlohmann::json&)>& same = {}) {
+  std::vector<std::string> changes;
+  for (const ConfigKey& k : keys) {
+    const auto& [section, key] = k;
+    if (!saved.contains(section) || !saved[section].contains(key)) continue;
+    const nlohmann::json& before = saved[section][key];
+    const nlohmann::json& after = now[section][key];
+    if (before == after || (same && same(k, before, after))) continue;
+    changes.push_back(fmt::format("{}.{} {} -> {}", section, key, before.dump(), after.dump()));
+  }
+  return changes;
+}
+
 // The LR schedule is a function of training.train_iters and these optimizer keys: a resume under
 // other values continues on another curve than the one the checkpoint was trained on. Warns naming
 // every changed field and the learning rate at the next step under both.
-void warn_on_schedule_change(const CheckpointMetadata& meta, const Config& config, const std::string& dir) {
+void warn_on_schedule_change(const CheckpointMetadata& meta, const Config& config, const nlohmann::json& now,
+                             const std::string& dir) {
   const nlohmann::json& saved = meta.config;
-  const nlohmann::json now = config_to_json(config);
-  static constexpr std::pair<const char*, const char*> kScheduleKeys[] = {
-      {"training", "train_iters"}, {"optimizer", "lr"},     {"optimizer", "min_lr"},
-      {"optimizer", "warmup_iters"}, {"optimizer", "decay"}, {"optimizer", "decay_iters"}};
-  std::vector<std::string> changes;
-  for (const auto& [section, key] : kScheduleKeys) {
-    if (!saved.contains(section) || !saved[section].contains(key)) continue;
-    if (saved[section][key] != now[section][key])
-      changes.push_back(
-          fmt::format("{}.{} {} -> {}", section, key, saved[section][key].dump(), now[section][key].dump()));
-  }
+  const std::vector<std::string> changes =
+      changed_fields(saved, now,
+                     {{"training", "train_iters"}, {"optimizer", "lr"}, {"optimizer", "min_lr"},
+                      {"optimizer", "warmup_iters"}, {"optimizer", "decay"}, {"optimizer", "decay_iters"}});
   if (changes.empty()) return;
   const Config old = parse_config(nlohmann::json{{"training", saved["training"]}, {"optimizer", saved["optimizer"]}},
                                   dir + "/metadata.json");
@@ -57,24 +73,20 @@ void warn_on_schedule_change(const CheckpointMetadata& meta, const Config& confi
 // count indexes the sample order they define. A resume under other values silently trains on
 // another stream (Megatron-LM does not check either); a changed split also moves documents between
 // the train and validation splits. Warns naming every changed field.
-void warn_on_data_change(const CheckpointMetadata& meta, const Config& config) {
-  const nlohmann::json& saved = meta.config;
-  const nlohmann::json now = config_to_json(config);
-  if (!saved.contains("data")) return;
-  std::vector<std::string> changes;
-  bool split_changed = false;
-  for (const std::string key : {"path", "blend", "split", "shuffle", "seed"}) {
-    if (!saved["data"].contains(key) || saved["data"][key] == now["data"][key]) continue;
-    // The same dataset, spelt another way (relative to where that run started, or absolute).
-    if (key == "path" && saved["data"][key].is_string()) {
-      std::error_code ec;
-      const std::string before = saved["data"][key].get<std::string>() + ".idx";
-      if (std::filesystem::equivalent(before, config.data.path + ".idx", ec)) continue;
-    }
-    changes.push_back(fmt::format("data.{} {} -> {}", key, saved["data"][key].dump(), now["data"][key].dump()));
-    split_changed = split_changed || key == "split";
-  }
+void warn_on_data_change(const CheckpointMetadata& meta, const nlohmann::json& now) {
+  // The same dataset, spelt another way (relative to where that run started, or absolute).
+  const auto same_dataset = [](const ConfigKey& k, const nlohmann::json& before, const nlohmann::json& after) {
+    if (std::string(k.second) != "path" || !before.is_string() || !after.is_string()) return false;
+    std::error_code ec;
+    return std::filesystem::equivalent(before.get<std::string>() + ".idx", after.get<std::string>() + ".idx", ec);
+  };
+  const std::vector<std::string> changes =
+      changed_fields(meta.config, now,
+                     {{"data", "path"}, {"data", "blend"}, {"data", "split"}, {"data", "shuffle"}, {"data", "seed"}},
+                     same_dataset);
   if (changes.empty()) return;
+  const bool split_changed =
+      std::any_of(changes.begin(), changes.end(), [](const std::string& c) { return c.rfind("data.split ", 0) == 0; });
   spdlog::warn("resuming with other data settings than the checkpoint's ({}): its {} consumed samples now index "
                "another sample order, so training does not continue the checkpoint's data stream{}. To continue it, "
                "set these back",
@@ -185,8 +197,9 @@ int64_t TrainingCheckpoint::resume() {
                describe_checkpoint_layout(meta.layout),
                continues ? fmt::format("; training continues at step {} of {}", meta.state.step + 1, iters) : "");
   if (continues) {
-    warn_on_schedule_change(meta, config_, *dir);
-    warn_on_data_change(meta, config_);
+    const nlohmann::json now = config_to_json(config_);
+    warn_on_schedule_change(meta, config_, now, *dir);
+    warn_on_data_change(meta, now);
   }
   last_saved_step_ = meta.state.step;
   return meta.state.step;
