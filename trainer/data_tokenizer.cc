@@ -30,6 +30,13 @@ std::optional<TokenizerRecord> data_tokenizer_record(const DataConfig& data) {
   return first;
 }
 
+std::string where_not_found(const std::string& prefix) {
+  if (!std::filesystem::path(prefix).is_relative()) return "";
+  std::error_code ec;
+  return fmt::format(" from {} (a relative path is read from the current directory)",
+                     std::filesystem::current_path(ec).string());
+}
+
 std::unique_ptr<Tokenizer> resolve_tokenizer(const TokenizerOptions& flags, const Config& config) {
   std::unique_ptr<Tokenizer> t;
   std::string source;
@@ -46,14 +53,9 @@ std::unique_ptr<Tokenizer> resolve_tokenizer(const TokenizerOptions& flags, cons
       std::error_code ec;
       if (!std::filesystem::is_regular_file(prefix + ".idx", ec))
         throw InputError(fmt::format(
-            "{} \"{}\": no dataset there (from {}), so the tokenizer recorded with it cannot be read: give the "
-            "tokenizer (--tokenizer ...), or the dataset's path (--set {}=PATH)",
-            field, prefix,
-            std::filesystem::path(prefix).is_relative()
-                ? fmt::format("the directory {}; a relative path is read against the current directory",
-                              std::filesystem::current_path(ec).string())
-                : "this machine",
-            field.rfind("data.blend", 0) == 0 ? "data.blend" : field));
+            "{} \"{}\": no dataset there{}, so the tokenizer recorded with it cannot be read: give the tokenizer "
+            "(--tokenizer ...), or the dataset's path (--set {}=PATH)",
+            field, prefix, where_not_found(prefix), field.rfind("data.blend", 0) == 0 ? "data.blend" : field));
     }
     t = std::make_unique<ByteTokenizer>();
     source = "the default: no --tokenizer given and no tokenizer recorded with the data (data.path)";

@@ -15,6 +15,10 @@ namespace lattice {
 // tokenizer (tokenizer_identity); nullopt when there is none.
 std::optional<TokenizerRecord> data_tokenizer_record(const DataConfig& data);
 
+// For a message about a dataset prefix that was not found: " from DIR (a relative path is read from
+// the current directory)" when it is relative, else "".
+std::string where_not_found(const std::string& prefix);
+
 // `flags` when its type is set (the --tokenizer flags), else the data's record, else the byte
 // tokenizer (what `lattice data prepare` uses by default). InputError when its vocabulary is
 // larger than model.vocab_size (the model could not read the prompt's ids).

@@ -84,12 +84,7 @@ void log_why_no_tokenizer(const DataConfig& data, const std::string& output_dir)
     if (!std::filesystem::exists(prefix + ".bin", ec)) {
       spdlog::warn("the data '{}' is not found{}, so its tokenizer is not exported: {} holds the model only; --set "
                    "data.path=/absolute/prefix to export it",
-                   prefix,
-                   std::filesystem::path(prefix).is_relative()
-                       ? fmt::format(" from {} (a relative path is read from the current directory)",
-                                     std::filesystem::current_path(ec).string())
-                       : std::string(),
-                   output_dir);
+                   prefix, where_not_found(prefix), output_dir);
       return;
     }
   }
