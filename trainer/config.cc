@@ -769,7 +769,7 @@ Config with_absolute_paths(Config c) {
   return c;
 }
 
-std::vector<std::string> config_warnings(const Config& config) {
+std::vector<std::string> config_warnings(const Config& config, const ParallelLayout& layout) {
   std::vector<std::string> warnings;
   const OptimizerConfig& o = config.optimizer;
   const int64_t train_iters = config.training.train_iters;
@@ -780,6 +780,22 @@ std::vector<std::string> config_warnings(const Config& config) {
         "into jobs with training.exit_interval)",
         o.warmup_iters, train_iters,
         o.lr * static_cast<double>(train_iters) / static_cast<double>(o.warmup_iters), o.lr));
+  // Set for another layout of a sweep, most likely: say that this one does without them.
+  if (layout.data == 1 && config.parallel.distributed_optimizer)
+    warnings.push_back("parallel.distributed_optimizer has no effect with one data-parallel rank: nothing to shard");
+  if (layout.data == 1 && config.parallel.grad_reduce_dtype != Precision::kFp32)
+    warnings.push_back(fmt::format("parallel.grad_reduce_dtype {} has no effect with one data-parallel rank: no "
+                                   "gradient is reduced",
+                                   precision_name(config.parallel.grad_reduce_dtype)));
+  // Megatron's block method counts per pipeline stage too; a whole-model count recomputes everything.
+  const ModelConfig& m = config.model;
+  const int64_t largest_chunk = *std::max_element(layout.layers_per_stage.begin(), layout.layers_per_stage.end());
+  if (m.recompute == Recompute::kFull && m.recompute_num_layers > largest_chunk)
+    warnings.push_back(fmt::format(
+        "model.recompute_num_layers ({}) is more than any model chunk's {} layer(s): it counts the first layers of "
+        "each model chunk (one per pipeline stage and virtual stage), not of the whole model, so every layer is "
+        "recomputed, as with 0",
+        m.recompute_num_layers, largest_chunk));
   return warnings;
 }
 

@@ -222,9 +222,10 @@ void validate_for_training(const Config& config, int world_size = 1);
 // `report` read from other directories.
 Config with_absolute_paths(Config config);
 
-// What a valid config almost certainly did not mean, each a sentence naming the fields, for a
-// warning from `lattice validate` and at the start of `lattice train`: a warmup longer than the run.
-std::vector<std::string> config_warnings(const Config& config);
+// What a valid config almost certainly did not mean on `layout`, each a sentence naming the fields,
+// for a warning from `lattice validate` and at the start of `lattice train`: a warmup longer than the
+// run, data-parallel settings on one data-parallel rank, a recompute_num_layers that covers every chunk.
+std::vector<std::string> config_warnings(const Config& config, const ParallelLayout& layout);
 
 // model.init_from, when set, is a file or a directory (InputError naming it otherwise).
 void check_init_from_exists(const ModelConfig& model);

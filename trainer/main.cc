@@ -114,7 +114,7 @@ GpuSharing job_gpu_sharing(const Config& c, HostChannel& world) {
 int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   Config c = args.load();
   const ParallelLayout layout = validate_layout(c, world_size > 0 ? world_size : default_world_size(c));
-  for (const std::string& warning : config_warnings(c)) spdlog::warn("{}", warning);
+  for (const std::string& warning : config_warnings(c, layout)) spdlog::warn("{}", warning);
   const ModelStats stats = compute_model_stats(c);
   if (const auto shortfall = host_memory_shortfall(c, layout))
     spdlog::warn("{} (`lattice train` refuses to start it unless --ignore-memory-check)", *shortfall);

@@ -78,7 +78,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   if (!c.checkpoint.dir.empty()) checkpoint_lock_ = CheckpointLock::acquire_for_job(c.checkpoint.dir, rc_.world);
 
   if (grid.rank() == 0)
-    for (const std::string& warning : config_warnings(c)) spdlog::warn("{}", warning);
+    for (const std::string& warning : config_warnings(c, pl_)) spdlog::warn("{}", warning);
   stats_ = compute_model_stats(c);
   spdlog::info("model: {} layers, hidden {}, {} heads ({} kv), vocab {}, seq {} — {:.2f}M parameters",
                c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, c.model.num_kv_heads,
@@ -171,14 +171,6 @@ void TrainingSession::build_optimizer() {
   // reduce_scatter and the optimizer steps this rank's shard (ZeRO-1), else they all_reduce and
   // every rank steps the whole model on the same gradients.
   sharded_ = D_ > 1 && c_.parallel.distributed_optimizer;
-  if (D_ == 1 && rc_.grid.rank() == 0) {
-    // Set for another layout of a sweep, most likely: say that this one does without them.
-    if (c_.parallel.distributed_optimizer)
-      spdlog::warn("parallel.distributed_optimizer has no effect with one data-parallel rank: nothing to shard");
-    if (c_.parallel.grad_reduce_dtype != Precision::kFp32)
-      spdlog::warn("parallel.grad_reduce_dtype {} has no effect with one data-parallel rank: no gradient is reduced",
-                   precision_name(c_.parallel.grad_reduce_dtype));
-  }
   if (D_ > 1) {
     GradBucketOptions bo;
     bo.bucket_size_mb = c_.parallel.bucket_size_mb;

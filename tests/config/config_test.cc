@@ -503,6 +503,31 @@ TEST_CASE("validate_layout: valid layouts resolve") {
   ::unsetenv("SLURM_NTASKS");
 }
 
+// The warnings of a valid config on `world` ranks after `overrides`, joined by newlines.
+std::string warnings_of(json doc, int world, const std::vector<std::string>& overrides) {
+  apply_overrides(doc, overrides);
+  const Config c = parse_config(doc, "test.json");
+  std::string joined;
+  for (const std::string& w : config_warnings(c, validate_layout(c, world))) joined += w + "\n";
+  return joined;
+}
+
+TEST_CASE("config_warnings: settings the layout makes pointless are named") {
+  json d = base();
+  d["model"]["num_layers"] = 8;
+  CHECK(warnings_of(d, 1, {}).empty());
+  // Data-parallel settings on one data-parallel rank; on two they are used and not warned about.
+  const std::vector<std::string> dp = {"parallel.distributed_optimizer=true", "parallel.grad_reduce_dtype=bf16"};
+  CHECK_THAT(warnings_of(d, 1, dp), Contains("parallel.distributed_optimizer has no effect") &&
+                                        Contains("parallel.grad_reduce_dtype bf16 has no effect"));
+  CHECK(warnings_of(d, 2, dp).empty());
+  // recompute_num_layers counts per chunk: PP2 has chunks of 4 layers, so 5 recomputes all, 4 is allowed.
+  CHECK_THAT(warnings_of(d, 2, {"parallel.pipeline=2", "model.recompute=full", "model.recompute_num_layers=5"}),
+             Contains("model.recompute_num_layers (5) is more than any model chunk's 4 layer(s)"));
+  CHECK(warnings_of(d, 2, {"parallel.pipeline=2", "model.recompute=full", "model.recompute_num_layers=4"}).empty());
+  CHECK(warnings_of(d, 1, {"model.recompute=full", "model.recompute_num_layers=5"}).empty());
+}
+
 TEST_CASE("device is cpu or cuda") {
   json d;
   d = base();
