@@ -387,7 +387,8 @@ int run_export(const ConfigArgs& args, const std::string& checkpoint, const std:
 
 int run_generate(const ConfigArgs& args, const std::string& checkpoint, const GenerateOptions& options) {
   LoadedModel m = load_whole_model(args, checkpoint, "generate");
-  spdlog::info("generate: model from {}", m.source);
+  spdlog::info("generate: model from {}, on the CPU{}", m.source,
+               m.config.device == "cuda" ? " (generate and export run on the host whatever device says)" : "");
   generate_text(m.config, *m.params, options);
   return 0;
 }
