@@ -173,11 +173,11 @@ void check_output_is_not_input(const std::string& prefix, const std::vector<std:
 void warn_on_ignored_options(const PrepareOptions& opts, const std::vector<std::string>& formats) {
   const bool any_text = std::count(formats.begin(), formats.end(), "text") > 0;
   const bool any_jsonl = std::count(formats.begin(), formats.end(), "jsonl") > 0;
-  if (!any_jsonl && opts.json_key != "text")
+  if (!any_jsonl && (opts.json_key_given || opts.json_key != "text"))
     spdlog::warn("data prepare: --json-key {} has no effect: no input is JSONL (--format, or a .jsonl/.ndjson/.json "
                  "name)",
                  opts.json_key);
-  if (!any_text && opts.text_document_separator != "file")
+  if (!any_text && (opts.separator_given || opts.text_document_separator != "file"))
     spdlog::warn("data prepare: --text-document-separator {} has no effect: every input is JSONL, one document a line",
                  opts.text_document_separator);
   for (size_t i = 0; i < opts.inputs.size(); ++i)

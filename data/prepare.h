@@ -23,6 +23,10 @@ struct PrepareOptions {
   //   blank-line   documents are separated by one or more blank (whitespace-only) lines
   //   percent-line documents are separated by lines that are exactly "%" (fortune files)
   std::string text_document_separator = "file";
+  // Whether --json-key / --text-document-separator were given, their defaults included: one that no
+  // input uses is warned about, whatever its value.
+  bool json_key_given = false;
+  bool separator_given = false;
   bool append_eod = true;             // append the tokenizer's end-of-document id after each document
   // --skip-empty-documents: an empty or whitespace-only document is skipped and counted; without
   // it, it is an InputError naming the file and line.

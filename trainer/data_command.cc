@@ -29,11 +29,13 @@ void add_prepare_options(CLI::App* cmd, PrepareOptions& o) {
   cmd->add_option("--output-prefix,-o", o.output_prefix, "writes PREFIX.bin and PREFIX.idx")->required();
   cmd->add_option("--format", o.format, "auto|text|jsonl (auto: *.jsonl/*.ndjson/*.json are JSONL)")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}));
-  cmd->add_option("--json-key", o.json_key, "the JSONL field that holds a document's text");
+  cmd->add_option("--json-key", o.json_key, "the JSONL field that holds a document's text")
+      ->each([&o](const std::string&) { o.json_key_given = true; });
   add_tokenizer_options(cmd, o.tokenizer);
   cmd->add_option("--text-document-separator", o.text_document_separator,
                   "how text files split into documents: file|blank-line|percent-line")
-      ->check(CLI::IsMember({"file", "blank-line", "percent-line"}));
+      ->check(CLI::IsMember({"file", "blank-line", "percent-line"}))
+      ->each([&o](const std::string&) { o.separator_given = true; });
   cmd->add_flag_callback("--no-eod", [&o] { o.append_eod = false; }, "do not append the end-of-document token");
   cmd->add_flag("--skip-empty-documents", o.skip_empty_documents,
                 "skip empty or whitespace-only documents (counted and reported) instead of failing on the first");

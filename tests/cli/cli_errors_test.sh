@@ -122,6 +122,9 @@ if [[ -e $WORK/out.bin || -e $WORK/out.idx ]]; then
   echo "FAIL: a failed prepare left output files behind"
   failures=$((failures + 1))
 fi
+# An explicit --json-key that no input uses is warned about, even the default one.
+printf 'plain text\n' >"$WORK/plain.txt"
+expect 0 "--json-key text has no effect: no input is JSONL" -- $LATTICE data prepare --input "$WORK/plain.txt" --output-prefix "$WORK/plain" --json-key text
 # A wrong-family HF file is refused, naming a tensor.
 $LATTICE export --config configs/test-tiny-llama.json --output "$WORK/llama_hf" >/dev/null 2>&1
 expect 2 "wte.weight" -- $LATTICE export --config configs/test-tiny-gpt2.json --set model.init_from="$WORK/llama_hf/model.safetensors" --output "$WORK/x"

@@ -209,6 +209,13 @@ TEST_CASE("options no input uses, and an input given twice, are warned about") {
   o.json_key = "content";
   CHECK_THAT(log_of(o), Catch::Contains("--json-key content has no effect"));
   o.json_key = "text";
+  o.json_key_given = true;  // the default, given explicitly: a user who expected JSONL
+  CHECK_THAT(log_of(o), Catch::Contains("--json-key text has no effect"));
+  o.json_key_given = false;
+  o.inputs = {dir / "a.jsonl"};
+  o.separator_given = true;
+  CHECK_THAT(log_of(o), Catch::Contains("--text-document-separator file has no effect"));
+  o.separator_given = false;
   o.inputs = {dir / "b.txt", dir / "a.jsonl", dir.path().string() + "/./b.txt"};
   CHECK_THAT(log_of(o), Catch::Contains("is the same file as --input " + dir / "b.txt"));
   REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"two\n", "one", "two\n"});
