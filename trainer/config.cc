@@ -101,10 +101,12 @@ std::string unknown_key_message(const std::string& section, const std::string& k
   }
   const auto& keys = config_keys(section);
   std::string msg = fmt::format("unknown key '{}.{}'", section, key);
-  const std::string hint = closest_match(key, keys);
-  if (!hint.empty()) return msg + fmt::format("; did you mean '{}'?", hint);
+  // The exact key of another section before a near spelling here: training.save_interval is
+  // checkpoint.save_interval, not training.sample_interval.
   if (const std::string sec = section_with_key(key, section); !sec.empty())
     return msg + fmt::format("; did you mean '{}.{}'? ('{}' belongs in the \"{}\" section)", sec, key, key, sec);
+  const std::string hint = closest_match(key, keys);
+  if (!hint.empty()) return msg + fmt::format("; did you mean '{}'?", hint);
   return msg + "; the keys of \"" + section + "\" are " + quoted_list(keys);
 }
 
@@ -216,8 +218,8 @@ void check_consistency(const std::string& source, const Config& cfg) {
   const TrainingConfig& t = cfg.training;
   // parallel.data = 0 (inferred) needs the world size: validate_layout checks it then.
   const int64_t data = std::max<int64_t>(cfg.parallel.data, 1);
-  const int64_t per_step = t.micro_batch_size * data;
-  if (t.global_batch_size % per_step != 0) {
+  int64_t per_step = 0;  // a product past 2^63 exceeds any global batch: not a divisor either
+  if (__builtin_mul_overflow(t.micro_batch_size, data, &per_step) || t.global_batch_size % per_step != 0) {
     if (data == 1)
       c.fail(fmt::format("training.global_batch_size ({}) must be a multiple of training.micro_batch_size ({})",
                          t.global_batch_size, t.micro_batch_size));
@@ -595,15 +597,17 @@ ParallelLayout validate_layout(const Config& config, int world_size) {
           m.seq_length, tp));
   }
 
-  const int64_t per_step = t.micro_batch_size * L.data;
+  int64_t per_step = 0;
+  const bool past_int64 = __builtin_mul_overflow(t.micro_batch_size, static_cast<int64_t>(L.data), &per_step);
   const std::string data_note =
       L.data_inferred ? fmt::format(" (inferred: {} ranks / (tensor {} × pipeline {}))", world_size, tp, pp) : "";
-  if (t.global_batch_size % per_step != 0 || t.global_batch_size / per_step < 1)
+  if (past_int64 || t.global_batch_size % per_step != 0 || t.global_batch_size / per_step < 1)
     throw InputError(fmt::format(
         "the micro-batches per step, training.global_batch_size / (training.micro_batch_size × parallel.data) "
         "= {} / ({} × {}{}), must be a whole number >= 1; change training.global_batch_size to a multiple of "
         "{}, or training.micro_batch_size or parallel.data",
-        t.global_batch_size, t.micro_batch_size, L.data, data_note, per_step));
+        t.global_batch_size, t.micro_batch_size, L.data, data_note,
+        past_int64 ? std::string("their product") : std::to_string(per_step)));
   L.micro_batches = t.global_batch_size / per_step;
   if (L.micro_batches > std::numeric_limits<int>::max())
     throw InputError(fmt::format(
@@ -629,8 +633,13 @@ ParallelLayout validate_layout(const Config& config, int world_size) {
           "parallel.layers_per_stage has {} entries but parallel.pipeline × parallel.virtual_stages = {} × {} = {}: "
           "give one layer count per virtual stage (or [] for an even split)",
           lps.size(), pp, v, stages));
-    int64_t sum = 0;
-    for (int64_t n : lps) sum += n;
+    int64_t sum = 0;  // each count at most num_layers: the sum cannot wrap around
+    for (size_t i = 0; i < lps.size(); ++i) {
+      if (lps[i] > m.num_layers)
+        throw InputError(fmt::format("parallel.layers_per_stage[{}] = {} is more than model.num_layers ({})", i,
+                                     lps[i], m.num_layers));
+      sum += lps[i];
+    }
     if (sum != m.num_layers)
       throw InputError(fmt::format(
           "parallel.layers_per_stage sums to {} but model.num_layers is {}: the counts must add up to the "

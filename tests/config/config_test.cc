@@ -92,6 +92,13 @@ TEST_CASE("unknown keys and sections get a did-you-mean hint") {
   d = base();
   d["training"]["lr"] = 0.1;
   CHECK_THAT(error_of(d), Contains("training.lr") && Contains("optimizer.lr"));
+  // ... even where a key of this section is spelled nearly like it (sample_interval, eval_interval).
+  for (const auto& [wrong, right] : std::vector<std::pair<std::string, std::string>>{
+           {"training.save_interval=1", "did you mean 'checkpoint.save_interval'?"},
+           {"training.log_interval=1", "did you mean 'logging.log_interval'?"},
+           {"training.decay_iters=1", "did you mean 'optimizer.decay_iters'?"},
+           {"checkpoint.eval_interval=1", "did you mean 'training.eval_interval'?"}})
+    CHECK_THAT(error_of(base(), {wrong}), Contains(right));
 
   // Nothing close: the known keys are listed.
   d = base();
@@ -420,6 +427,23 @@ TEST_CASE("validate_layout: each error class names its field") {
              Contains("parallel.layers_per_stage has 2 entries") && Contains("parallel.pipeline"));
   CHECK_THAT(layout_error_of(llama, 3, {"parallel.pipeline=3", "parallel.layers_per_stage=[3,3,3]"}),
              Contains("parallel.layers_per_stage sums to 9") && Contains("model.num_layers"));
+  // Counts whose sum wraps around to num_layers (2^62 × 4 + 8 = 8 mod 2^64) are refused by the count.
+  CHECK_THAT(layout_error_of(llama, 4,
+                             {"parallel.pipeline=4", "parallel.layers_per_stage=[4611686018427387904,"
+                                                     "4611686018427387904,4611686018427387904,4611686018427387912]"}),
+             Contains("parallel.layers_per_stage[0] = 4611686018427387904 is more than model.num_layers (8)"));
+  // micro_batch_size × data past 2^63 is no divisor of the global batch (not a division by a wrapped 0).
+  CHECK_THAT(error_of(llama, {"training.micro_batch_size=4611686018427387904", "parallel.data=4"}),
+             Contains("training.global_batch_size (16) must be a multiple of training.micro_batch_size"));
+  {
+    json speck = base();  // a model small enough for a micro-batch of 2^48 to pass the size check
+    speck["model"] = {{"arch", "gpt2"},   {"num_layers", 1},  {"hidden_size", 1}, {"num_attention_heads", 1},
+                      {"ffn_hidden_size", 1}, {"vocab_size", 2}, {"seq_length", 1}};
+    speck["training"] = {{"micro_batch_size", 281474976710656}, {"global_batch_size", 281474976710656},
+                         {"train_iters", 10}};
+    CHECK_THAT(layout_error_of(speck, 65536, {}), Contains("must be a whole number >= 1; change "
+                                                           "training.global_batch_size to a multiple of their product"));
+  }
   {
     const ParallelLayout l = layout_of(llama, 3, {"parallel.pipeline=3", "parallel.layers_per_stage=[2,3,3]"});
     CHECK(l.layers_per_stage == std::vector<int64_t>{2, 3, 3});
