@@ -333,16 +333,24 @@ const char* comm_backend_name(CommBackend b) {
 
 DType precision_dtype(Precision p) { return p == Precision::kBf16 ? DType::kBF16 : DType::kF32; }
 
+const std::array<RunDirOutput, 4>& run_dir_outputs() {
+  static const std::array<RunDirOutput, 4> outputs{{
+      {"logging", "metrics_file", "metrics.jsonl", [](Config& c) -> std::string& { return c.logging.metrics_file; }},
+      {"logging", "tensorboard_dir", "tensorboard",
+       [](Config& c) -> std::string& { return c.logging.tensorboard_dir; }},
+      {"logging", "trace_file", "trace.json", [](Config& c) -> std::string& { return c.logging.trace_file; }},
+      {"checkpoint", "dir", "checkpoints", [](Config& c) -> std::string& { return c.checkpoint.dir; }},
+  }};
+  return outputs;
+}
+
 void resolve_run_dir(Config& config) {
   const std::string& run_dir = config.logging.run_dir;
   if (run_dir.empty()) return;
-  const auto place = [&](std::string& path, const char* name) {
-    if (path.empty()) path = (std::filesystem::path(run_dir) / name).string();
-  };
-  place(config.logging.metrics_file, "metrics.jsonl");
-  place(config.logging.tensorboard_dir, "tensorboard");
-  place(config.logging.trace_file, "trace.json");
-  place(config.checkpoint.dir, "checkpoints");
+  for (const RunDirOutput& o : run_dir_outputs()) {
+    std::string& path = o.field(config);
+    if (path.empty()) path = (std::filesystem::path(run_dir) / o.name).string();
+  }
 }
 
 std::vector<double> parse_data_split(const std::string& split, const std::string& field) {

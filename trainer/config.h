@@ -3,6 +3,7 @@
 // InputError naming the field (with a did-you-mean hint for unknown keys).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -193,6 +194,14 @@ DType precision_dtype(Precision p);
 // logging.trace_file RUN_DIR/trace.json, checkpoint.dir RUN_DIR/checkpoints. A key given a path keeps it.
 // parse_config applies it, so validate prints the resolved paths and config_hash covers them.
 void resolve_run_dir(Config& config);
+// Those four keys: section, key, the name in RUN_DIR, and the field.
+struct RunDirOutput {
+  const char* section;
+  const char* key;
+  const char* name;
+  std::string& (*field)(Config&);
+};
+const std::array<RunDirOutput, 4>& run_dir_outputs();
 
 // Applies "a.b=v" overrides to a parsed document in place (what load_config does with --set).
 // v is parsed as JSON when it parses (numbers, true/false, null, quoted strings, arrays), else

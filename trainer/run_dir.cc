@@ -39,6 +39,18 @@ void copy_log_to(const std::string& path) {
 
 std::string config_file_of(const Config& config) { return (fs::path(config.logging.run_dir) / "config.json").string(); }
 
+// config.json: every path absolute (report, export and generate read it from other directories),
+// except the output paths that are logging.run_dir's defaults, stored empty as a config that leaves
+// them to run_dir: a copy reused with another run_dir writes into that folder, not into this one.
+nlohmann::json run_config_json(const Config& config) {
+  Config stored = with_absolute_paths(config);
+  for (const RunDirOutput& o : run_dir_outputs()) {
+    std::string& path = o.field(stored);
+    if (path == (fs::path(stored.logging.run_dir) / o.name).string()) path.clear();
+  }
+  return config_to_json(stored);
+}
+
 }  // namespace
 
 void open_run_dir(const Config& config, int rank) {
@@ -57,7 +69,7 @@ void write_run_config(const Config& config, int rank) {
   const std::string config_file = config_file_of(config);
   // Replaced whole: a failed write (a full disk) leaves the previous config.json, not half of the new one.
   try {
-    replace_file(config_file, config_to_json(with_absolute_paths(config)).dump(2) + "\n");
+    replace_file(config_file, run_config_json(config).dump(2) + "\n");
   } catch (const Error& e) {
     refuse(config_file, e.what());
   }

@@ -13,7 +13,9 @@ namespace lattice {
 // the path when the folder or a file cannot be written.
 void open_run_dir(const Config& config, int rank);
 
-// Replaces RUN_DIR/config.json (the same JSON `lattice validate` prints) atomically: CONFIG.tmp,
+// Replaces RUN_DIR/config.json (the JSON `lattice validate` prints, with every path absolute and
+// run_dir's default output paths left empty, so that a copy reused with another run_dir writes
+// there) atomically: CONFIG.tmp,
 // then rename. Called after the checkpoint's resume checks, so that a refused resume leaves the
 // config.json of the run it refused to continue as it was. Nothing without logging.run_dir or on
 // ranks other than 0.

@@ -18,6 +18,7 @@
 
 #include "checkpoint/checkpoint_lock.h"
 #include "kernels/error.h"
+#include "trainer/config.h"
 
 namespace lattice {
 
@@ -38,6 +39,13 @@ json read_config_file(const std::string& file) {
                       j.contains("training") && j["training"].is_object() &&
                       j["training"].contains("train_iters") && j["training"]["train_iters"].is_number_integer();
     if (!fits) throw InputError("");
+    // config.json leaves run_dir's default outputs empty (run_dir.cc): place them, as the run did.
+    const std::string run_dir = j["logging"].value("run_dir", "");
+    for (const RunDirOutput& o : run_dir_outputs()) {
+      if (run_dir.empty() || !j.contains(o.section) || !j[o.section].is_object()) continue;
+      json& section = j[o.section];
+      if (section.value(o.key, "").empty()) section[o.key] = (fs::path(run_dir) / o.name).string();
+    }
     return j;
   } catch (const std::exception&) {
     throw InputError(fmt::format("report: '{}' is not a run's resolved config (a JSON object with a logging section "

@@ -37,8 +37,16 @@ python3 - "$runs/a/config.json" "$runs/a" <<'PY' || fail "a/config.json is not t
 import json, sys
 c = json.load(open(sys.argv[1]))
 assert c["optimizer"]["lr"] == 1e-3 and c["logging"]["run_dir"] == sys.argv[2], c
-assert c["checkpoint"]["dir"] == sys.argv[2] + "/checkpoints", c["checkpoint"]
+# run_dir's default outputs are left to it (stored empty), an explicitly placed one is kept.
+assert c["checkpoint"]["dir"] == "" and c["logging"]["metrics_file"] == "", c
 PY
+# Its config.json reused for another run folder writes there, not into a: a's metrics stay as they were.
+cp "$runs/a/metrics.jsonl" "$WORK/a-metrics.jsonl"
+timeout 120 $LATTICE train --config "$runs/a/config.json" --set logging.run_dir="$runs/a2" \
+  --set training.train_iters=2 >"$WORK/a2-copy.log" 2>&1 || { tail -5 "$WORK/a2-copy.log"; fail "a's config reused"; }
+cmp -s "$runs/a/metrics.jsonl" "$WORK/a-metrics.jsonl" || fail "a's config reused for a2 appended to a's metrics"
+[[ -s $runs/a2/metrics.jsonl && -e $runs/a2/checkpoints/latest ]] || fail "a's config reused: a2 has no metrics/checkpoint"
+grep -q "nothing left to train" "$WORK/a2-copy.log" && fail "a's config reused: a2 resumed a's checkpoint"
 # b: stopped after step 4.
 train b 2e-3 >"$WORK/b.log" 2>&1 || { tail -5 "$WORK/b.log"; fail "b"; }
 # c: checkpoint.dir's place is taken by a file: refused before step 1 (exit 2), the error in log.txt.
