@@ -177,7 +177,8 @@ void publish_directory(const std::string& from, const std::string& to) {
   fsync_directory(parent_of(to));
 }
 
-std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last, int64_t committed_step) {
+std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last,
+                                            const std::function<bool(int64_t step)>& on_line) {
   bool changed = false;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
@@ -190,12 +191,12 @@ std::vector<std::string> retire_checkpoints(const std::string& root, int64_t kee
   std::vector<std::string> retired;
   if (keep_last > 0) {
     const std::string latest = read_latest(root);
-    // Only the current line of training counts: checkpoints after the step just committed belong
-    // to a line abandoned by a resume from an older step (maybe the one to go back to), so they
-    // are neither counted nor retired; this run overwrites them only when it reaches their step.
+    // Only the current line of training counts: the others belong to a line abandoned by a resume
+    // from an older step (maybe the one to go back to), so they are neither counted nor retired;
+    // this run overwrites them only when it reaches their step.
     std::vector<std::pair<int64_t, std::string>> dirs;
     for (const auto& dir : committed_dirs(root))
-      if (dir.first <= committed_step) dirs.push_back(dir);
+      if (on_line(dir.first)) dirs.push_back(dir);
     const int64_t drop = static_cast<int64_t>(dirs.size()) - keep_last;
     for (int64_t i = 0; i < drop; ++i) {
       const std::string& name = dirs[i].second;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,14 +42,15 @@ void make_directories(const std::string& dir);
 // at no moment does `to` hold anything but a complete checkpoint. fsyncs the parent.
 void publish_directory(const std::string& from, const std::string& to);
 
-// Retention after the commit of step `committed_step` (call only when no save is in flight):
-// deletes every iter_*.partial directory (leftovers of killed jobs; usually none), and of the
-// committed directories at or before committed_step (the current line of training) retires those
-// beyond the `keep_last` newest (0 = keep all), never the one `latest` names. Directories after
-// committed_step (left by a line abandoned when a run resumed from an older step) are neither
-// counted nor retired. A retired directory is renamed to iter_*.deleting at once, so nothing lists
-// or loads it any more, for delete_retired() to remove. Returns the names retired.
-std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last, int64_t committed_step);
+// Retention after a commit (call only when no save is in flight): deletes every iter_*.partial
+// directory (leftovers of killed jobs; usually none), and of the committed directories on the
+// current line of training (`on_line(step)`) retires those beyond the `keep_last` newest (0 = keep
+// all), never the one `latest` names. The others (left by a line abandoned when a run resumed from
+// an older step) are neither counted nor retired. A retired directory is renamed to iter_*.deleting
+// at once, so nothing lists or loads it any more, for delete_retired() to remove. Returns the names
+// retired.
+std::vector<std::string> retire_checkpoints(const std::string& root, int64_t keep_last,
+                                            const std::function<bool(int64_t step)>& on_line);
 
 // Deletes every iter_*.deleting directory under root (seconds for big checkpoints: the writer runs
 // it on a background thread; leftovers of a killed job go with the next call).

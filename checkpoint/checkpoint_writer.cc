@@ -140,6 +140,13 @@ int64_t CheckpointWriter::pending_step() const { return job_ ? job_->state.step 
 void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& sources, const CheckpointState& state) {
   const auto t0 = std::chrono::steady_clock::now();
   wait();  // one save in flight at a time: the host buffer and the .partial name are reused
+  if (options_.keep_last > 0) {
+    // The checkpoints the last commit retired are deleted (rank 0's cleaner) before any rank writes
+    // this one: keep_last = N then needs room for N + 1 checkpoints, not N + 2 (a full disk otherwise,
+    // while the space is being freed).
+    join_cleaner();
+    if (comm_) comm_->host().barrier("checkpoint retirement");
+  }
   const double wait_s = seconds_since(t0);
   const Tensor *exp_avg = sources.exp_avg, *exp_avg_sq = sources.exp_avg_sq;
   LATTICE_CHECK(sources.values != nullptr && sources.values->numel() == layout.numel(),
@@ -438,7 +445,12 @@ void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>&
   write_file_atomically((fs::path(job.partial_dir) / kMetadataFile).string(), metadata_to_json(m).dump(1));
   publish_directory(job.partial_dir, (fs::path(options_.dir) / iter_name).string());
   write_latest(options_.dir, iter_name);
-  const std::vector<std::string> deleted = retire_checkpoints(options_.dir, options_.keep_last, job.state.step);
+  committed_by_this_run_.insert(job.state.step);
+  const int64_t committed = job.state.step;
+  const std::vector<std::string> deleted = retire_checkpoints(options_.dir, options_.keep_last, [&](int64_t step) {
+    if (resumed_step_ < 0) return step <= committed;
+    return step <= resumed_step_ || committed_by_this_run_.count(step) > 0;
+  });
   // Deleting gigabytes takes seconds: off the training loop (joined before the next commit).
   cleaner_ = std::thread([root = options_.dir] {
     pthread_setname_np(pthread_self(), "lt-ckpt-clean");

@@ -13,7 +13,7 @@
 //                  metadata.json, renames, points `latest` at it and applies keep_last.
 //   wait()/finish() block until the pending save is committed.
 // keep_last retires old checkpoints at commit (renamed at once, deleted on a background thread),
-// counting only those at or before the committed step (see retire_checkpoints).
+// counting only the current line of training (see set_resumed_step and retire_checkpoints).
 // A failed write on any rank fails the commit on every rank (an Error; the .partial stays behind
 // and is never loaded). The destructor only joins the background thread: call finish() first.
 #pragma once
@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -116,6 +117,11 @@ class CheckpointWriter {
   bool pending() const { return job_ != nullptr; }
   int64_t pending_step() const;
   int64_t last_committed_step() const { return last_committed_step_; }
+  // The step this run resumed from (0: a fresh start). keep_last then counts the checkpoints up to it
+  // and those this writer committed: the current line. Others (later steps of a line abandoned by a
+  // rollback, or another run's left in the directory) are neither counted nor retired. Unset, the
+  // line is every checkpoint up to the step being committed.
+  void set_resumed_step(int64_t step) { resumed_step_ = step; }
   const SaveTimings& last_timings() const { return last_timings_; }
   const std::string& dir() const { return options_.dir; }
 
@@ -142,6 +148,8 @@ class CheckpointWriter {
   std::unique_ptr<Job> job_;
   int64_t polls_ = 0;
   int64_t last_committed_step_ = -1;
+  int64_t resumed_step_ = -1;                // -1: not told (see set_resumed_step)
+  std::set<int64_t> committed_by_this_run_;  // rank 0's commits, for keep_last
   bool root_synced_ = false;  // the root's own directory entry has been fsynced
   std::thread cleaner_;       // rank 0: deletes retired checkpoints (seconds for big ones) off the loop
   SaveTimings last_timings_;

@@ -181,6 +181,7 @@ int64_t TrainingCheckpoint::resume() {
                      "{}: this run's saves replace those of the same steps, and `latest` then names this run's",
                      config_.checkpoint.dir, iter_dir_name(steps.back()));
     }
+    if (writer_) writer_->set_resumed_step(0);
     return 0;
   }
   FlatOptimizerState& flat = optimizer_.flat_state();
@@ -202,6 +203,7 @@ int64_t TrainingCheckpoint::resume() {
     warn_on_data_change(meta, now);
   }
   last_saved_step_ = meta.state.step;
+  if (writer_) writer_->set_resumed_step(meta.state.step);
   return meta.state.step;
 }
 

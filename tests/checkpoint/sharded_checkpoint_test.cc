@@ -432,6 +432,7 @@ TEST_CASE("keep_last after a rollback counts only the current line: not the resu
   for (int64_t step : {4, 8, 10}) save_one_process(dir, run, step);
   // Resumed from iter_0000004 with keep_last = 2, saving every 2 steps.
   CheckpointWriter writer({dir, /*async=*/false, /*keep_last=*/2, 1}, {}, model_json(model()), CheckpointLayout{});
+  writer.set_resumed_step(4);
   writer.save(*run.store, run.sources(), state_at(6));
   // 4 (the rollback point) and 6 are the line's two newest; 8 and 10 are after it: all stay.
   CHECK(committed_steps(dir) == std::vector<int64_t>{4, 6, 8, 10});
@@ -443,6 +444,31 @@ TEST_CASE("keep_last after a rollback counts only the current line: not the resu
   writer.finish();
   CHECK(committed_steps(dir) == std::vector<int64_t>{8, 10});
   CHECK(read_latest(dir) == "iter_0000010");
+}
+
+TEST_CASE("keep_last after a rollback to steps that miss the old ones keeps the new line, not the abandoned one") {
+  const std::string dir = fresh_dir("rollback_offset");
+  Run run = make_run(model_parameter_specs(model()), 1);
+  for (int64_t step : {4, 8, 10}) save_one_process(dir, run, step);
+  // Resumed from iter_0000004 with keep_last = 2, saving every 3 steps: 8 and 10 are never reached.
+  CheckpointWriter writer({dir, /*async=*/false, /*keep_last=*/2, 1}, {}, model_json(model()), CheckpointLayout{});
+  writer.set_resumed_step(4);
+  writer.save(*run.store, run.sources(), state_at(7));
+  CHECK(committed_steps(dir) == std::vector<int64_t>{4, 7, 8, 10});
+  // At 9 the line is 4, 7, 9: 4 goes; the abandoned 8 (below 9) is neither counted nor deleted.
+  writer.save(*run.store, run.sources(), state_at(9));
+  CHECK(committed_steps(dir) == std::vector<int64_t>{7, 8, 9, 10});
+  writer.save(*run.store, run.sources(), state_at(12));
+  writer.finish();
+  CHECK(committed_steps(dir) == std::vector<int64_t>{8, 9, 10, 12});
+  CHECK(read_latest(dir) == "iter_0000012");
+  // A fresh start (load none) in that directory counts only its own saves.
+  CheckpointWriter fresh({dir, /*async=*/false, /*keep_last=*/1, 1}, {}, model_json(model()), CheckpointLayout{});
+  fresh.set_resumed_step(0);
+  fresh.save(*run.store, run.sources(), state_at(3));
+  fresh.save(*run.store, run.sources(), state_at(5));
+  fresh.finish();
+  CHECK(committed_steps(dir) == std::vector<int64_t>{5, 8, 9, 10, 12});
 }
 
 TEST_CASE("committed checkpoints without `latest` are not a fresh start") {
