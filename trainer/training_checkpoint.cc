@@ -61,12 +61,23 @@ void warn_on_schedule_change(const CheckpointMetadata& meta, const Config& confi
   if (changes.empty()) return;
   const Config old = parse_config(nlohmann::json{{"training", saved["training"]}, {"optimizer", saved["optimizer"]}},
                                   dir + "/metadata.json");
+  // The first step this run trains where the two schedules differ, over the steps both runs would
+  // train (at least the next one): a longer train_iters with a fixed decay_iters only adds a tail.
   const int64_t next = meta.state.step + 1;
+  const int64_t last = std::max(next, std::min(old.training.train_iters, config.training.train_iters));
+  const auto lr_now = [&](int64_t step) { return learning_rate(config.optimizer, config.training.train_iters, step); };
+  const auto lr_then = [&](int64_t step) { return learning_rate(old.optimizer, old.training.train_iters, step); };
+  int64_t differs = next;
+  while (differs <= last && lr_now(differs) == lr_then(differs)) ++differs;
+  if (differs > last) {
+    spdlog::info("resuming with {}: the learning rate of every step through {} is the checkpoint's schedule's",
+                 fmt::join(changes, ", "), last);
+    return;
+  }
   spdlog::warn("resuming with another learning-rate schedule than the checkpoint's ({}): step {} trains at lr {:.4e} "
                "instead of {:.4e}. To continue the checkpoint's schedule, set these back (to split a run into jobs use "
                "training.exit_interval, not a different training.train_iters)",
-               fmt::join(changes, ", "), next, learning_rate(config.optimizer, config.training.train_iters, next),
-               learning_rate(old.optimizer, old.training.train_iters, next));
+               fmt::join(changes, ", "), differs, lr_now(differs), lr_then(differs));
 }
 
 // The data stream a run continues is a function of these keys: the checkpoint's consumed-samples

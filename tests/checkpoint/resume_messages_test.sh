@@ -31,6 +31,16 @@ optimizer.lr 0.001 -> 0.002): step 21 trains at lr 1.0500e-03 instead of 1.0000e
   grep -qF -- "$needle" "$WORK/longer.log" || fail "lacks '$needle': $(cat "$WORK/longer.log")"
 done
 echo "ok: schedule change named"
+# A longer run with a fixed decay_iters keeps the schedule of the steps both runs train (it adds a
+# tail at min_lr): said, not warned about.
+fixed=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set optimizer.decay_iters=20
+  --set checkpoint.dir="$WORK/ckpt3")
+run 1 "$WORK/fixed1.log" "${fixed[@]}" --set training.train_iters=20 --set training.exit_interval=10
+run 1 "$WORK/fixed2.log" "${fixed[@]}" --set training.train_iters=40 --set training.exit_interval=12
+grep -qF "resuming with training.train_iters 20 -> 40: the learning rate of every step through 20 is the checkpoint's" \
+  "$WORK/fixed2.log" || fail "no 'same schedule' line: $(grep -i schedule "$WORK/fixed2.log")"
+grep -q "another learning-rate schedule" "$WORK/fixed2.log" && fail "warned about a schedule that did not change"
+echo "ok: an extension that keeps the schedule is not warned about"
 grep -q "other data settings" "$WORK/rest.log" "$WORK/longer.log" && fail "a data warning without a change"
 
 # Another data.split and data.seed: the checkpoint's sample order is not continued; both named, and
