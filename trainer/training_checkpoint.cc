@@ -208,6 +208,18 @@ int64_t TrainingCheckpoint::resume() {
                meta.state.step, meta.state.consumed_samples, meta.state.optimizer_step_count,
                describe_checkpoint_layout(meta.layout),
                continues ? fmt::format("; training continues at step {} of {}", meta.state.step + 1, iters) : "");
+  // A path that is not the newest of checkpoint.dir: a rollback, or a fine-tune from another run's
+  // checkpoint. A requeued job with the same arguments would go back there every time.
+  if (config_.checkpoint.load != "auto" && !config_.checkpoint.dir.empty()) {
+    const std::vector<int64_t> steps = committed_steps(config_.checkpoint.dir);
+    if (!steps.empty() && steps.back() > meta.state.step)
+      spdlog::warn("checkpoint.load names {} (step {}), but checkpoint.dir {} holds later checkpoints, up to {}: this "
+                   "run goes on from step {} and its saves replace those of the same steps. A job restarted with this "
+                   "same checkpoint.load (a requeue, launch_mpirun.sh's restarts) starts from step {} again: once this "
+                   "run has saved, restart it with checkpoint.load=auto",
+                   *dir, meta.state.step, config_.checkpoint.dir, iter_dir_name(steps.back()), meta.state.step + 1,
+                   meta.state.step);
+  }
   if (continues) {
     const nlohmann::json now = config_to_json(config_);
     warn_on_schedule_change(meta, config_, now, *dir);

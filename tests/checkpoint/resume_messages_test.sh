@@ -41,6 +41,14 @@ grep -qF "resuming with training.train_iters 20 -> 40: the learning rate of ever
   "$WORK/fixed2.log" || fail "no 'same schedule' line: $(grep -i schedule "$WORK/fixed2.log")"
 grep -q "another learning-rate schedule" "$WORK/fixed2.log" && fail "warned about a schedule that did not change"
 echo "ok: an extension that keeps the schedule is not warned about"
+# checkpoint.load naming an older checkpoint of checkpoint.dir (ckpt3 holds 10 and 12): a restart with
+# the same arguments would go back to it, so say so.
+run 1 "$WORK/back.log" "${fixed[@]}" --set training.train_iters=40 --set training.exit_interval=11 \
+  --set checkpoint.load="$WORK/ckpt3/iter_0000010"
+grep -qF "holds later checkpoints, up to iter_0000012: this run goes on from step 11" "$WORK/back.log" ||
+  fail "no warning about the later checkpoints: $(grep -i warn "$WORK/back.log")"
+grep -qF "holds later checkpoints" "$WORK/fixed2.log" && fail "checkpoint.load auto warned about later checkpoints"
+echo "ok: an explicit checkpoint.load below the directory's newest is named"
 grep -q "other data settings" "$WORK/rest.log" "$WORK/longer.log" && fail "a data warning without a change"
 
 # Another data.split and data.seed: the checkpoint's sample order is not continued; both named, and
