@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -163,16 +164,45 @@ void make_directories(const std::string& dir) {
     throw Error(fmt::format("cannot create checkpoint directory '{}': {}", dir, ec ? ec.message() : "not a directory"));
 }
 
+namespace {
+
+// TEST HOOK (sharded_checkpoint_test): LATTICE_TEST_NO_RENAME_EXCHANGE set makes the exchange fail
+// as it does on a filesystem without it (NFS, FUSE without rename2): EINVAL.
+int rename_exchange(const std::string& a, const std::string& b) {
+  if (std::getenv("LATTICE_TEST_NO_RENAME_EXCHANGE") != nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  return ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE);
+}
+
+void rename_or_throw(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw Error(fmt::format("renaming '{}' to '{}' failed: {}", from, to, std::strerror(errno)));
+}
+
+}  // namespace
+
 void publish_directory(const std::string& from, const std::string& to) {
   std::error_code ec;
   if (!fs::exists(to, ec)) {
-    if (::rename(from.c_str(), to.c_str()) != 0)
-      throw Error(fmt::format("renaming '{}' to '{}' failed: {}", from, to, std::strerror(errno)));
-  } else {
-    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0)
-      throw Error(fmt::format("exchanging '{}' with the existing '{}' failed: {}", from, to, std::strerror(errno)));
+    rename_or_throw(from, to);
+  } else if (rename_exchange(from, to) == 0) {
     fsync_directory(parent_of(to));
     fs::remove_all(from, ec);  // the replaced checkpoint, now under the .partial name
+  } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP || errno == EOPNOTSUPP) {
+    // No atomic exchange on this filesystem: the old checkpoint is retired first (iter_N.deleting
+    // is never loaded), then the new one takes its name. Between the two renames iter_N is absent;
+    // `latest` never names it then, unless it named the very step being saved again.
+    const std::string retired = to + kDeletingSuffix;
+    fs::remove_all(retired, ec);
+    rename_or_throw(to, retired);
+    fsync_directory(parent_of(to));
+    rename_or_throw(from, to);
+    fsync_directory(parent_of(to));
+    fs::remove_all(retired, ec);
+  } else {
+    throw Error(fmt::format("exchanging '{}' with the existing '{}' failed: {}", from, to, std::strerror(errno)));
   }
   fsync_directory(parent_of(to));
 }

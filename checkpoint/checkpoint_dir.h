@@ -39,7 +39,9 @@ void make_directories(const std::string& dir);
 
 // Moves the complete directory `from` to `to` in one step: rename(2), or, when `to` exists (a step
 // saved again), an atomic exchange (renameat2 RENAME_EXCHANGE) after which the old one is deleted —
-// at no moment does `to` hold anything but a complete checkpoint. fsyncs the parent.
+// at no moment does `to` hold anything but a complete checkpoint. Where the filesystem has no
+// exchange (NFS), the old one is renamed to its .deleting name first, then `from` to `to`: `to` is
+// briefly absent, never incomplete. fsyncs the parent.
 void publish_directory(const std::string& from, const std::string& to);
 
 // Retention after a commit (call only when no save is in flight): deletes every iter_*.partial

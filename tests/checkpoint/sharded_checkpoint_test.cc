@@ -3,6 +3,7 @@
 // its message (with the store untouched), keep_last / `latest` semantics, and .partial leftovers.
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -517,6 +518,20 @@ TEST_CASE("saving a step again replaces its directory atomically") {
   load_checkpoint(resolve_checkpoint(dir), json(), back.targets(false));
   CHECK(count_mismatches(*back.store, back.store->flat_values(), 2) == 0);
   CHECK(committed_steps(dir) == std::vector<int64_t>{5});
+}
+
+TEST_CASE("saving a step again where the filesystem has no atomic exchange (NFS) replaces it too") {
+  const std::string dir = fresh_dir("resave_no_exchange");
+  save_one_process(dir, make_run(model_parameter_specs(model()), 1), 5);
+  ::setenv("LATTICE_TEST_NO_RENAME_EXCHANGE", "1", 1);
+  save_one_process(dir, make_run(model_parameter_specs(model()), 2), 5);
+  ::unsetenv("LATTICE_TEST_NO_RENAME_EXCHANGE");
+  Run back = make_run(model_parameter_specs(model()), 9);
+  load_checkpoint(resolve_checkpoint(dir), json(), back.targets(false));
+  CHECK(count_mismatches(*back.store, back.store->flat_values(), 2) == 0);
+  CHECK(committed_steps(dir) == std::vector<int64_t>{5});
+  CHECK(!fs::exists(fs::path(dir) / "iter_0000005.deleting"));
+  CHECK(!fs::exists(fs::path(dir) / "iter_0000005.partial"));
 }
 
 TEST_CASE("a .partial left by a killed job is never loaded, and goes with the next commit") {
