@@ -290,22 +290,47 @@ void warn_on_hf_config_differences(const ModelConfig& c, const std::string& dir)
   if (!j.is_object()) return;
   const bool gpt2 = hf_family(c) == HfFamily::kGpt2;
   const auto differs = [](double a, double b) { return std::abs(a - b) > 1e-6 * std::max(std::abs(a), std::abs(b)); };
-  const auto check_number = [&](const char* key, double ours, const char* field) {
-    if (!j.contains(key) || !j[key].is_number()) return;
-    const double theirs = j[key].get<double>();
+  // `key` of `obj` (j itself, or a nested object named `where`, "rope_parameters.").
+  const auto check_number = [&](const nlohmann::json& obj, const std::string& where, const char* key, double ours,
+                                const char* field) {
+    if (!obj.contains(key) || !obj[key].is_number()) return;
+    const double theirs = obj[key].get<double>();
     if (differs(theirs, ours))
-      spdlog::warn("model.init_from: {} says {} = {} but {} is {}: the weights were trained with {}; --set {}={} "
+      spdlog::warn("model.init_from: {} says {}{} = {} but {} is {}: the weights were trained with {}; --set {}={} "
                    "unless the change is meant",
-                   file.string(), key, theirs, field, ours, theirs, field, theirs);
+                   file.string(), where, key, theirs, field, ours, theirs, field, theirs);
   };
-  check_number(gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", c.norm_eps, "model.norm_eps");
+  check_number(j, "", gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", c.norm_eps, "model.norm_eps");
   if (c.position_embedding == PositionEmbedding::kRope) {
-    check_number("rope_theta", c.rope_theta, "model.rope_theta");
+    const auto unapplied_scaling = [&](const std::string& what) {
+      spdlog::warn("model.init_from: {} has {}, which lattice does not apply: positions are rotated as plain RoPE "
+                   "with base model.rope_theta",
+                   file.string(), what);
+    };
+    check_number(j, "", "rope_theta", c.rope_theta, "model.rope_theta");
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-      spdlog::warn("model.init_from: {} has rope_scaling {}, which lattice does not apply: positions are rotated "
-                   "as plain RoPE with base model.rope_theta",
-                   file.string(), j["rope_scaling"].dump());
+      unapplied_scaling("rope_scaling " + j["rope_scaling"].dump());
+    // transformers 5 writes the base and the scaling as one object, with no top-level rope_theta.
+    if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+      const nlohmann::json& rope = j["rope_parameters"];
+      check_number(rope, "rope_parameters.", "rope_theta", c.rope_theta, "model.rope_theta");
+      if (rope.contains("rope_type") && rope["rope_type"] != "default")
+        unapplied_scaling("rope_parameters " + rope.dump());
+    }
   }
+  // GPT-2 variants that scale attention otherwise than by 1/sqrt(head_dim) (Stanford CRFM's models).
+  const auto flag = [&](const char* key, bool fallback) {
+    return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+  };
+  if (gpt2 && flag("scale_attn_by_inverse_layer_idx", false))
+    spdlog::warn("model.init_from: {} says scale_attn_by_inverse_layer_idx = true, which lattice does not apply: "
+                 "layer i's attention scores are not divided by i + 1, so the model computes other outputs than "
+                 "the one trained",
+                 file.string());
+  if (gpt2 && !flag("scale_attn_weights", true))
+    spdlog::warn("model.init_from: {} says scale_attn_weights = false, but lattice scales attention scores by "
+                 "1/sqrt(head_dim): the model computes other outputs than the one trained",
+                 file.string());
   const char* act_key = gpt2 ? "activation_function" : "hidden_act";
   if (j.contains(act_key) && j[act_key].is_string()) {
     const std::string act = j[act_key].get<std::string>();

@@ -365,6 +365,35 @@ TEST_CASE("init_from warns where the model directory's config.json differs in wh
   CHECK_THAT(log, Catch::Contains("rope_theta = 500000 but model.rope_theta is 10000") &&
                       Catch::Contains("--set model.rope_theta=500000") && Catch::Contains("--set model.norm_eps=1e-06") &&
                       Catch::Contains("rope_scaling") && Catch::Contains("does not apply"));
+  // transformers 5's form: the base and the scaling in rope_parameters, no top-level rope_theta.
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "llama3"}, {"factor", 8.0}};
+  std::ofstream(dir + "/config.json") << j.dump();
+  CHECK_THAT(import_log(), Catch::Contains("rope_parameters.rope_theta = 500000 but model.rope_theta is 10000") &&
+                               Catch::Contains("has rope_parameters {") && Catch::Contains("does not apply"));
+  j["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "default"}};
+  j.erase("rms_norm_eps");
+  std::ofstream(dir + "/config.json") << j.dump();
+  CHECK_THAT(import_log(), !Catch::Contains("[warning]"));
+}
+
+TEST_CASE("init_from warns about a GPT-2 whose config.json scales attention otherwise") {
+  const ModelConfig c = tiny_gpt2();
+  ParameterStore src(model_parameter_specs(c), host_context());
+  fill_distinct(src);
+  const std::string dir = fresh_dir("gpt2_attention_scale");
+  export_hf(c, src, dir, std::nullopt, DType::kF32);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  j["scale_attn_by_inverse_layer_idx"] = true;
+  j["scale_attn_weights"] = false;
+  std::ofstream(dir + "/config.json") << j.dump();
+  const std::string log = lattice::testing::captured_log([&] {
+    ParameterStore back(model_parameter_specs(c), host_context());
+    import_hf(c, dir, back);
+  });
+  CHECK_THAT(log, Catch::Contains("scale_attn_by_inverse_layer_idx = true, which lattice does not apply") &&
+                      Catch::Contains("scale_attn_weights = false"));
 }
 
 TEST_CASE("a bf16 export holds BF16 tensors and imports back as the rounded values") {
