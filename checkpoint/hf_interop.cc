@@ -486,12 +486,22 @@ std::string hf_config_json(const ModelConfig& c, std::optional<int32_t> eod_id, 
          {"use_cache", true},
          {"torch_dtype", torch_dtype}};
   }
-  if (eod_id) {
-    j["eos_token_id"] = *eod_id;
-    j["bos_token_id"] = *eod_id;
-  }
+  // Unknown: null, not absent, which transformers would fill with GPT-2's 50256 or Llama's 1 and 2.
+  j["eos_token_id"] = eod_id ? nlohmann::json(*eod_id) : nlohmann::json(nullptr);
+  j["bos_token_id"] = j["eos_token_id"];
   return j.dump(2) + "\n";
 }
+
+namespace {
+
+// generation_config.json as save_pretrained writes it from a model config: the token ids
+// generate() starts and stops with. Written so that an earlier save's file does not stay behind.
+std::string hf_generation_config_json(std::optional<int32_t> eod_id) {
+  const nlohmann::json id = eod_id ? nlohmann::json(*eod_id) : nlohmann::json(nullptr);
+  return nlohmann::json{{"_from_model_config", true}, {"bos_token_id", id}, {"eos_token_id", id}}.dump(2) + "\n";
+}
+
+}  // namespace
 
 void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir,
                std::optional<int32_t> eod_id, DType dtype) {
@@ -527,6 +537,8 @@ void export_hf(const ModelConfig& config, const ParameterStore& store, const std
   const std::string weights = (std::filesystem::path(output_dir) / "model.safetensors").string();
   write_safetensors(weights, out, {{"format", "pt"}});
   write_file_atomically((std::filesystem::path(output_dir) / "config.json").string(), config_text);
+  write_file_atomically((std::filesystem::path(output_dir) / "generation_config.json").string(),
+                        hf_generation_config_json(eod_id));
   // An earlier sharded save here would be read instead of this one by tools that follow the index
   // (vLLM's loader does): remove it once this save is complete, as transformers' save_pretrained does.
   const std::vector<std::string> removed = remove_sharded_weights(output_dir);

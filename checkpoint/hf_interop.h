@@ -28,7 +28,8 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
 // Writes `output_dir/model.safetensors` (F32, or BF16 rounded to nearest even when `dtype` is bf16;
 // HF names; GPT-2 without the "transformer." prefix, Conv1D weights transposed back, c_attn fused) and `output_dir/config.json` (HF style). Each file
 // is written atomically; `output_dir` is created when missing. `eod_id`, when the tokenizer is
-// known: config.json's eos_token_id and bos_token_id (GPT-2's convention: one end-of-text token).
+// known: config.json's and generation_config.json's eos_token_id and bos_token_id (GPT-2's
+// convention: one end-of-text token); unknown, null.
 // A sharded save already in `output_dir` (its index and model-0000x-of-0000y shards) is removed
 // once both files are written, with a warning naming what went.
 void export_hf(const ModelConfig& config, const ParameterStore& store, const std::string& output_dir,

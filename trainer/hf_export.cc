@@ -2,8 +2,11 @@
 #include "trainer/hf_export.h"
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -46,11 +49,27 @@ std::string byte_tokenizer_json() {
   return j.dump(2) + "\n";
 }
 
+// The tokenizer files an export writes, of one kind or another: what Hugging Face tools load with
+// the model (AutoTokenizer prefers tokenizer.json; the slow GPT-2 tokenizer reads vocab.json and
+// merges.txt).
+const std::vector<std::string> kTokenizerFiles = {"tokenizer.json", "vocab.json", "merges.txt"};
+
 }  // namespace
 
 void export_hf_tokenizer(const TokenizerRecord& record, const ModelConfig& model, const std::string& output_dir) {
-  const auto out = [&](const char* name) { return (std::filesystem::path(output_dir) / name).string(); };
+  const auto out = [&](const std::string& name) { return (std::filesystem::path(output_dir) / name).string(); };
   const TokenizerOptions& o = record.options;
+  // Another kind's files from an earlier save would be loaded instead of this tokenizer: they go.
+  std::vector<std::string> removed;
+  for (const std::string& name : kTokenizerFiles) {
+    const bool ours = o.type == "gpt2-bpe" ? name != "tokenizer.json" : name == "tokenizer.json";
+    std::error_code ec;
+    if (!ours && std::filesystem::remove(out(name), ec)) removed.push_back(name);
+  }
+  if (!removed.empty())
+    spdlog::warn("export: removed {} from '{}', an earlier save's tokenizer, which Hugging Face tools would load "
+                 "instead of this {} tokenizer",
+                 fmt::join(removed, ", "), output_dir, o.type);
   if (o.type == "byte") {
     write_file_atomically(out("tokenizer.json"), byte_tokenizer_json());
   } else if (o.type == "gpt2-bpe") {
@@ -105,6 +124,16 @@ void export_hf_model(const Config& config, const ParameterStore& store, const st
   export_hf(config.model, store, output_dir, record ? std::optional<int32_t>(record->eod_id) : std::nullopt, dtype);
   if (!record) {
     log_why_no_tokenizer(config.data, output_dir);
+    // Not removed: they may be this model's tokenizer, put there by hand. But say they are not ours.
+    std::vector<std::string> present;
+    for (const std::string& name : kTokenizerFiles) {
+      std::error_code ec;
+      if (std::filesystem::exists(std::filesystem::path(output_dir) / name, ec)) present.push_back(name);
+    }
+    if (!present.empty())
+      spdlog::warn("export: '{}' holds {} that this export did not write (an earlier save's?): Hugging Face tools "
+                   "load them with this model; delete them unless they are this model's tokenizer",
+                   output_dir, fmt::join(present, ", "));
     return;
   }
   export_hf_tokenizer(*record, config.model, output_dir);

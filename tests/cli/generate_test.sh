@@ -81,6 +81,32 @@ for t in hf gpt2-bpe; do
     --prompt "héllo" -n 8 2>&1) || fail "generate with the recorded $t tokenizer: $out"
   grep -q "tokenizer: $t ($W/$t.tokenizer.json" <<<"$out" || fail "generate did not use the recorded $t tokenizer: $out"
 done
+# Exported over a folder holding another kind of tokenizer (hf's tokenizer.json, which AutoTokenizer
+# would prefer): that goes, said so, and the folder loads as the new export. generation_config.json
+# carries the new ids too.
+cp -r "$W/hf_hf" "$W/hf_over"
+echo '{"bos_token_id": 1, "eos_token_id": 2}' >"$W/hf_over/generation_config.json"
+out=$($L export --config configs/test-tiny-gpt2.json --set data.path="$W/gpt2-bpe" --set model.vocab_size=320 \
+  --output "$W/hf_over" 2>&1) || fail "export over another tokenizer: $out"
+grep -qF "removed tokenizer.json from '$W/hf_over', an earlier save's tokenizer" <<<"$out" || fail "no removal said: $out"
+python3 "$CHECK" verify "$W/hf_over" "$W/gpt2-bpe" "$W/bpe/corpus.jsonl" || fail "gpt2-bpe export over an hf one"
+python3 - "$W/hf_over" <<'PY' || fail "generation_config.json / config.json ids"
+import json, sys
+gen = json.load(open(sys.argv[1] + "/generation_config.json"))
+cfg = json.load(open(sys.argv[1] + "/config.json"))
+assert gen["eos_token_id"] == cfg["eos_token_id"] == gen["bos_token_id"] != 2, (gen, cfg)
+PY
+# Without a tokenizer record: ids null (not transformers' defaults), and the files left there named.
+out=$($L export --config configs/test-tiny-gpt2.json --set data.path= --set model.vocab_size=320 \
+  --output "$W/hf_over" 2>&1) || fail "export without data: $out"
+grep -qF "holds vocab.json, merges.txt that this export did not write" <<<"$out" || fail "leftover tokenizer not named: $out"
+python3 - "$W/hf_over" <<'PY' || fail "null ids without a tokenizer"
+import json, sys
+for name in ("config.json", "generation_config.json"):
+    j = json.load(open(sys.argv[1] + "/" + name))
+    assert j["eos_token_id"] is None and j["bos_token_id"] is None, (name, j)
+PY
+echo "ok: an export over an earlier save leaves no other tokenizer or generation ids to load"
 
 # A blend of datasets tokenized differently would give one id two meanings: refused, naming both.
 expect_exit2 "data.blend mixes datasets of different tokenizers: data.blend[0][1] \"$W/fox\" was prepared with the byte" \
