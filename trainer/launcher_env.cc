@@ -77,6 +77,14 @@ LauncherTasks launcher_tasks() {
   return {};
 }
 
+int launcher_rank() {
+  if (const auto r = env_int("OMPI_COMM_WORLD_RANK")) return *r;
+  if (const auto r = env_int("PMI_RANK")) return *r;
+  // SLURM_PROCID is set (0) in a batch script too: only an srun step's task is one of several.
+  if (env_int("SLURM_STEP_NUM_TASKS")) return env_int("SLURM_PROCID").value_or(0);
+  return 0;
+}
+
 std::optional<std::string> launcher_world_mismatch(const LauncherTasks& launched, int mpi_world) {
   if (launched.tasks <= std::max(mpi_world, 1)) return std::nullopt;
   const std::string started = fmt::format("the launcher started {} tasks ({}={})", launched.tasks, launched.variable,

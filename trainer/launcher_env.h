@@ -32,6 +32,10 @@ struct LauncherTasks {
 };
 LauncherTasks launcher_tasks();
 
+// This task's rank among them (OMPI_COMM_WORLD_RANK, PMI_RANK, or SLURM_PROCID in an srun step);
+// 0 when none is set. For commands that do not join MPI but may be started by a launcher.
+int launcher_rank();
+
 // Why this process cannot run the job the launcher started, or nullopt: the launcher started more
 // tasks than the `mpi_world` ranks MPI joined (`mpi_world` 0: MPI not initialized, as a plain start
 // is), so each task would train alone as a one-rank job, on the same files.

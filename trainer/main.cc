@@ -85,21 +85,19 @@ std::optional<std::string> device_memory_shortfall(const Config& c, const Parall
                           ranks_sharing_gpu, device_memory(backend));
 }
 
-// `lattice train` does not start a run that cannot fit (exit 2), unless told to. In a parallel job
-// (`world`) every rank ends alike when one does not fit: ranks of other nodes or GPUs may fit.
-void check_memory(const Config& c, const ParallelLayout& layout, bool ignore, const GpuSharing& sharing,
-                  HostChannel* world = nullptr) {
+// `lattice train` does not start a run that cannot fit (exit 2), unless told to: the refusal, or
+// nullopt when it fits or --ignore-memory-check (then with a warning). In a parallel job every rank
+// checks its own node and GPU and the job agrees (MpiRuntime::agree_on_setup_failure).
+std::optional<std::string> memory_refusal(const Config& c, const ParallelLayout& layout, bool ignore,
+                                          const GpuSharing& sharing) {
   std::optional<std::string> shortfall = host_memory_shortfall(c, layout);
   if (!shortfall) shortfall = device_memory_shortfall(c, layout, sharing.mine);
+  if (!shortfall) return std::nullopt;
   if (ignore) {  // on every rank alike (one command line), so no rank votes
-    if (shortfall) spdlog::warn("{} (starting anyway: --ignore-memory-check)", *shortfall);
-    return;
+    spdlog::warn("{} (starting anyway: --ignore-memory-check)", *shortfall);
+    return std::nullopt;
   }
-  const bool refused = world != nullptr ? world->any(shortfall.has_value(), "the memory check") : shortfall.has_value();
-  if (!refused) return;
-  throw InputError((shortfall ? *shortfall : std::string("memory: another rank of this job does not fit (its log "
-                                                         "says where and why)")) +
-                   "; or start anyway with --ignore-memory-check");
+  return *shortfall + "; or start anyway with --ignore-memory-check";
 }
 
 // Which ranks share this rank's GPU (a CPU run: none); selects the device. Collective over `world`.
@@ -112,6 +110,13 @@ GpuSharing job_gpu_sharing(const Config& c, HostChannel& world) {
 // The report goes to stdout: the text one, or with --json one JSON document and nothing else. The
 // memory warning goes to stderr; a dataset that fails its check is an error (exit 2).
 int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
+  // Started by mpirun or srun (to check against the launcher's world size), every task checks the
+  // same config alike: the report, warnings and errors come from the first alone, the exit code
+  // from all. Two JSON documents on stdout would be none.
+  if (launcher_rank() > 0) {
+    spdlog::set_level(spdlog::level::off);
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) return static_cast<int>(ExitCode::kRuntime);
+  }
   Config c = args.load();
   const ParallelLayout layout = validate_layout(c, world_size > 0 ? world_size : default_world_size(c));
   for (const std::string& warning : config_warnings(c, layout)) spdlog::warn("{}", warning);
@@ -262,7 +267,8 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
     if (const auto mismatch = launcher_world_mismatch(launcher_tasks(), 0)) throw InputError(*mismatch);
     check_one_process_layout(c);  // degrees > 1 need mpirun/srun: say so instead of a world-size error
     if (config_device(c) != Device::kCpu) select_training_device(c);
-    check_memory(c, validate_layout(c, 1), ignore_memory_check, GpuSharing{});
+    if (const auto refusal = memory_refusal(c, validate_layout(c, 1), ignore_memory_check, GpuSharing{}))
+      throw InputError(*refusal);
     check_datasets(c);  // before anything is allocated: a bad token id fails now, not at its sample
     spdlog::info("lattice train: config {}, BLAS: {}", args.path, blas_kernel_description());
     train(c, options);
@@ -286,7 +292,15 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   auto watchdog = std::make_shared<Watchdog>(c.parallel.timeout_s);
   std::unique_ptr<MpiCommunicator> mpi_world = mpi.world(watchdog);
   const GpuSharing sharing = job_gpu_sharing(c, mpi_world->host());
-  check_memory(c, layout, ignore_memory_check, sharing, &mpi_world->host());
+  // Printed once: by rank 0 when it does not fit (every rank then most likely), else by each rank that does not.
+  std::optional<MpiRuntime::SetupFailure> memory;
+  try {
+    if (const auto refusal = memory_refusal(c, layout, ignore_memory_check, sharing))
+      memory = MpiRuntime::SetupFailure{*refusal, static_cast<int>(ExitCode::kBadInput)};
+  } catch (const Error& e) {
+    memory = MpiRuntime::SetupFailure{e.what(), static_cast<int>(e.code())};
+  }
+  if (const int exit_code = mpi.agree_on_setup_failure(memory)) return exit_code;
   // Rank 0 checks the datasets (a first read of a large one may take long) while the others wait.
   if (mpi.rank() == 0) {
     try {

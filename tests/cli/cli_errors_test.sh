@@ -91,6 +91,16 @@ expect 2 "runs/test/data/tiny.bin' not found" -- $LATTICE train "${huge[@]}" --i
 expect 2 "starting anyway: --ignore-memory-check" -- $LATTICE train "${huge[@]}" --ignore-memory-check
 # Under mpirun the ranks of one node share its memory (OMPI_COMM_WORLD_LOCAL_SIZE).
 expect 2 "× 2 ranks on this node =" -- "${MPIRUN[@]}" -np 2 $LATTICE train "${huge[@]}" --set parallel.data=2
+expect_one_error "× 2 ranks on this node =" "${MPIRUN[@]}" -np 2 $LATTICE train "${huge[@]}" --set parallel.data=2
+# validate under mpirun: one report (one JSON document with --json), one error.
+out=$("${MPIRUN[@]}" -np 2 $LATTICE validate --config configs/test-tiny-gpt2.json --set data.path= --json 2>/dev/null)
+if python3 -c 'import json, sys; json.loads(sys.stdin.read())' <<<"$out"; then
+  echo "ok: validate under mpirun prints one JSON document"
+else
+  echo "FAIL: validate --json under mpirun -np 2 is not one JSON document: $(head -c 300 <<<"$out")"
+  failures=$((failures + 1))
+fi
+expect_one_error "model.activation" "${MPIRUN[@]}" -np 2 $LATTICE validate --config configs/test-tiny-gpt2.json --set model.activation=relu
 expect 2 "model.activation" -- $LATTICE validate --config configs/test-tiny-gpt2.json --set model.activation=relu
 expect 2 "no-such-file.json" -- $LATTICE validate --config "$WORK/no-such-file.json"
 printf '{"model": {"num_layers": 2,}}' >"$WORK/bad.json"
