@@ -101,6 +101,9 @@ std::string unknown_key_message(const std::string& section, const std::string& k
   }
   const auto& keys = config_keys(section);
   std::string msg = fmt::format("unknown key '{}.{}'", section, key);
+  if (key == "device")
+    return msg + "; device is a top-level value of the config, {\"device\": \"cuda\"} (--set device=cuda), not a "
+                 "key of a section";
   // The exact key of another section before a near spelling here: training.save_interval is
   // checkpoint.save_interval, not training.sample_interval.
   if (const std::string sec = section_with_key(key, section); !sec.empty())
@@ -278,6 +281,20 @@ std::string trim(const std::string& s) {
 }
 
 }  // namespace
+
+std::string set_hint_for_flag(const std::string& flag) {
+  std::string name = flag.substr(flag.find_first_not_of('-'));
+  name = name.substr(0, name.find('='));
+  std::replace(name.begin(), name.end(), '-', '_');
+  if (const std::optional<ForeignName> foreign = foreign_name(name)) {
+    if (foreign->key.empty()) return fmt::format("{} '{}' has no lattice counterpart; {}", foreign->from, name, foreign->note);
+    return fmt::format("config keys are set in the config file or with --set: --set {}=VALUE ({} name for it{})",
+                       foreign->key, foreign->from, foreign->note.empty() ? "" : "; " + foreign->note);
+  }
+  if (const std::string sec = section_with_key(name); !sec.empty())
+    return fmt::format("config keys are set in the config file or with --set: --set {}.{}=VALUE", sec, name);
+  return "";
+}
 
 // -----------------------------------------------------------------------------------------------
 

@@ -263,6 +263,11 @@ void check_one_process_layout(const Config& config);
 // (train, valid, test). Throws InputError naming `field` when malformed.
 std::vector<double> parse_data_split(const std::string& split, const std::string& field = "data.split");
 
+// For a command-line flag that is no option of a command (`--tensor-model-parallel-size 2`, `--lr`):
+// the --set that gives that config key, when the name is a lattice key or another framework's name
+// for one; else "".
+std::string set_hint_for_flag(const std::string& flag);
+
 // The candidate closest to `word` by edit distance when it is close enough to be a likely typo,
 // else "". Used for the did-you-mean hints.
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);

@@ -48,6 +48,10 @@ const std::map<std::string, ForeignName>& table() {
       {"recompute_activations", {"model.recompute", kMegatron, "set to \"selective\""}},
       {"swiglu", {"model.activation", kMegatron, "set to \"swiglu\""}},
       {"add_bias_linear", {"model.bias", kMegatron, ""}},
+      {"group_query_attention", {"model.num_kv_heads", kMegatron, "fewer kv heads than attention heads is GQA"}},
+      {"use_rotary_position_embeddings", {"model.position_embedding", kMegatron, "set to \"rope\""}},
+      {"recompute_method", {"model.recompute_num_layers", kMegatron,
+                            "with model.recompute \"full\": the first N layers of each model chunk, as block does"}},
       // Dropout: Megatron-LM's default is 0.1, so a user porting a config looks for it.
       {"hidden_dropout", {"", kMegatron, kNoDropout}},
       {"attention_dropout", {"", kMegatron, kNoDropout}},
@@ -83,6 +87,11 @@ const std::map<std::string, ForeignName>& table() {
       {"data_parallel_size", {"parallel.data", kMegatron, ""}},
       {"use_distributed_optimizer", {"parallel.distributed_optimizer", kMegatron, ""}},
       {"sequence_parallelism", {"parallel.sequence_parallel", "a common", ""}},
+      {"num_layers_per_virtual_pipeline_stage",
+       {"parallel.virtual_stages", kMegatron, "a count of chunks per pipeline rank; or parallel.layers_per_stage"}},
+      {"distributed_timeout_minutes", {"parallel.timeout_s", kMegatron, "in seconds"}},
+      {"ddp_bucket_size", {"parallel.bucket_size_mb", kMegatron, "in MB, not elements"}},
+      {"grad_reduce_in_bf16", {"parallel.grad_reduce_dtype", kMegatron, "set to \"bf16\""}},
       // data, checkpoint
       {"data_path", {"data.path", kMegatron, "a prefix, or data.blend for weighted prefixes"}},
       {"save", {"checkpoint.dir", kMegatron, ""}},

@@ -196,6 +196,15 @@ std::string unknown_subcommand_message(const CLI::App& app, int argc, char** arg
     cmd = next;
     path += " " + next->get_name();
   }
+  // A config key given as a flag (`lattice train --tensor-model-parallel-size 2`, Megatron-LM's way):
+  // CLI11 would only say the arguments were not expected.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.size() < 3 || arg.rfind("--", 0) != 0 || cmd == &app) continue;
+    if (cmd->get_option_no_throw(arg.substr(0, arg.find('='))) != nullptr) continue;
+    if (const std::string hint = set_hint_for_flag(arg); !hint.empty())
+      return fmt::format("{}: unknown option '{}'; {}", path, arg.substr(0, arg.find('=')), hint);
+  }
   // An option before any command (`lattice --bogus`): CLI11 would only say a command is required.
   if (argc > 1 && argv[1][0] == '-' && std::string(argv[1]) != "--help" && std::string(argv[1]) != "-h" &&
       std::string(argv[1]) != "--version") {

@@ -115,6 +115,9 @@ expect 2 "unknown command 'trian'; did you mean 'train'?" -- $LATTICE trian --co
 expect 2 "lattice data: unknown command 'prepar'; did you mean 'prepare'?" -- $LATTICE data prepar --input x
 expect 2 "unknown command 'frobnicate' (commands: train, validate, plan, data, bench, export" -- $LATTICE frobnicate
 expect 2 "launch_mpirun: the lattice binary '/nonexistent' is not there: build it" -- env LATTICE=/nonexistent tools/launch_mpirun.sh -n 2 configs/test-tiny-gpt2.json
+# Megatron-LM's way of giving a setting, a flag: the --set that does it.
+expect 2 "lattice train: unknown option '--tensor-model-parallel-size'; config keys are set in the config file or with --set: --set parallel.tensor=VALUE (Megatron-LM's name for it)" -- $LATTICE train --config configs/test-tiny-gpt2.json --tensor-model-parallel-size 2
+expect 2 "lattice validate: unknown option '--lr'; config keys are set in the config file or with --set: --set optimizer.lr=VALUE" -- $LATTICE validate --config configs/test-tiny-gpt2.json --lr=3e-4
 expect 2 "lattice: unknown option '--bogus' (before a command lattice takes only --help and --version); commands: train" -- $LATTICE --bogus
 expect 2 "--world-size: 'abc' is not a number of ranks from 1 to 16777216" -- $LATTICE validate --config configs/test-tiny-gpt2.json --world-size abc
 expect 2 "--show: Value -1 not in range 0 to 9223372036854775807" -- $LATTICE data inspect x --show -1

@@ -99,6 +99,11 @@ TEST_CASE("unknown keys and sections get a did-you-mean hint") {
            {"training.decay_iters=1", "did you mean 'optimizer.decay_iters'?"},
            {"checkpoint.eval_interval=1", "did you mean 'training.eval_interval'?"}})
     CHECK_THAT(error_of(base(), {wrong}), Contains(right));
+  CHECK_THAT(error_of(base(), {"training.device=cuda"}), Contains("device is a top-level value of the config"));
+  // Megatron-LM's names of keys lattice has.
+  CHECK_THAT(error_of(base(), {"parallel.distributed_timeout_minutes=10"}),
+             Contains("did you mean 'parallel.timeout_s'?") && Contains("in seconds"));
+  CHECK_THAT(error_of(base(), {"model.group_query_attention=true"}), Contains("did you mean 'model.num_kv_heads'?"));
 
   // Nothing close: the known keys are listed.
   d = base();
