@@ -770,7 +770,7 @@ void check_dataset_files_exist(const DataConfig& data) {
   }
 }
 
-void validate_for_training(const Config& config, int world_size) {
+void validate_for_training(const Config& config, int world_size, bool check_init_from) {
   namespace fs = std::filesystem;
   validate_layout(config, world_size);
   const std::string& path = config.data.path;
@@ -782,7 +782,7 @@ void validate_for_training(const Config& config, int world_size) {
   if (!path.empty() && !config.data.blend.empty())
     throw InputError("data.path and data.blend are both set: set exactly one of them");
   check_dataset_files_exist(config.data);
-  check_init_from_exists(config.model);
+  if (check_init_from) check_init_from_exists(config.model);
 }
 
 Config with_absolute_paths(Config c) {

@@ -221,8 +221,9 @@ void check_dataset_files_exist(const DataConfig& data);
 
 // The checks that only matter when training starts: the layout fits the job
 // (validate_layout(config, world_size) with the job's real world size); exactly one of data.path / data.blend is set and every PREFIX.bin/PREFIX.idx it names
-// exists; model.init_from (when set) is a file or a directory. parse_config/load_config do everything else.
-void validate_for_training(const Config& config, int world_size = 1);
+// exists; model.init_from (when set, and `check_init_from`: not for a run that resumes from a
+// checkpoint, which does not read it) is a file or a directory. parse_config/load_config do everything else.
+void validate_for_training(const Config& config, int world_size = 1, bool check_init_from = true);
 
 // `config` with every path it holds absolute (against the current directory): data.path, the
 // data.blend prefixes, model.init_from, checkpoint.dir and a checkpoint.load path, logging.run_dir,

@@ -9,6 +9,7 @@
 #include "data/batch_loader.h"
 #include "trainer/data_coverage.h"
 #include "trainer/model_builder.h"
+#include "trainer/training_checkpoint.h"
 #include "trainer/training_session.h"
 
 namespace lattice {
@@ -36,7 +37,9 @@ bool reads_data(const ModelLayout& layout) {
 
 TrainResult train(const Config& c, const TrainOptions& options) {
   const RankGrid grid = options.grid != nullptr ? *options.grid : RankGrid(1, 0, 1, 1, 1);
-  validate_for_training(c, grid.world_size());
+  // A run that resumes takes its weights from the checkpoint, not model.init_from (TrainingSession).
+  const bool resumes = !c.model.init_from.empty() && checkpoint_to_load(c.checkpoint).has_value();
+  validate_for_training(c, grid.world_size(), /*check_init_from=*/!resumes);
   const int64_t T = c.model.seq_length;
   LoaderOptions lo;
   lo.micro_batch_size = c.training.micro_batch_size;

@@ -154,7 +154,18 @@ TrainingSession::~TrainingSession() {
 // chunk needs for them (its peak micro-batches between forward and backward in the list).
 void TrainingSession::build_model() {
   const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
-  params_ = build_parameters(c_, layout, *device_);
+  // A resumed run takes its weights from the checkpoint: model.init_from's file (maybe tens of GB)
+  // is not read, as Megatron-LM skips --pretrained-checkpoint when --load has a checkpoint.
+  Config init = c_;
+  if (!init.model.init_from.empty()) {
+    if (const std::optional<std::string> resume = checkpoint_to_load(c_.checkpoint)) {
+      if (rc_.grid.rank() == 0)
+        spdlog::info("model.init_from {} is not read: the run resumes from {}, which holds its weights",
+                     init.model.init_from, *resume);
+      init.model.init_from.clear();
+    }
+  }
+  params_ = build_parameters(init, layout, *device_);
   actions_ = make_schedule(pl_.schedule, p_, v_, m_, rc_.grid.pp_rank());
   eval_actions_ = make_forward_only_schedule(p_, v_, m_, rc_.grid.pp_rank());
   slots_ = plan_activation_slots(actions_, v_, m_);

@@ -49,6 +49,18 @@ grep -qF "holds later checkpoints, up to iter_0000012: this run goes on from ste
   fail "no warning about the later checkpoints: $(grep -i warn "$WORK/back.log")"
 grep -qF "holds later checkpoints" "$WORK/fixed2.log" && fail "checkpoint.load auto warned about later checkpoints"
 echo "ok: an explicit checkpoint.load below the directory's newest is named"
+# model.init_from is not read by a run that resumes: the checkpoint holds its weights (here the file
+# is gone by then, as a moved or deleted download would be).
+$LATTICE export --config configs/test-tiny-gpt2.json --output "$WORK/init" >/dev/null 2>&1 || fail "export of the init"
+initd=(train --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set training.train_iters=20
+  --set checkpoint.dir="$WORK/ckpt4" --set model.init_from="$WORK/init/model.safetensors")
+run 1 "$WORK/init1.log" "${initd[@]}" --set training.exit_interval=10
+grep -qF "loading weights from $WORK/init/model.safetensors" "$WORK/init1.log" || fail "the first job did not load init_from"
+rm -r "$WORK/init"
+run 1 "$WORK/init2.log" "${initd[@]}"
+grep -qF "model.init_from $WORK/init/model.safetensors is not read: the run resumes from $WORK/ckpt4/iter_0000010" \
+  "$WORK/init2.log" || fail "no 'not read' line: $(head -30 "$WORK/init2.log")"
+echo "ok: a resumed run does not read model.init_from"
 grep -q "other data settings" "$WORK/rest.log" "$WORK/longer.log" && fail "a data warning without a change"
 
 # Another data.split and data.seed: the checkpoint's sample order is not continued; both named, and
