@@ -39,6 +39,7 @@
 #include "trainer/gpu_sharing.h"
 #include "trainer/hf_export.h"
 #include "trainer/launcher_env.h"
+#include "trainer/output_paths.h"
 #include "trainer/logging_setup.h"
 #include "trainer/memory_check.h"
 #include "trainer/memory_plan.h"
@@ -119,6 +120,7 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   }
   Config c = args.load();
   const ParallelLayout layout = validate_layout(c, world_size > 0 ? world_size : default_world_size(c));
+  check_output_paths(c, "", 0, OutputCheck::kInspect);  // what train would refuse, with nothing written
   for (const std::string& warning : config_warnings(c, layout)) spdlog::warn("{}", warning);
   const ModelStats stats = compute_model_stats(c);
   if (const auto shortfall = host_memory_shortfall(c, layout))

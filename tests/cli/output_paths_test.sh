@@ -41,6 +41,24 @@ refused 2 "logging.trace_file '$WORK/traces/1/t.json' is not writable: cannot cr
   --set parallel.data=2 --set logging.trace_file="$WORK/traces/{rank}/t.json"
 refused 2 "checkpoint.dir '$WORK/afile/ckpt' is not writable" --set parallel.data=2 --set checkpoint.dir="$WORK/afile/ckpt"
 
+# validate refuses what train would, and writes nothing (no directory created, no probe file).
+validate_refuses() {  # validate_refuses NEEDLE lattice-args...
+  local needle=$1 out rc=0
+  shift
+  out=$($LATTICE validate --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" "$@" 2>&1) || rc=$?
+  [[ $rc -eq 2 ]] && grep -qF -- "$needle" <<<"$out" || fail "validate $*: exit $rc, output: $(tail -3 <<<"$out")"
+  echo "ok: validate: $needle"
+}
+validate_refuses "checkpoint.dir '$WORK/afile/ckpt' is not writable: '$WORK/afile' exists and is not a directory" \
+  --set checkpoint.dir="$WORK/afile/ckpt"
+validate_refuses "logging.run_dir '$WORK/afile/run' is not writable" --set logging.run_dir="$WORK/afile/run"
+validate_refuses "logging.metrics_file '$WORK' is not writable: it is a directory, not a file" \
+  --set logging.metrics_file="$WORK"
+$LATTICE validate --config configs/test-tiny-gpt2.json --set data.path="$WORK/tiny" --set logging.run_dir="$WORK/v/run" \
+  >/dev/null 2>&1 || fail "validate refused a run folder that does not exist yet"
+[[ ! -e $WORK/v ]] || fail "validate created '$WORK/v'"
+echo "ok: validate creates nothing"
+
 # Writable paths in directories that do not exist yet: created, and no probe file is left behind.
 out=$WORK/new/a/b
 run 2 "$WORK/ok.log" "${base[@]}" --set parallel.data=2 --set checkpoint.dir="$out/ckpt" \
