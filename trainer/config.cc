@@ -15,6 +15,8 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "data/gpt_dataset.h"
 #include "data/utf8.h"
@@ -480,6 +482,49 @@ Config parse_config(const json& doc, const std::string& source) {
   return cfg;
 }
 
+namespace {
+
+// A run folder's config.json (run_dir.cc) gives every model key its resolved value, the defaults
+// that other keys derive included: a --set of hidden_size, num_attention_heads, activation or arch
+// leaves those as they were, where the config the run was made from would derive new ones. Warns
+// naming each, with the value it would take.
+void warn_on_fixed_defaults(const std::string& path, const json& file_doc, const std::vector<std::string>& overrides,
+                            const Config& config) {
+  namespace fs = std::filesystem;
+  if (overrides.empty() || !file_doc.contains("logging") || !file_doc["logging"].is_object() ||
+      !file_doc.contains("model") || !file_doc["model"].is_object())
+    return;
+  const std::string run_dir = file_doc["logging"].value("run_dir", "");
+  const fs::path folder = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  std::error_code ec;
+  if (run_dir.empty() || !fs::equivalent(folder, run_dir, ec)) return;
+  static const std::vector<std::string> derived = {"norm", "activation", "position_embedding", "bias",
+                                                   "tie_embeddings", "num_kv_heads", "ffn_hidden_size"};
+  std::set<std::string> given;
+  for (const std::string& o : overrides) given.insert(override_key(o));
+  json stripped = file_doc;
+  for (const std::string& key : derived)
+    if (given.count("model." + key) == 0) stripped["model"].erase(key);
+  apply_overrides(stripped, overrides);
+  Config derived_anew;
+  try {
+    derived_anew = parse_config(stripped, path);
+  } catch (const InputError&) {
+    return;  // the defaults derived anew would not even be valid: nothing to suggest
+  }
+  const json kept = config_to_json(config)["model"], fresh = config_to_json(derived_anew)["model"];
+  std::vector<std::string> fixed;
+  for (const std::string& key : derived)
+    if (kept[key] != fresh[key])
+      fixed.push_back(fmt::format("model.{} stays {} (derived anew: {})", key, kept[key].dump(), fresh[key].dump()));
+  if (!fixed.empty())
+    spdlog::warn("{} is a run folder's config.json, which fixes every model key at its resolved value: with these "
+                 "--set, {}; --set those too, or start from the config the run was made from",
+                 path, fmt::join(fixed, ", "));
+}
+
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -541,9 +586,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
                                  "magnitude",
                                  path, detail));
   }
+  const json file_doc = doc;
   apply_overrides(doc, overrides);
   try {
-    return parse_config(doc, path);
+    Config config = parse_config(doc, path);
+    warn_on_fixed_defaults(path, file_doc, overrides, config);
+    return config;
   } catch (const InputError& e) {
     // The message names the file; when a --set gave the value it names, say so, or the user looks
     // for it in the file.

@@ -47,6 +47,14 @@ timeout 120 $LATTICE train --config "$runs/a/config.json" --set logging.run_dir=
 cmp -s "$runs/a/metrics.jsonl" "$WORK/a-metrics.jsonl" || fail "a's config reused for a2 appended to a's metrics"
 [[ -s $runs/a2/metrics.jsonl && -e $runs/a2/checkpoints/latest ]] || fail "a's config reused: a2 has no metrics/checkpoint"
 grep -q "nothing left to train" "$WORK/a2-copy.log" && fail "a's config reused: a2 resumed a's checkpoint"
+# ... and with another hidden size, the derived ffn_hidden_size it fixes is named (tiny GPT-2: hidden 32,
+# ffn 4 × 32 = 128 in a's config.json; with hidden 64 the config it was made from derives 256).
+out=$($LATTICE validate --config "$runs/a/config.json" --set model.hidden_size=64 --set checkpoint.load=none 2>&1 >/dev/null) ||
+  fail "validate of a's config with another hidden size: $out"
+grep -qF "is a run folder's config.json, which fixes every model key at its resolved value: with these --set, \
+model.ffn_hidden_size stays 128 (derived anew: 256)" <<<"$out" || fail "no fixed-default warning: $out"
+out=$($LATTICE validate --config "$runs/a/config.json" --set optimizer.lr=1e-4 2>&1 >/dev/null) || fail "validate: $out"
+grep -q "fixes every model key" <<<"$out" && fail "a fixed-default warning without a model change: $out"
 # b: stopped after step 4.
 train b 2e-3 >"$WORK/b.log" 2>&1 || { tail -5 "$WORK/b.log"; fail "b"; }
 # c: checkpoint.dir's place is taken by a file: refused before step 1 (exit 2), the error in log.txt.
