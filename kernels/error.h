@@ -29,6 +29,15 @@ class InputError : public Error {
   explicit InputError(std::string message) : Error(std::move(message), ExitCode::kBadInput) {}
 };
 
+// A failure the ranks of a job agreed on, each having seen every rank's verdict: the rank with
+// something to say carries the message, the others an empty one, so that it is printed once; every
+// rank ends with the same exit code, without MPI_Abort (none is left waiting).
+class AgreedFailure : public Error {
+ public:
+  AgreedFailure(std::string message, ExitCode code) : Error(std::move(message), code) {}
+  bool quiet() const { return what()[0] == '\0'; }
+};
+
 }  // namespace lattice
 
 // Internal invariant; on failure throws lattice::Error naming file:line and the condition.

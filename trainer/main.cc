@@ -334,6 +334,9 @@ int run_train(const ConfigArgs& args, TrainOptions options, bool ignore_memory_c
   options.world = world.get();
   try {
     train(c, options);
+  } catch (const AgreedFailure& e) {
+    if (!e.quiet()) spdlog::error("{}", e.what());
+    return static_cast<int>(e.code());
   } catch (const Error& e) {
     // The other ranks would wait in their next collective until the watchdog fires: end the job.
     spdlog::error("{} (ending all {} ranks)", e.what(), mpi.world_size());

@@ -74,7 +74,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   // Before anything is built: every path this rank writes is checked now rather than at its first
   // use, and checkpoint.dir is this run's alone until it ends (rank 0 holds its lock).
   open_run_dir(c, grid.rank());  // first: log.txt then also holds a refused output path's error
-  check_output_paths(c, options.export_dir, grid.rank());
+  check_output_paths_on_every_rank(c, options.export_dir);
   if (!c.checkpoint.dir.empty()) checkpoint_lock_ = CheckpointLock::acquire_for_job(c.checkpoint.dir, rc_.world);
 
   if (grid.rank() == 0)
@@ -152,6 +152,28 @@ TrainingSession::~TrainingSession() {
 
 // This rank's parameters and model chunks, and the action lists with the activation slots each
 // chunk needs for them (its peak micro-batches between forward and backward in the list).
+// Every rank checks what it writes; the job agrees, so that a path no rank can write (the usual
+// case: one shared filesystem) is reported once, by rank 0, not by every rank before an abort.
+void TrainingSession::check_output_paths_on_every_rank(const Config& c, const std::string& export_dir) {
+  const int rank = rc_.grid.rank();
+  std::string problem;
+  try {
+    check_output_paths(c, export_dir, rank);
+  } catch (const InputError& e) {
+    problem = e.what();
+  }
+  if (rc_.grid.world_size() == 1) {
+    if (!problem.empty()) throw InputError(problem);
+    return;
+  }
+  const std::vector<uint8_t> failed = rc_.world->host().all_gather<uint8_t>(problem.empty() ? 0 : 1, "output paths");
+  if (std::find(failed.begin(), failed.end(), 1) == failed.end()) return;
+  // Rank 0's message if it failed, else each failing rank's own, naming it.
+  const bool speaks = failed[0] != 0 ? rank == 0 : !problem.empty();
+  throw AgreedFailure(speaks ? (failed[0] != 0 ? problem : fmt::format("rank {}: {}", rank, problem)) : "",
+                      ExitCode::kBadInput);
+}
+
 void TrainingSession::build_model() {
   const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
   // A resumed run takes its weights from the checkpoint: model.init_from's file (maybe tens of GB)

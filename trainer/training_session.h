@@ -63,6 +63,7 @@ class TrainingSession {
     std::vector<double> step_s, optimizer_s;  // per timed step
   };
 
+  void check_output_paths_on_every_rank(const Config& c, const std::string& export_dir);
   void build_model();
   void build_optimizer();
   void build_pipeline();

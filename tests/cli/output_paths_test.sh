@@ -40,6 +40,11 @@ touch "$WORK/traces/1"
 refused 2 "logging.trace_file '$WORK/traces/1/t.json' is not writable: cannot create its directory '$WORK/traces/1': Not a directory" \
   --set parallel.data=2 --set logging.trace_file="$WORK/traces/{rank}/t.json"
 refused 2 "checkpoint.dir '$WORK/afile/ckpt' is not writable" --set parallel.data=2 --set checkpoint.dir="$WORK/afile/ckpt"
+# A path no rank can write is reported once (rank 0), not by every rank.
+out=$(timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 $LATTICE "${base[@]}" --set parallel.data=2 \
+  --set checkpoint.dir="$WORK/afile/ckpt" 2>&1 </dev/null) && fail "an unwritable checkpoint.dir was accepted"
+[[ $(grep -c "\[error\]" <<<"$out") -eq 1 ]] || fail "not one error line: $out"
+echo "ok: one error line for a path no rank can write"
 
 # validate refuses what train would, and writes nothing (no directory created, no probe file).
 validate_refuses() {  # validate_refuses NEEDLE lattice-args...
