@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/checkpoint_lock.h"
+#include "checkpoint/safetensors.h"
 #include "kernels/nvtx_range.h"
 #include "kernels/op_profile.h"
 #include "parallel/schedule.h"
@@ -339,6 +340,7 @@ TrainResult TrainingSession::run() {
   if (stopped_ && checkpoint_->saving())
     spdlog::info("stopped by {} after step {}; checkpoint {} saved", stopped_.describe(c_.training), last_step_,
                  iter_dir_name(last_step_));
+  if (rc_.grid.rank() == 0) write_stop_report();
   if (tracer_->enabled() && first_step_ > c_.training.train_iters) {
     // Nothing was trained: the file of the run that trained stays as it is.
     spdlog::info("no step trained: {} left as it was", tracer_->path());
@@ -492,6 +494,21 @@ void TrainingSession::record(int64_t step, const StepOutcome& o, double seconds)
       throughput_.bubble_steps += 1;
       throughput_.bubble += o.bubble;
     }
+  }
+}
+
+// LATTICE_STOP_REPORT, when set (tools/slurm/lattice.sbatch sets it): the file rank 0 writes how the
+// run ended, one line, for a launcher deciding whether to requeue the job: "resumable STEP" (stopped
+// before train_iters, that step's checkpoint committed), "unsaved STEP" (stopped before train_iters
+// without checkpoint.dir: a requeued job would start from step 1 again) or "finished STEP".
+void TrainingSession::write_stop_report() const {
+  const char* file = std::getenv("LATTICE_STOP_REPORT");
+  if (file == nullptr || *file == '\0') return;
+  const char* how = !stopped_ ? "finished" : checkpoint_->saving() ? "resumable" : "unsaved";
+  try {
+    write_file_atomically(file, fmt::format("{} {}\n", how, last_step_));
+  } catch (const Error& e) {
+    spdlog::warn("LATTICE_STOP_REPORT: {} (the launcher cannot tell how the run ended)", e.what());
   }
 }
 

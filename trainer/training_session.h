@@ -64,6 +64,7 @@ class TrainingSession {
   };
 
   void check_output_paths_on_every_rank(const Config& c, const std::string& export_dir);
+  void write_stop_report() const;
   void build_model();
   void build_optimizer();
   void build_pipeline();

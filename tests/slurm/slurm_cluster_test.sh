@@ -112,13 +112,37 @@ state=$(job_state "$job")
 cat "$d-job.log" | grep -E "^lattice:|stopped by|resumed from|run summary" || true
 [[ $state == COMPLETED ]] || fail "job $job ended $state"
 grep -q "lattice: job $job restart 0 " "$d-job.log" || fail "no first allocation in the job log"
-grep -q "lattice: stopped on the signal with a checkpoint; requeueing job $job" "$d-job.log" ||
+grep -q "lattice: stopped on the signal with a checkpoint (step [0-9]*); requeueing job $job" "$d-job.log" ||
   fail "the job did not stop on Slurm's signal and requeue itself"
 grep -q "lattice: job $job restart 1 " "$d-job.log" || fail "the requeued job did not start again"
 grep -q "resumed from $d/ckpt/iter_" "$d-job.log" || fail "the requeued job did not resume from the checkpoint"
 restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
 python3 tests/checkpoint/compare_resumed.py "$d-full.jsonl" "$d-job.jsonl" "$d-full" "$d-job"
 echo "ok: sbatch with a 1-minute limit: signal, save, requeue ($restarts restart(s)), resume, complete = uninterrupted"
+
+# 2b. What is not requeued: a run without checkpoint.dir that stops early (here on exit_interval),
+#     which a requeue would start from step 1 again; and a running job ended by scancel (SIGTERM), whose
+#     ranks save before it ends.
+d=$WORK/unsaved
+job=$(sbatch --parsable --ntasks=1 --output="$d-job.log" tools/slurm/lattice.sbatch configs/test-tiny-gpt2.json \
+  --set data.path="$WORK/tiny" --set training.train_iters=20 --set training.exit_interval=5)
+wait_for_job "$job" 120
+[[ $(job_state "$job") == COMPLETED ]] || fail "the unsaved job ended $(job_state "$job")"
+grep -q "lattice: stopped after step 5 without a checkpoint (checkpoint.dir is not set): not requeueing" \
+  "$d-job.log" || { cat "$d-job.log"; fail "no 'not requeueing' line for a run without checkpoint.dir"; }
+grep -q "restart 1 " "$d-job.log" && fail "a run without checkpoint.dir was requeued"
+d=$WORK/cancel
+job=$(sbatch --parsable --ntasks=1 --output="$d-job.log" tools/slurm/lattice.sbatch configs/test-tiny-gpt2.json \
+  --set data.path="$WORK/tiny" --set training.train_iters=100000000 --set checkpoint.dir="$d/ckpt")
+for _ in $(seq 300); do grep -q "step  *[0-9]*/" "$d-job.log" 2>/dev/null && break; sleep 0.2; done
+scancel "$job"
+wait_for_job "$job" 120
+grep -q "lattice: SIGTERM (scancel, or a preemption): checkpoint of step [0-9]* saved; not requeueing" "$d-job.log" ||
+  { cat "$d-job.log"; fail "scancel: no saved-and-not-requeued line"; }
+[[ -f $d/ckpt/latest ]] || fail "scancel: the ranks did not save"
+sleep 2
+[[ $(job_state "$job") == CANCELLED ]] || fail "the cancelled job is $(job_state "$job"), not CANCELLED"
+echo "ok: sbatch: no requeue without a checkpoint, nor after scancel (which saves)"
 
 # 3. A sweep as a job array: two points that train, one refused (a negative lr).
 s=$WORK/sweep
