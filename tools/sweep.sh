@@ -17,7 +17,7 @@
 #                          defaults to 0 here: a failed point is not retried within one sweep)
 #   --save-interval N      adds --set checkpoint.save_interval=N to every point (default: the base
 #                          config's), so that an interrupted point resumes from its checkpoints
-#   --slurm [ARGS...]      submits the unfinished points as one job array (sbatch --array=...) of
+#   --slurm [ARGS...]      submits the points neither finished nor running as one job array (sbatch --array=...) of
 #                          SWEEP_DIR/.sweep/array.sbatch, which runs a point through
 #                          tools/slurm/lattice.sbatch; ARGS (up to `--` or the end) go to sbatch,
 #                          e.g. --slurm --ntasks=2 --cpus-per-task=8 --time=1:00:00
@@ -132,6 +132,31 @@ if [[ ! -f $points_txt ]] || [[ $(printf '%s\n' "${points[@]}") != "$(<"$points_
   mv -f "$points_txt.tmp.$$" "$points_txt"
 fi
 
+# Every point's outputs go to its own run folder: an output path among the arguments every point
+# shares would make the points resume each other's checkpoints or write one metrics file.
+for ((j = 0; j < ${#extra[@]}; ++j)); do
+  a=${extra[$j]#--set=}
+  if [[ $a =~ ^(logging\.(run_dir|metrics_file|tensorboard_dir|trace_file)|checkpoint\.dir)=.+ ]]; then
+    die "'$a' after -- would be shared by every point (they would resume each other's checkpoints or write one" \
+      "file): leave it out, and each point's goes to its run folder $out/NAME; a path per point can go in --points"
+  fi
+done
+
+# The arguments every point shares: the base config's contents and those after --. A sweep folder
+# run again with others skips its finished points, trained under the old ones, and lists them in one
+# table with the new ones: said, with both. (Array tasks, --only, run with the arguments recorded.)
+shared=$({ echo "base config sha256 $(sha256sum <"$base" | cut -d' ' -f1)"; printf '%q ' "${extra[@]}"; })
+shared_txt=$out/.sweep/shared.txt
+if [[ -z $only ]]; then
+  if [[ -f $shared_txt && $shared != "$(<"$shared_txt")" ]]; then
+    echo "sweep: warning: '$out' was swept before with other shared arguments (the base config's contents or" \
+      "those after --): its finished points keep what they trained under those, and are skipped. Before:" \
+      "$(tr '\n' ' ' <"$shared_txt"); now: $(tr '\n' ' ' <<<"$shared"). Give another --out to train every point" \
+      "under the new ones" >&2
+  fi
+  printf '%s\n' "$shared" >"$shared_txt"
+fi
+
 # point_status DIR: finished / stopped / running / failed (lattice report's word), or 'none' (no run folder yet:
 # never started, or refused before it wrote its resolved config).
 point_status() {
@@ -150,7 +175,7 @@ point_status() {
 train_args() {
   local i=$1 o
   # The output paths are emptied so that they follow the run folder: a base config's own paths
-  # (the quickstart's metrics_file) would be shared by every point. `--` args and points may set them.
+  # (the quickstart's metrics_file) would be shared by every point. Points may set them (not `--`).
   args=(--set "logging.run_dir=$out/${names[$i]}" --set logging.metrics_file= --set logging.tensorboard_dir=
         --set logging.trace_file= --set checkpoint.dir=)
   [[ -n $save_interval ]] && args+=(--set "checkpoint.save_interval=$save_interval")
@@ -162,7 +187,12 @@ if [[ $slurm -eq 1 && -z $only ]]; then
   # The array: the points that have not finished.
   todo=()
   for ((i = 0; i < K; ++i)); do
-    [[ $(point_status "$out/${names[$i]}") == finished ]] && echo "sweep: skip ${names[$i]} (finished)" || todo+=("$i")
+    status=$(point_status "$out/${names[$i]}")
+    if [[ $status == finished || $status == running ]]; then
+      echo "sweep: skip ${names[$i]} ($status)"
+    else
+      todo+=("$i")
+    fi
   done
   if [[ ${#todo[@]} -eq 0 ]]; then echo "sweep: every point has finished"; exit 0; fi
   script=$out/.sweep/array.sbatch

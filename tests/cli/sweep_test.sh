@@ -82,6 +82,16 @@ grep -q "optimizer.lr=-1: no run folder .*optimizer.lr must be >= 0" "$WORK/s3.t
 rc=0
 tools/sweep.sh --config configs/test-tiny-gpt2.json --out "$WORK/u" --grid optimizer.lr >/dev/null 2>&1 || rc=$?
 [[ $rc -eq 2 ]] || fail "--grid without values: exit $rc, expected 2"
+# An output path after -- would be every point's: refused (exit 2) before any point runs.
+rc=0
+out=$(tools/sweep.sh --config configs/test-tiny-gpt2.json --out "$WORK/u2" --grid optimizer.lr=1e-3,2e-3 -- \
+  "${common[@]}" --set checkpoint.dir="$WORK/shared_ck" 2>&1) || rc=$?
+[[ $rc -eq 2 ]] && grep -qF "'checkpoint.dir=$WORK/shared_ck' after -- would be shared by every point" <<<"$out" ||
+  fail "a shared checkpoint.dir after --: exit $rc: $out"
+[[ ! -e $WORK/shared_ck && ! -e $WORK/u2/optimizer.lr=1e-3 ]] || fail "a refused sweep ran a point"
+# The first sweep of $sw ran with other arguments after -- (exit_interval 3): said when run again.
+grep -q "sweep: warning: '$sw' was swept before with other shared arguments" "$WORK/s1.txt" ||
+  fail "no warning that the sweep's shared arguments changed"
 
 # --slurm: a points file (with a comment) of 3 points, one already finished, submitted through a
 # stand-in sbatch; then the generated array script run by hand as task 2.
