@@ -85,7 +85,9 @@ for ((attempt = 0; attempt <= MAX_RESTARTS; ++attempt)); do
     echo "launch_mpirun: lattice exited $status; not restarting" >&2
     exit "$status"
   fi
-  echo "launch_mpirun: lattice exited $status; restarting from the latest checkpoint" >&2
+  if [[ $attempt -eq $MAX_RESTARTS ]]; then
+    echo "launch_mpirun: lattice exited $status; giving up after $MAX_RESTARTS restart(s) (MAX_RESTARTS)" >&2
+    exit "$status"
+  fi
+  echo "launch_mpirun: lattice exited $status; restarting (it resumes from checkpoint.dir's latest, if it saved any)" >&2
 done
-echo "launch_mpirun: giving up after $MAX_RESTARTS restarts" >&2
-exit 1
