@@ -155,7 +155,9 @@ std::unique_ptr<BpeTokenizer> load_gpt2_bpe(const std::string& vocab_file,
     throw InputError(fmt::format("--vocab-file {}: the end-of-document token {:?} is not in the "
                                  "vocabulary; name one with --eod-token", vocab_file, eod));
   }
-  std::vector<AddedToken> added{AddedToken{eod, it->second, true, false, false, false}};
+  // No added tokens: as Megatron-LM's GPT2BPETokenizer (regex + BPE), the end-of-document text inside
+  // a document is encoded as text; only the id ending each document is the end-of-document token.
+  std::vector<AddedToken> added;
   auto model = std::make_unique<BpeModel>(std::move(vocab), merges, BpeModel::Options{},
                                           fmt::format("--merges-file {}: merges", merges_file));
   PreTokenizer pre;

@@ -3,6 +3,7 @@
 // every document must encode to the same ids, and decode(encode(x)) must give x back.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -123,13 +124,18 @@ double check_parity(const Tokenizer& tok, const std::string& expected_name, bool
 
 }  // namespace
 
-TEST_CASE("gpt2-bpe from vocab.json + merges.txt matches Hugging Face") {
+// gpt2-bpe is Megatron-LM's GPT2BPETokenizer: the end-of-document text inside a document is encoded
+// as text (HF's GPT2TokenizerFast would give the special id), so that a dataset prepared here equals
+// one Megatron's tools/preprocess_data.py prepares.
+TEST_CASE("gpt2-bpe from vocab.json + merges.txt matches Megatron-LM's GPT-2 BPE (HF's without added tokens)") {
   const std::string& d = reference_dir();
   auto tok = make_tokenizer(TokenizerOptions{"gpt2-bpe", d + "/gpt2/vocab.json", d + "/gpt2/merges.txt", "", ""});
   CHECK(tok->name() == "gpt2-bpe");
   CHECK(tok->vocab_size() == 3000);
   CHECK(tok->decode(std::vector<int32_t>{tok->eod_id()}) == "<|endoftext|>");
-  check_parity(*tok, "gpt2");
+  const std::vector<int32_t> in_text = tok->encode("a <|endoftext|> b");
+  CHECK(std::find(in_text.begin(), in_text.end(), tok->eod_id()) == in_text.end());
+  check_parity(*tok, "gpt2_megatron");
 }
 
 TEST_CASE("hf tokenizer.json, GPT-2 style (ByteLevel, merges as lists) matches Hugging Face") {

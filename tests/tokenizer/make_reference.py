@@ -7,6 +7,8 @@ Writes into OUT_DIR:
   corpus.jsonl             deterministic documents ({"text": ...} per line, >= 1 MB in all)
   gpt2/tokenizer.json      BPE trained here: ByteLevel pre-tokenizer (GPT-2 regex), <|endoftext|>
   gpt2/vocab.json, gpt2/merges.txt   the same model as GPT-2 files
+  expected_gpt2_megatron   gpt2's ids without added tokens: Megatron-LM's GPT2BPETokenizer, which
+                           encodes "<|endoftext|>" in text as text (what gpt2-bpe matches)
   gpt2_prefix.json         gpt2 with ByteLevel(add_prefix_space=true), merges in the "a b" form
   llama3.json              BPE trained here: Split(Llama-3 regex, Isolated) + ByteLevel(use_regex=false),
                            ignore_merges, three special tokens
@@ -148,6 +150,12 @@ def main():
     with open(os.path.join(out, "gpt2_prefix.json"), "w", encoding="utf-8") as f:
         json.dump(spec, f, ensure_ascii=False)
 
+    # gpt2 as Megatron-LM's GPT2BPETokenizer encodes (tools/preprocess_data.py): regex + BPE with no
+    # added tokens, so "<|endoftext|>" in a document is ordinary text, not the end-of-document id.
+    spec = json.loads(gpt2.to_str())
+    spec["added_tokens"] = []
+    gpt2_megatron = Tokenizer.from_str(json.dumps(spec))
+
     llama3 = train(pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
@@ -155,7 +163,8 @@ def main():
     llama3.save(os.path.join(out, "llama3.json"))
 
     seconds = {}
-    for name, tok in [("gpt2", gpt2), ("gpt2_prefix", gpt2_prefix), ("llama3", llama3)]:
+    for name, tok in [("gpt2", gpt2), ("gpt2_megatron", gpt2_megatron), ("gpt2_prefix", gpt2_prefix),
+                      ("llama3", llama3)]:
         t0 = time.perf_counter()
         encs = [tok.encode(d, add_special_tokens=False) for d in docs]
         seconds[name] = time.perf_counter() - t0
