@@ -118,6 +118,7 @@ class ReorderWindow {
 std::string resolve_format(const std::string& format, const std::string& path) {
   if (format != "auto") return format;
   std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
   if (ext == ".jsonl" || ext == ".ndjson" || ext == ".json") return "jsonl";
   return "text";
 }
@@ -136,13 +137,33 @@ int64_t check_input(const std::string& path) {
   if (!std::filesystem::is_regular_file(path, ec)) return 0;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(fmt::format("{}: cannot read input file; check --input and permissions", path));
-  unsigned char magic[2] = {0, 0};
-  ssize_t n = ::read(fd, magic, 2);
+  unsigned char magic[6] = {0, 0, 0, 0, 0, 0};
+  const ssize_t n = ::read(fd, magic, sizeof magic);
   ::close(fd);
-  if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-    throw InputError(fmt::format("{}: input is gzip-compressed; decompress it first (gunzip -k, or zcat {} | "
-                                 "lattice data prepare --input /dev/stdin ...)",
-                                 path, path));
+  // Compressed input would be tokenized as binary text: name the format and how to stream it in.
+  // (bzip2: "BZh", the block size digit, then the first bytes of a block's magic, 0x314159265359.)
+  struct Compressed {
+    const char* name;
+    std::vector<int> magic;  // -1: any digit 1-9
+    const char* cat;
+  };
+  static const std::vector<Compressed> kCompressed = {
+      {"gzip", {0x1f, 0x8b}, "zcat"},
+      {"zstd", {0x28, 0xb5, 0x2f, 0xfd}, "zstdcat"},
+      {"xz", {0xfd, '7', 'z', 'X', 'Z', 0x00}, "xzcat"},
+      {"bzip2", {'B', 'Z', 'h', -1, 0x31, 0x41}, "bzcat"},
+  };
+  const auto starts_with = [&](const std::vector<int>& m) {
+    if (n < static_cast<ssize_t>(m.size())) return false;
+    for (size_t i = 0; i < m.size(); ++i)
+      if (m[i] == -1 ? (magic[i] < '1' || magic[i] > '9') : magic[i] != m[i]) return false;
+    return true;
+  };
+  for (const Compressed& c : kCompressed) {
+    if (starts_with(c.magic))
+      throw InputError(fmt::format("{}: input is {}-compressed; decompress it first, or stream it in: {} {} | "
+                                   "lattice data prepare --input /dev/stdin --format jsonl ...",
+                                   path, c.name, c.cat, path));
   }
   auto size = std::filesystem::file_size(path, ec);
   return ec ? 0 : static_cast<int64_t>(size);

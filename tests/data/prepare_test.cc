@@ -146,10 +146,34 @@ TEST_CASE("prepare text files") {
     write_text(dir / "z.gz", std::string("\x1f\x8b\x08\x00", 4));
     o.inputs = {dir / "z.gz"};
     REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("z.gz") && Catch::Contains("gzip"));
+    // zstd (the usual .jsonl.zst of pre-training corpora), xz, bzip2: refused naming the tool to stream them.
+    write_text(dir / "c.jsonl.zst", std::string("\x28\xb5\x2f\xfd\x04\x00", 6));
+    o.inputs = {dir / "c.jsonl.zst"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("zstd-compressed") && Catch::Contains("zstdcat"));
+    write_text(dir / "c.xz", std::string("\xfd" "7zXZ\x00", 6));
+    o.inputs = {dir / "c.xz"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("xz-compressed"));
+    write_text(dir / "c.bz2", std::string("BZh91AY&SY", 10));
+    o.inputs = {dir / "c.bz2"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("bzip2-compressed"));
     o.inputs = {dir.path().string()};
     REQUIRE_THROWS_AS(prepare_dataset(o), InputError);
     REQUIRE_FALSE(fs::exists(o.output_prefix + ".idx"));
   }
+}
+
+TEST_CASE("input formats: JSONL by extension in any case; text that starts like bzip2's magic is text") {
+  TempDir dir("prepare_formats");
+  PrepareOptions o;
+  o.output_prefix = dir / "ds";
+  write_text(dir / "UPPER.JSONL", "{\"text\": \"one\"}\n");
+  o.inputs = {dir / "UPPER.JSONL"};
+  prepare_dataset(o);
+  CHECK(read_documents(o.output_prefix) == std::vector<std::string>{"one"});
+  write_text(dir / "bz.txt", "BZh is no compression\n");
+  o.inputs = {dir / "bz.txt"};
+  prepare_dataset(o);
+  CHECK(read_documents(o.output_prefix) == std::vector<std::string>{"BZh is no compression\n"});
 }
 
 TEST_CASE("prepare reads a pipe once and never overwrites its input or an old dataset's records") {
