@@ -349,7 +349,9 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   ProgressReporter::Mode progress_mode = ProgressReporter::parse_mode(opts.progress);
   const int workers =
       opts.workers > 0 ? opts.workers : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // One tokenizer shared by the encoder threads (tokenizers are thread-safe, see tokenizer.h).
+  // The files the record copies, read now (see read_tokenizer_files), then one tokenizer shared by
+  // the encoder threads (tokenizers are thread-safe, see tokenizer.h).
+  const std::map<std::string, std::string> tokenizer_files = read_tokenizer_files(opts.tokenizer);
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(opts.tokenizer);
   const Tokenizer& tok = *tokenizer;
 
@@ -466,7 +468,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
     std::filesystem::remove(tokenizer_record_path(opts.output_prefix), ec);
     std::filesystem::remove(dataset_stats_path(opts.output_prefix), ec);
     writer.finish();
-    write_tokenizer_record(opts.output_prefix, opts.tokenizer, tok);
+    write_tokenizer_record(opts.output_prefix, opts.tokenizer, tok, tokenizer_files);
     write_dataset_stats(opts.output_prefix, writer.largest_token());  // train and validate need not read the ids again
   } catch (...) {
     stop_all();

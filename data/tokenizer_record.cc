@@ -20,19 +20,37 @@ using nlohmann::json;
 struct RecordedFile {
   const char* key;
   const char* suffix;
+  const char* flag;
   std::string TokenizerOptions::*field;
 };
 constexpr RecordedFile kFiles[] = {
-    {"vocab_file", ".vocab.json", &TokenizerOptions::vocab_file},
-    {"merges_file", ".merges.txt", &TokenizerOptions::merges_file},
-    {"tokenizer_file", ".hf_tokenizer.json", &TokenizerOptions::tokenizer_file},
+    {"vocab_file", ".vocab.json", "--vocab-file", &TokenizerOptions::vocab_file},
+    {"merges_file", ".merges.txt", "--merges-file", &TokenizerOptions::merges_file},
+    {"tokenizer_file", ".hf_tokenizer.json", "--tokenizer-file", &TokenizerOptions::tokenizer_file},
 };
 
 }  // namespace
 
 std::string tokenizer_record_path(const std::string& prefix) { return prefix + ".tokenizer.json"; }
 
-void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& options, const Tokenizer& tokenizer) {
+std::map<std::string, std::string> read_tokenizer_files(const TokenizerOptions& options) {
+  std::map<std::string, std::string> files;
+  for (const RecordedFile& f : kFiles) {
+    const std::string& source = options.*f.field;
+    if (source.empty()) continue;
+    std::error_code ec;
+    if (!fs::exists(source, ec)) throw InputError(fmt::format("{} '{}' does not exist", f.flag, source));
+    if (!fs::is_regular_file(source, ec))
+      throw InputError(fmt::format("{} '{}' is not a regular file: the dataset keeps a copy of it, and a pipe "
+                                   "(or <(...)) can be read only once; give the file itself",
+                                   f.flag, source));
+    files[source] = read_whole_file(source, "tokenizer file");
+  }
+  return files;
+}
+
+void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& options, const Tokenizer& tokenizer,
+                            const std::map<std::string, std::string>& files) {
   json j = {{"type", options.type},
             {"eod_token", options.eod_token},
             {"eod_id", tokenizer.eod_id()},
@@ -41,7 +59,7 @@ void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& o
     const std::string& source = options.*f.field;
     if (source.empty()) continue;
     const std::string copy = prefix + f.suffix;
-    replace_file(copy, read_whole_file(source, "tokenizer file"));
+    replace_file(copy, files.at(source));
     j[f.key] = fs::path(copy).filename().string();  // relative: the dataset directory may move
   }
   replace_file(tokenizer_record_path(prefix), j.dump(2) + "\n");

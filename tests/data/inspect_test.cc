@@ -72,7 +72,7 @@ TEST_CASE("data inspect reports counts, dtype, length statistics and decoded doc
   CHECK_THAT(report, Catch::Contains("tokenizer: byte (--tokenizer)"));
   // No --tokenizer: the one recorded beside the dataset (as `data prepare` writes it) decodes.
   const ByteTokenizer byte;
-  write_tokenizer_record(prefix2, TokenizerOptions{.type = "byte"}, byte);
+  write_tokenizer_record(prefix2, TokenizerOptions{.type = "byte"}, byte, {});
   o.tokenizer.type = "";
   report = inspect_dataset(o);
   CHECK_THAT(report, Catch::Contains("tokenizer: byte (" + prefix2 + ".tokenizer.json)"));

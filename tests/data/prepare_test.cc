@@ -1,6 +1,8 @@
 // prepare_dataset on text (file, blank-line, fortune "%" separators) and JSONL, and its errors;
 // the byte tokenizer.
 #include <catch2/catch.hpp>
+
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -209,6 +211,21 @@ TEST_CASE("prepare reads a pipe once and never overwrites its input or an old da
     write_text(dir / "bad.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\"\n");
     o.inputs = {dir / "bad.jsonl"};
     REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("bad.jsonl:2"));
+    for (const char* ext : {".tokenizer.json", ".stats.json"}) REQUIRE(fs::exists(o.output_prefix + ext));
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"hello world"});
+  }
+  SECTION("a tokenizer file that is a pipe is refused before anything is written (the record copies it)") {
+    write_text(dir / "good.jsonl", "{\"text\": \"hello world\"}\n");
+    o.inputs = {dir / "good.jsonl"};
+    prepare_dataset(o);
+    REQUIRE(::mkfifo((dir / "vocab.fifo").c_str(), 0600) == 0);
+    write_text(dir / "merges.txt", "#version: 0.2\n");
+    o.tokenizer = TokenizerOptions{"gpt2-bpe", dir / "vocab.fifo", dir / "merges.txt", "", ""};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("--vocab-file '" + dir / "vocab.fifo" +
+                                                            "' is not a regular file"));
+    o.tokenizer.vocab_file = dir / "missing.json";
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("--vocab-file '" + dir / "missing.json" +
+                                                            "' does not exist"));
     for (const char* ext : {".tokenizer.json", ".stats.json"}) REQUIRE(fs::exists(o.output_prefix + ext));
     REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"hello world"});
   }
