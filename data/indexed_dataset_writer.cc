@@ -170,7 +170,7 @@ void IndexedDatasetWriter::end_document() {
   if (length_buffer_.size() >= (1 << 16)) flush_bin();
 }
 
-void IndexedDatasetWriter::finish() {
+void IndexedDatasetWriter::finish(const std::function<void()>& before_commit) {
   LATTICE_CHECK(!finished_, "IndexedDatasetWriter for {} finished twice or after abort()", prefix_);
   try {
     if (document_open_) end_document();
@@ -216,6 +216,7 @@ void IndexedDatasetWriter::finish() {
     ::close(idx_fd_);
     bin_fd_ = idx_fd_ = -1;
 
+    if (before_commit) before_commit();
     // Commit: no stale .idx may pair with the new .bin, and the .idx appears last.
     std::string idx = prefix_ + ".idx", bin = prefix_ + ".bin";
     if (::unlink(idx.c_str()) != 0 && errno != ENOENT) {

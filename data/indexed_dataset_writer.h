@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,8 +33,10 @@ class IndexedDatasetWriter {
     add_tokens(tokens);
     end_document();
   }
-  // Ends an unfinished document, then commits the dataset.
-  void finish();
+  // Ends an unfinished document, then commits the dataset. `before_commit`, when given, runs once the
+  // new files are durable and just before they replace the old ones: a caller removes there what
+  // describes the old dataset, so that a kill leaves the old files without it as briefly as possible.
+  void finish(const std::function<void()>& before_commit = {});
   // Removes the temporaries; the writer is unusable afterwards. Called by the destructor.
   void abort() noexcept;
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -171,6 +173,34 @@ int64_t check_input(const std::string& path) {
 
 // The files `data prepare` writes for PREFIX; none of them may be an input (the commit would
 // replace the input it is reading).
+// One prepare per output prefix at a time: two would write the same temporaries and commit over
+// each other (and the old dataset). An flock on PREFIX.lock, which the kernel drops when its holder
+// dies; the file is removed when the prepare ends.
+class PrefixLock {
+ public:
+  explicit PrefixLock(const std::string& prefix) : path_(prefix + ".lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw InputError(fmt::format("--output-prefix {}: cannot create {}: {}", prefix, path_, std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw InputError(fmt::format("--output-prefix {}: another `lattice data prepare` is writing it ({} is "
+                                   "locked); wait for it to end, or give another --output-prefix",
+                                   prefix, path_));
+    }
+  }
+  ~PrefixLock() {
+    ::unlink(path_.c_str());
+    ::close(fd_);
+  }
+  PrefixLock(const PrefixLock&) = delete;
+  PrefixLock& operator=(const PrefixLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 void check_output_is_not_input(const std::string& prefix, const std::vector<std::string>& inputs) {
   if (std::filesystem::path(prefix).filename().empty()) {
     throw InputError(fmt::format("--output-prefix {}: names a directory; add a file name prefix (e.g. {}text)",
@@ -379,6 +409,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   summary.workers = workers;
   TokenDType dtype = token_dtype_for_vocab(tok.vocab_size());
   summary.dtype = token_dtype_name(dtype);
+  const PrefixLock lock(opts.output_prefix);
   IndexedDatasetWriter writer(opts.output_prefix, dtype);
 
   const size_t batch_bytes = std::max<size_t>(opts.batch_bytes, 1);
@@ -463,11 +494,13 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
                                    summary.empty_documents > 0
                                        ? fmt::format(": {} empty or whitespace-only, skipped", summary.empty_documents)
                                        : std::string(", empty files")));
-    // Every document is in: from here the old dataset is replaced. Its records go first, so that
-    // they never describe the new .bin/.idx (a failure before this point leaves all four as they were).
-    std::filesystem::remove(tokenizer_record_path(opts.output_prefix), ec);
-    std::filesystem::remove(dataset_stats_path(opts.output_prefix), ec);
-    writer.finish();
+    // Every document is in: from here the old dataset is replaced. Its records go first, once the new
+    // files are durable, so that they never describe the new .bin/.idx (a failure before this point
+    // leaves all four as they were).
+    writer.finish([&] {
+      std::filesystem::remove(tokenizer_record_path(opts.output_prefix), ec);
+      std::filesystem::remove(dataset_stats_path(opts.output_prefix), ec);
+    });
     write_tokenizer_record(opts.output_prefix, opts.tokenizer, tok, tokenizer_files);
     write_dataset_stats(opts.output_prefix, writer.largest_token());  // train and validate need not read the ids again
   } catch (...) {

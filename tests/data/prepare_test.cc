@@ -2,6 +2,8 @@
 // the byte tokenizer.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -213,6 +215,21 @@ TEST_CASE("prepare reads a pipe once and never overwrites its input or an old da
     REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("bad.jsonl:2"));
     for (const char* ext : {".tokenizer.json", ".stats.json"}) REQUIRE(fs::exists(o.output_prefix + ext));
     REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"hello world"});
+  }
+  SECTION("a prefix another prepare is writing is refused, and its dataset left as it was") {
+    write_text(dir / "good.jsonl", "{\"text\": \"hello world\"}\n");
+    o.inputs = {dir / "good.jsonl"};
+    prepare_dataset(o);
+    CHECK(!fs::exists(o.output_prefix + ".lock"));  // removed when the prepare ends
+    const int held = ::open((o.output_prefix + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    REQUIRE(::flock(held, LOCK_EX) == 0);  // as a running prepare holds it
+    write_text(dir / "other.jsonl", "{\"text\": \"other\"}\n");
+    o.inputs = {dir / "other.jsonl"};
+    REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains("another `lattice data prepare` is writing it"));
+    ::close(held);
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"hello world"});
+    prepare_dataset(o);  // the holder is gone: the lock is free again
+    REQUIRE(read_documents(o.output_prefix) == std::vector<std::string>{"other"});
   }
   SECTION("a tokenizer file that is a pipe is refused before anything is written (the record copies it)") {
     write_text(dir / "good.jsonl", "{\"text\": \"hello world\"}\n");
