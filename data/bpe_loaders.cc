@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "data/file_io.h"
@@ -219,6 +221,29 @@ std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_fil
     r.object(*d, "decoder");
     std::string type = r.type_of(*d, "decoder");
     if (type != "ByteLevel") r.fail("decoder", fmt::format("unsupported decoder {:?} (only ByteLevel)", type));
+  }
+
+  // post_processor: what HF adds around a sequence when add_special_tokens is true. Its ByteLevel
+  // part changes no id; a template's special tokens (Llama 3's <|begin_of_text|>) are not added here:
+  // say so, since HF and Megatron-LM's HuggingFaceTokenizer add them before every document.
+  if (auto pp = root.find("post_processor"); pp != root.end() && pp->is_object()) {
+    std::vector<std::string> added;
+    const auto collect = [&](const json& proc) {
+      if (!proc.is_object() || proc.value("type", "") != "TemplateProcessing" || !proc.contains("single") ||
+          !proc["single"].is_array())
+        return;
+      for (const json& item : proc["single"])
+        if (item.is_object() && item.contains("SpecialToken") && item["SpecialToken"].is_object())
+          added.push_back(item["SpecialToken"].value("id", "?"));
+    };
+    collect(*pp);
+    if (pp->value("type", "") == "Sequence" && pp->contains("processors") && (*pp)["processors"].is_array())
+      for (const json& proc : (*pp)["processors"]) collect(proc);
+    if (!added.empty())
+      spdlog::warn("{}: post_processor adds {} around every sequence (Hugging Face with add_special_tokens, and "
+                   "Megatron-LM's HuggingFaceTokenizer, put it before each document); lattice does not: documents "
+                   "are encoded without it, each ended by the end-of-document token",
+                   tokenizer_file, fmt::join(added, " and "));
   }
 
   // model: BPE.

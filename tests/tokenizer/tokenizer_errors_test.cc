@@ -10,6 +10,7 @@
 #include "data/tokenizer.h"
 #include "kernels/error.h"
 #include "tests/input_error_testing.h"
+#include "tests/log_capture.h"
 
 using namespace lattice;
 using testing::require_input_error;
@@ -61,6 +62,25 @@ TEST_CASE("the small valid tokenizer.json works") {
   CHECK(tok->encode("abc ab<|endoftext|>ab") == std::vector<int32_t>{5, 6, 7, 4});
   CHECK(tok->decode(std::vector<int32_t>{5, 6, 7, 4}) == "abc ab<|endoftext|>ab");
   CHECK_THROWS_AS(tok->decode(std::vector<int32_t>{8}), Error);
+}
+
+TEST_CASE("a post_processor template's special tokens, which lattice does not add, are warned about") {
+  json spec = valid_spec();
+  const std::string quiet = lattice::testing::captured_log([&] { load(spec, "no_template.json"); });
+  CHECK_THAT(quiet, !Catch::Contains("[warning]"));
+  // Llama 3's form: ByteLevel, then a template putting <|begin_of_text|> (here id 7) before $A.
+  spec["post_processor"] = json{
+      {"type", "Sequence"},
+      {"processors", json::array({json{{"type", "ByteLevel"}, {"trim_offsets", false}},
+                                  json{{"type", "TemplateProcessing"},
+                                       {"single", json::array({json{{"SpecialToken", {{"id", "<|endoftext|>"},
+                                                                                       {"type_id", 0}}}},
+                                                               json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}})}};
+  auto tok = std::unique_ptr<Tokenizer>();
+  const std::string log = lattice::testing::captured_log([&] { tok = load(spec, "template.json"); });
+  CHECK_THAT(log, Catch::Contains("post_processor adds <|endoftext|> around every sequence") &&
+                      Catch::Contains("lattice does not"));
+  CHECK(tok->encode("ab") == std::vector<int32_t>{4});  // as said: not added
 }
 
 TEST_CASE("malformed or unsupported tokenizer.json is an InputError naming the file and JSON path") {
