@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -208,8 +209,9 @@ void check_output_is_not_input(const std::string& prefix, const std::vector<std:
   }
   for (const std::string& output : {prefix + ".bin", prefix + ".idx", tokenizer_record_path(prefix),
                                     dataset_stats_path(prefix)}) {
+    std::error_code ec;
+    if (!std::filesystem::exists(output, ec)) continue;  // nothing to compare the inputs with
     for (const std::string& input : inputs) {
-      std::error_code ec;
       if (std::filesystem::equivalent(input, output, ec)) {
         throw InputError(fmt::format("--input {} is also an output of --output-prefix {} ({}); choose another "
                                      "--output-prefix",
@@ -231,13 +233,17 @@ void warn_on_ignored_options(const PrepareOptions& opts, const std::vector<std::
   if (!any_text && (opts.separator_given || opts.text_document_separator != "file"))
     spdlog::warn("data prepare: --text-document-separator {} has no effect: every input is JSONL, one document a line",
                  opts.text_document_separator);
-  for (size_t i = 0; i < opts.inputs.size(); ++i)
-    for (size_t j = 0; j < i; ++j) {
-      std::error_code ec;
-      if (std::filesystem::equivalent(opts.inputs[i], opts.inputs[j], ec))
-        spdlog::warn("data prepare: --input {} is the same file as --input {}: its documents go in twice",
-                     opts.inputs[i], opts.inputs[j]);
-    }
+  // The same file twice, however spelled: by device and inode (one stat per input, not one per pair:
+  // a corpus of tens of thousands of shards is listed in a glob).
+  std::map<std::pair<dev_t, ino_t>, size_t> first_of;
+  for (size_t i = 0; i < opts.inputs.size(); ++i) {
+    struct stat st {};
+    if (::stat(opts.inputs[i].c_str(), &st) != 0) continue;
+    const auto [it, fresh] = first_of.try_emplace({st.st_dev, st.st_ino}, i);
+    if (!fresh)
+      spdlog::warn("data prepare: --input {} is the same file as --input {}: its documents go in twice",
+                   opts.inputs[i], opts.inputs[it->second]);
+  }
 }
 
 // Line and file offset of byte `index` of a piece.
