@@ -69,6 +69,7 @@ std::string inspect_dataset(const InspectOptions& o) {
   if (o.show < 0) throw InputError(fmt::format("--show must be >= 0, got {}", o.show));
   std::unique_ptr<Tokenizer> tokenizer;
   std::string tokenizer_source;
+  check_tokenizer_flags_have_type(o.tokenizer);
   if (!o.tokenizer.type.empty()) {
     tokenizer = make_tokenizer(o.tokenizer);
     tokenizer_source = "--tokenizer";

@@ -29,6 +29,19 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+void check_tokenizer_flags_have_type(const TokenizerOptions& o) {
+  if (!o.type.empty()) return;
+  const std::pair<const std::string*, const char*> flags[] = {{&o.tokenizer_file, "--tokenizer-file"},
+                                                             {&o.vocab_file, "--vocab-file"},
+                                                             {&o.merges_file, "--merges-file"},
+                                                             {&o.eod_token, "--eod-token"}};
+  for (const auto& [value, flag] : flags)
+    if (!value->empty())
+      throw InputError(fmt::format("{} {} is given without --tokenizer, which would ignore it (the data's recorded "
+                                   "tokenizer is used then): add --tokenizer {}",
+                                   flag, *value, o.tokenizer_file.empty() ? "gpt2-bpe (or hf)" : "hf"));
+}
+
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& o) {
   auto require = [&](const std::string& value, const char* flag) {
     if (value.empty()) throw InputError(fmt::format("--tokenizer {} needs {}", o.type, flag));

@@ -55,4 +55,9 @@ struct TokenizerOptions {
 // The tokenizers are thread-safe: several threads may encode with one tokenizer at once.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 
+// For the commands whose tokenizer defaults to the one recorded with the data (data inspect,
+// generate): with no --tokenizer type, a file flag or --eod-token would be ignored. An InputError
+// naming it and the --tokenizer it needs.
+void check_tokenizer_flags_have_type(const TokenizerOptions& options);
+
 }  // namespace lattice

@@ -40,6 +40,7 @@ std::string where_not_found(const std::string& prefix) {
 std::unique_ptr<Tokenizer> resolve_tokenizer(const TokenizerOptions& flags, const Config& config) {
   std::unique_ptr<Tokenizer> t;
   std::string source;
+  check_tokenizer_flags_have_type(flags);
   if (!flags.type.empty()) {
     t = make_tokenizer(flags);
     source = "--tokenizer " + flags.type;

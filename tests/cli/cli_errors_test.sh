@@ -138,6 +138,8 @@ fi
 # An explicit --json-key that no input uses is warned about, even the default one.
 printf 'plain text\n' >"$WORK/plain.txt"
 expect 0 "--json-key text has no effect: no input is JSONL" -- $LATTICE data prepare --input "$WORK/plain.txt" --output-prefix "$WORK/plain" --json-key text
+# A tokenizer file without --tokenizer would be ignored for the recorded tokenizer: refused, naming the flag.
+expect 2 "--tokenizer-file $WORK/t.json is given without --tokenizer, which would ignore it" -- $LATTICE data inspect "$WORK/plain" --tokenizer-file "$WORK/t.json"
 # A wrong-family HF file is refused, naming a tensor.
 $LATTICE export --config configs/test-tiny-llama.json --output "$WORK/llama_hf" >/dev/null 2>&1
 expect 2 "wte.weight" -- $LATTICE export --config configs/test-tiny-gpt2.json --set model.init_from="$WORK/llama_hf/model.safetensors" --output "$WORK/x"
