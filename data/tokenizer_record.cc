@@ -29,6 +29,15 @@ constexpr RecordedFile kFiles[] = {
     {"tokenizer_file", ".hf_tokenizer.json", "--tokenizer-file", &TokenizerOptions::tokenizer_file},
 };
 
+// The sizes of the dataset files a record describes: another tool rewriting PREFIX.bin/.idx (a
+// different corpus, Megatron-LM's preprocess_data.py) changes them; a copy (cp, rsync) keeps them.
+json dataset_sizes(const std::string& prefix) {
+  std::error_code ec;
+  const auto bin = fs::file_size(prefix + ".bin", ec);
+  const auto idx = fs::file_size(prefix + ".idx", ec);
+  return ec ? json() : json{{"bin", bin}, {"idx", idx}};
+}
+
 }  // namespace
 
 std::string tokenizer_record_path(const std::string& prefix) { return prefix + ".tokenizer.json"; }
@@ -54,7 +63,8 @@ void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& o
   json j = {{"type", options.type},
             {"eod_token", options.eod_token},
             {"eod_id", tokenizer.eod_id()},
-            {"vocab_size", tokenizer.vocab_size()}};
+            {"vocab_size", tokenizer.vocab_size()},
+            {"dataset_bytes", dataset_sizes(prefix)}};
   for (const RecordedFile& f : kFiles) {
     const std::string& source = options.*f.field;
     if (source.empty()) continue;
@@ -80,6 +90,15 @@ std::optional<TokenizerRecord> read_tokenizer_record(const std::string& prefix) 
     const fs::path dir = fs::path(path).parent_path();
     for (const RecordedFile& f : kFiles)
       if (j.contains(f.key)) r.options.*f.field = (dir / j.at(f.key).get<std::string>()).string();
+    // (A record written before lattice kept the sizes has none: trusted, as before.)
+    const json now = dataset_sizes(prefix);
+    if (j.contains("dataset_bytes") && j["dataset_bytes"].is_object() && now.is_object() && j["dataset_bytes"] != now)
+      throw InputError(fmt::format(
+          "tokenizer record '{}' describes a dataset of {} bytes (.bin) and {} (.idx), but {}.bin/.idx now hold {} "
+          "and {}: they were replaced (by another corpus, or another tool), so the record's tokenizer may not be "
+          "theirs; prepare the data again with `lattice data prepare`, or delete the record",
+          path, j["dataset_bytes"].value("bin", uint64_t{0}), j["dataset_bytes"].value("idx", uint64_t{0}), prefix,
+          now["bin"].get<uint64_t>(), now["idx"].get<uint64_t>()));
   } catch (const json::exception& e) {
     throw InputError(fmt::format("tokenizer record '{}' is malformed ({}); prepare the dataset again with "
                                  "`lattice data prepare` or delete the file",

@@ -77,6 +77,13 @@ TEST_CASE("data inspect reports counts, dtype, length statistics and decoded doc
   report = inspect_dataset(o);
   CHECK_THAT(report, Catch::Contains("tokenizer: byte (" + prefix2 + ".tokenizer.json)"));
   CHECK_THAT(report, Catch::Contains("decoded (byte): \"Hello\\nw\""));
+  // The dataset replaced under its record (another corpus written over PREFIX.bin/.idx): the record
+  // no longer describes it, and says so rather than decode with a tokenizer that may not be its.
+  write_byte_document(prefix2, "Another, longer corpus");
+  CHECK_THROWS_WITH(inspect_dataset(o), Catch::Contains("tokenizer record '" + prefix2 + ".tokenizer.json'") &&
+                                            Catch::Contains("they were replaced"));
+  write_tokenizer_record(prefix2, TokenizerOptions{.type = "byte"}, byte, {});
+  CHECK_THAT(inspect_dataset(o), Catch::Contains("tokenizer: byte (" + prefix2 + ".tokenizer.json)"));
   o.tokenizer.type = "nope";
   CHECK_THROWS_WITH(inspect_dataset(o), Catch::Contains("--tokenizer"));
   o.tokenizer.type = "";
