@@ -102,18 +102,30 @@ def read_run(run_dir):
     return tokens_per_step, loss, val, speed
 
 
+def labels(run_dirs):
+    """Each run's label: its folder's name, with as many parent folders as it takes to tell runs of
+    the same name apart (two sweeps' optimizer.lr=1e-3 points: sweep-a/optimizer.lr=1e-3, ...)."""
+    parts = [os.path.normpath(os.path.abspath(d)).split(os.sep) for d in run_dirs]
+    depth = 1
+    while depth < max(len(p) for p in parts):
+        names = [os.sep.join(p[-depth:]) for p in parts]
+        if len(set(names)) == len(names):
+            break
+        depth += 1
+    return [os.sep.join(p[-depth:]) for p in parts]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--output", "-o", required=True, help="PNG file to write")
     parser.add_argument("run_dirs", nargs="+")
     args = parser.parse_args()
     fig, (by_step, by_tokens, throughput) = plt.subplots(1, 3, figsize=(15, 4.5), dpi=100)
-    for i, run_dir in enumerate(args.run_dirs):
+    for i, (run_dir, name) in enumerate(zip(args.run_dirs, labels(args.run_dirs))):
         tokens_per_step, loss, val, speed = read_run(run_dir)
         if not loss:  # read_run said why
             continue
         colour = f"C{i % 10}"
-        name = os.path.basename(os.path.normpath(run_dir))
         for ax, scale in ((by_step, 1), (by_tokens, tokens_per_step)):
             ax.plot([s * scale for s in sorted(loss)], [loss[s] for s in sorted(loss)], color=colour,
                     label=f"{name} train")

@@ -71,6 +71,10 @@ done
 [[ $np =~ ^[1-9][0-9]*$ ]] || die "--np '$np' is not a positive number"
 [[ -z $save_interval || $save_interval =~ ^[1-9][0-9]*$ ]] || die "--save-interval '$save_interval' is not a positive number"
 [[ -z $only || $only =~ ^[0-9]+$ ]] || die "--only '$only' is not a point index"
+if [[ $slurm -eq 1 && -z $only ]]; then
+  [[ $np -eq 1 ]] || die "--np $np does not apply with --slurm: a point's ranks come from the sbatch options (--slurm --ntasks=$np ...)"
+  [[ $out != *[[:space:]]* ]] || die "--out '$out' holds a space, which an #SBATCH --output line cannot: give --slurm another --out"
+fi
 [[ -x $LATTICE ]] || die "the lattice binary '$LATTICE' is not there: build it (tools/build.sh) or set LATTICE=..."
 
 # The points: one line of space-separated overrides each.
