@@ -172,6 +172,63 @@ std::unique_ptr<BpeTokenizer> load_gpt2_bpe(const std::string& vocab_file,
   }
 }
 
+namespace {
+
+// post_processor: what Hugging Face adds around a sequence with add_special_tokens (its default, and
+// Megatron-LM's HuggingFaceTokenizer's): a TemplateProcessing's "single" template, alone or in a
+// Sequence (its ByteLevel part changes no id). Its special tokens before $A go before every
+// document, those after it after the document (before the end-of-document token).
+void apply_document_template(Reader& r, const json& root, BpeTokenizer& tokenizer, const std::string& file) {
+  auto pp = root.find("post_processor");
+  if (pp == root.end() || pp->is_null()) return;
+  r.object(*pp, "post_processor");
+  const json* tmpl = nullptr;
+  std::string path = "post_processor";
+  if (pp->value("type", "") == "TemplateProcessing") {
+    tmpl = &*pp;
+  } else if (pp->value("type", "") == "Sequence" && pp->contains("processors") && (*pp)["processors"].is_array()) {
+    for (size_t i = 0; i < (*pp)["processors"].size(); ++i)
+      if ((*pp)["processors"][i].is_object() && (*pp)["processors"][i].value("type", "") == "TemplateProcessing") {
+        tmpl = &(*pp)["processors"][i];
+        path = fmt::format("post_processor.processors[{}]", i);
+      }
+  }
+  if (tmpl == nullptr) return;
+  if (!tmpl->contains("single")) return;
+  r.array((*tmpl)["single"], path + ".single");
+  std::vector<int32_t> prefix, suffix;
+  std::vector<std::string> names;
+  bool seen_sequence = false;
+  for (const json& item : (*tmpl)["single"]) {
+    if (item.is_object() && item.contains("Sequence")) {
+      seen_sequence = true;
+      continue;
+    }
+    if (!item.is_object() || !item.contains("SpecialToken") || !item["SpecialToken"].is_object())
+      r.fail(path + ".single", fmt::format("an item that is neither a Sequence nor a SpecialToken: {}", item.dump()));
+    const std::string name = item["SpecialToken"].value("id", "");
+    // The ids: the template's own special_tokens table, else the token of that name.
+    std::vector<int32_t> ids;
+    const json& table = tmpl->value("special_tokens", json::object());
+    if (table.contains(name) && table[name].contains("ids") && table[name]["ids"].is_array()) {
+      for (const json& id : table[name]["ids"]) ids.push_back(id.get<int32_t>());
+    } else if (const auto id = tokenizer.token_to_id(name)) {
+      ids.push_back(*id);
+    } else {
+      r.fail(path + ".single", fmt::format("special token {:?} is not a token of the tokenizer", name));
+    }
+    (seen_sequence ? suffix : prefix).insert((seen_sequence ? suffix : prefix).end(), ids.begin(), ids.end());
+    names.push_back(name);
+  }
+  if (names.empty()) return;
+  spdlog::info("{}: every document gets {} around it (its post_processor template), as Hugging Face and "
+               "Megatron-LM's HuggingFaceTokenizer add them",
+               file, fmt::join(names, " and "));
+  tokenizer.set_document_template(std::move(prefix), std::move(suffix));
+}
+
+}  // namespace
+
 std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_file,
                                                 const std::string& eod_token) {
   const json root = parse_json(tokenizer_file, "--tokenizer-file");
@@ -221,29 +278,6 @@ std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_fil
     r.object(*d, "decoder");
     std::string type = r.type_of(*d, "decoder");
     if (type != "ByteLevel") r.fail("decoder", fmt::format("unsupported decoder {:?} (only ByteLevel)", type));
-  }
-
-  // post_processor: what HF adds around a sequence when add_special_tokens is true. Its ByteLevel
-  // part changes no id; a template's special tokens (Llama 3's <|begin_of_text|>) are not added here:
-  // say so, since HF and Megatron-LM's HuggingFaceTokenizer add them before every document.
-  if (auto pp = root.find("post_processor"); pp != root.end() && pp->is_object()) {
-    std::vector<std::string> added;
-    const auto collect = [&](const json& proc) {
-      if (!proc.is_object() || proc.value("type", "") != "TemplateProcessing" || !proc.contains("single") ||
-          !proc["single"].is_array())
-        return;
-      for (const json& item : proc["single"])
-        if (item.is_object() && item.contains("SpecialToken") && item["SpecialToken"].is_object())
-          added.push_back(item["SpecialToken"].value("id", "?"));
-    };
-    collect(*pp);
-    if (pp->value("type", "") == "Sequence" && pp->contains("processors") && (*pp)["processors"].is_array())
-      for (const json& proc : (*pp)["processors"]) collect(proc);
-    if (!added.empty())
-      spdlog::warn("{}: post_processor adds {} around every sequence (Hugging Face with add_special_tokens, and "
-                   "Megatron-LM's HuggingFaceTokenizer, put it before each document); lattice does not: documents "
-                   "are encoded without it, each ended by the end-of-document token",
-                   tokenizer_file, fmt::join(added, " and "));
   }
 
   // model: BPE.
@@ -338,12 +372,15 @@ std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_fil
   }
   auto model = std::make_unique<BpeModel>(std::move(vocab), merges, options,
                                           fmt::format("tokenizer file {}: model.merges", tokenizer_file));
+  std::unique_ptr<BpeTokenizer> tokenizer;
   try {
-    return std::make_unique<BpeTokenizer>("hf", std::move(model), std::move(pre), std::move(added), eod);
+    tokenizer = std::make_unique<BpeTokenizer>("hf", std::move(model), std::move(pre), std::move(added), eod);
   } catch (const InputError& e) {
     throw InputError(fmt::format("--tokenizer-file {}: {}{}", tokenizer_file, e.what(),
                                  eod_token.empty() ? "" : " (from --eod-token)"));
   }
+  apply_document_template(r, root, *tokenizer, tokenizer_file);
+  return tokenizer;
 }
 
 }  // namespace lattice

@@ -38,6 +38,13 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   std::optional<int32_t> token_to_id(const std::string& token) const;
+  std::vector<int32_t> document_prefix() const override { return document_prefix_; }
+  std::vector<int32_t> document_suffix() const override { return document_suffix_; }
+  // The post_processor template's ids around a document (see Tokenizer::document_prefix).
+  void set_document_template(std::vector<int32_t> prefix, std::vector<int32_t> suffix) {
+    document_prefix_ = std::move(prefix);
+    document_suffix_ = std::move(suffix);
+  }
 
  private:
   struct Trie;
@@ -58,6 +65,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> id_bytes_;      // decoded bytes of each id
   std::vector<char> id_valid_;
   int32_t eod_id_ = -1;
+  std::vector<int32_t> document_prefix_, document_suffix_;
   uint64_t instance_ = 0;
 };
 

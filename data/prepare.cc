@@ -465,6 +465,9 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
 
     ProgressReporter progress(progress_mode, total_bytes, opts.progress_interval_s);
     const int32_t eod = tok.eod_id();
+    // A Hugging Face template's tokens around every document (Llama 3's <|begin_of_text|>).
+    const std::vector<int32_t> prefix = tok.document_prefix(), suffix = tok.document_suffix();
+    bool document_started = false;
     for (int64_t seq = 0;; ++seq) {
       std::optional<Batch> b = done.take(seq);
       if (!b) throw Error("data prepare: pipeline stopped unexpectedly");
@@ -476,8 +479,12 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
           ++summary.empty_documents;
           continue;
         }
+        if (!document_started && !prefix.empty()) writer.add_tokens(prefix);
+        document_started = true;
         if (!b->tokens[i].empty()) writer.add_tokens(b->tokens[i]);
         if (p.ends) {
+          if (!suffix.empty()) writer.add_tokens(suffix);
+          document_started = false;
           if (opts.append_eod) writer.add_tokens(std::span<const int32_t>(&eod, 1));
           writer.end_document();
           ++summary.documents;

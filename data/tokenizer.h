@@ -19,6 +19,10 @@ class Tokenizer {
   virtual int32_t eod_id() const = 0;
   // Tokens of text; never includes eod_id (the caller appends it after each document).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // The ids that go before and after every document's tokens (then eod_id): a Hugging Face
+  // tokenizer's post_processor template, Llama 3's <|begin_of_text|>; none for most.
+  virtual std::vector<int32_t> document_prefix() const { return {}; }
+  virtual std::vector<int32_t> document_suffix() const { return {}; }
   // Text of ids. Throws Error for an id outside [0, vocab_size).
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   // True if encode(a + b) == encode(a) + encode(b) for any split point, so a document may be

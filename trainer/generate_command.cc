@@ -84,7 +84,12 @@ void generate_text(const Config& config, ParameterStore& params, const GenerateO
                  "normalizes them): "
                  "the model continues \"{}\"",
                  tokenizer->name(), seen);
-  if (context.empty()) context.push_back(tokenizer->eod_id());  // an empty prompt starts a new document
+  // The prompt starts a document as the data's did: after the template's tokens (<|begin_of_text|>),
+  // if the tokenizer has any; an empty prompt, after the end of the one before.
+  const bool new_document = context.empty();
+  const std::vector<int32_t> prefix = tokenizer->document_prefix();
+  context.insert(context.begin(), prefix.begin(), prefix.end());
+  if (new_document) context.insert(context.begin(), tokenizer->eod_id());
   TextGenerator generator(config.model, params);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> added = generator.generate(context, o.sampling, tokenizer->vocab_size(), tokenizer->eod_id());

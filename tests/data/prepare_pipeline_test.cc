@@ -13,8 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "data/bounded_queue.h"
 #include "data/document_reader.h"
+#include "data/indexed_dataset.h"
 #include "data/prepare.h"
 #include "data/utf8.h"
 #include "data/progress.h"
@@ -273,6 +276,33 @@ TEST_CASE("prepare with a BPE tokenizer: worker count invariance; invalid UTF-8 
   REQUIRE_THROWS_WITH(prepare_dataset(o), Catch::Contains(dir / "bad.txt:4") && Catch::Contains("byte offset 11") &&
                                               Catch::Contains("UTF-8"));
   for (const char* ext : {".bin", ".idx", ".bin.tmp", ".idx.tmp"}) REQUIRE_FALSE(fs::exists(o.output_prefix + ext));
+}
+
+TEST_CASE("prepare with an hf tokenizer whose post_processor adds a token: it starts every document") {
+  TempDir dir("prepare_template");
+  const std::string plain = write_byte_level_tokenizer(dir / "plain.json");
+  nlohmann::json spec = nlohmann::json::parse(read_file(plain));
+  // As Llama 3's: <|begin_of_text|> $A (here the one special token this vocabulary has, id 261).
+  spec["post_processor"] = {{"type", "TemplateProcessing"},
+                            {"single", {{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}},
+                                        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}};
+  write_text(dir / "template.json", spec.dump());
+  write_text(dir / "docs.jsonl", "{\"text\": \"the\"}\n{\"text\": \"th\"}\n");
+  PrepareOptions o;
+  o.inputs = {dir / "docs.jsonl"};
+  o.output_prefix = dir / "ds";
+  o.tokenizer.type = "hf";
+  o.tokenizer.tokenizer_file = dir / "template.json";
+  o.progress = "none";
+  prepare_dataset(o);
+  IndexedDataset ds(o.output_prefix);
+  REQUIRE(ds.num_documents() == 2);
+  const std::vector<std::vector<int32_t>> want = {{261, 257, 261}, {261, 256, 261}};  // prefix, "the"/"th", eod
+  for (int64_t d = 0; d < 2; ++d) {
+    std::vector<int32_t> ids(ds.sequence_length(d));
+    ds.read(d, 0, ids.size(), ids.data());
+    CHECK(ids == want[static_cast<size_t>(d)]);
+  }
 }
 
 TEST_CASE("BoundedQueue: capacity, order, close") {

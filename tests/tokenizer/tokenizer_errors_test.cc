@@ -64,23 +64,31 @@ TEST_CASE("the small valid tokenizer.json works") {
   CHECK_THROWS_AS(tok->decode(std::vector<int32_t>{8}), Error);
 }
 
-TEST_CASE("a post_processor template's special tokens, which lattice does not add, are warned about") {
+TEST_CASE("a post_processor template's special tokens go around every document, as HF adds them") {
   json spec = valid_spec();
-  const std::string quiet = lattice::testing::captured_log([&] { load(spec, "no_template.json"); });
-  CHECK_THAT(quiet, !Catch::Contains("[warning]"));
-  // Llama 3's form: ByteLevel, then a template putting <|begin_of_text|> (here id 7) before $A.
+  CHECK(load(spec, "no_template.json")->document_prefix().empty());
+  // Llama 3's form: ByteLevel, then a template putting <|begin_of_text|> (here <|endoftext|>, id 7)
+  // before $A; a suffix after it.
+  const auto special = [](const char* name) { return json{{"SpecialToken", {{"id", name}, {"type_id", 0}}}}; };
   spec["post_processor"] = json{
       {"type", "Sequence"},
-      {"processors", json::array({json{{"type", "ByteLevel"}, {"trim_offsets", false}},
-                                  json{{"type", "TemplateProcessing"},
-                                       {"single", json::array({json{{"SpecialToken", {{"id", "<|endoftext|>"},
-                                                                                       {"type_id", 0}}}},
-                                                               json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}})}};
+      {"processors",
+       json::array({json{{"type", "ByteLevel"}, {"trim_offsets", false}},
+                    json{{"type", "TemplateProcessing"},
+                         {"single", json::array({special("<|endoftext|>"), json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                                 special("ab")})},
+                         {"special_tokens", {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {7}},
+                                                                {"tokens", {"<|endoftext|>"}}}}}}}})}};
   auto tok = std::unique_ptr<Tokenizer>();
   const std::string log = lattice::testing::captured_log([&] { tok = load(spec, "template.json"); });
-  CHECK_THAT(log, Catch::Contains("post_processor adds <|endoftext|> around every sequence") &&
-                      Catch::Contains("lattice does not"));
-  CHECK(tok->encode("ab") == std::vector<int32_t>{4});  // as said: not added
+  CHECK_THAT(log, Catch::Contains("every document gets <|endoftext|> and ab around it"));
+  CHECK(tok->document_prefix() == std::vector<int32_t>{7});
+  CHECK(tok->document_suffix() == std::vector<int32_t>{4});  // "ab", looked up by name
+  CHECK(tok->encode("ab") == std::vector<int32_t>{4});         // encode itself adds nothing
+  // A special token the tokenizer does not have: an error naming the path.
+  spec["post_processor"]["processors"][1]["single"][2] = special("<nope>");
+  require_input_error([&] { load(spec, "bad_template.json"); },
+                      {"post_processor.processors[1].single", "\"<nope>\" is not a token"});
 }
 
 TEST_CASE("malformed or unsupported tokenizer.json is an InputError naming the file and JSON path") {
