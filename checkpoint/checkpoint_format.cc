@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/crc32.h"
 #include "kernels/error.h"
 
 namespace lattice {
@@ -97,6 +98,37 @@ json metadata_to_json(const CheckpointMetadata& m) {
   }
   doc["tensors"] = std::move(tensors);
   return doc;
+}
+
+namespace {
+
+constexpr const char* kMetadataCrcKey = "metadata_crc32";
+
+uint32_t crc_of(const json& doc) {
+  const std::string text = doc.dump();
+  Crc32 crc;
+  crc.update(text.data(), text.size());
+  return crc.value();
+}
+
+}  // namespace
+
+json metadata_to_json_with_crc(const CheckpointMetadata& m) {
+  json doc = metadata_to_json(m);
+  doc[kMetadataCrcKey] = crc_of(doc);
+  return doc;
+}
+
+void check_metadata_crc(const json& doc, const std::string& source) {
+  if (!doc.is_object() || !doc.contains(kMetadataCrcKey)) return;
+  json rest = doc;
+  rest.erase(kMetadataCrcKey);
+  const json& stored = doc[kMetadataCrcKey];
+  if (!stored.is_number_unsigned() || stored.get<uint64_t>() != crc_of(rest))
+    throw InputError(fmt::format("checkpoint metadata '{}' does not match its {} ({}): the file changed after the "
+                                 "save (damaged, or edited); load another checkpoint — or, for a deliberate edit, "
+                                 "remove its {} line",
+                                 source, kMetadataCrcKey, stored.dump(), kMetadataCrcKey));
 }
 
 CheckpointMetadata metadata_from_json(const json& doc, const std::string& source) {

@@ -91,6 +91,12 @@ struct CheckpointMetadata {
 };
 
 nlohmann::json metadata_to_json(const CheckpointMetadata& metadata);
+// metadata_to_json plus "metadata_crc32": the CRC-32 of the rest, compact (dump()), so that a change
+// that leaves valid JSON (a flipped digit of a step count, a tensor key) is caught on load.
+nlohmann::json metadata_to_json_with_crc(const CheckpointMetadata& metadata);
+// Throws InputError naming `source` when `doc` has a metadata_crc32 that the rest does not match
+// (a checkpoint written before it existed has none: nothing to check).
+void check_metadata_crc(const nlohmann::json& doc, const std::string& source);
 // `source` (the metadata.json path) names the file in every InputError about a missing or
 // malformed field.
 CheckpointMetadata metadata_from_json(const nlohmann::json& doc, const std::string& source);

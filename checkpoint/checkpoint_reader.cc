@@ -61,6 +61,7 @@ CheckpointMetadata read_checkpoint_metadata(const std::string& checkpoint_dir) {
                                  "checkpoint",
                                  path, e.what()));
   }
+  check_metadata_crc(doc, path);
   return metadata_from_json(doc, path);
 }
 

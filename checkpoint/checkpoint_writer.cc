@@ -442,7 +442,7 @@ void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>&
     const std::string name = entry.path().filename().string();
     if (m.files.count(name) == 0) fs::remove_all(entry.path(), ec);
   }
-  write_file_atomically((fs::path(job.partial_dir) / kMetadataFile).string(), metadata_to_json(m).dump(1));
+  write_file_atomically((fs::path(job.partial_dir) / kMetadataFile).string(), metadata_to_json_with_crc(m).dump(1));
   publish_directory(job.partial_dir, (fs::path(options_.dir) / iter_name).string());
   write_latest(options_.dir, iter_name);
   committed_by_this_run_.insert(job.state.step);

@@ -42,7 +42,10 @@ case_ checksum "printf '\\x01' | dd of=$shard bs=1 seek=300 conv=notrunc status=
 case_ metadata "truncate -s 100 iter_0000010/metadata.json" "$WORK/metadata/iter_0000010/metadata.json"
 case_ latest "echo iter_0000099 > latest" "iter_0000099"
 case_ lr_schedule "python3 -c \"import json; p = 'iter_0000010/metadata.json'; d = json.load(open(p)); \
-d['lr_schedule']['step'] = 9; json.dump(d, open(p, 'w'), indent=1)\"" "lr_schedule.step is 9 but step is 10"
+d.pop('metadata_crc32'); d['lr_schedule']['step'] = 9; json.dump(d, open(p, 'w'), indent=1)\"" \
+  "lr_schedule.step is 9 but step is 10"
+case_ metadata_crc "python3 -c \"import json; p = 'iter_0000010/metadata.json'; d = json.load(open(p)); \
+d['optimizer_step_count'] = 3; json.dump(d, open(p, 'w'), indent=1)\"" "does not match its metadata_crc32"
 case_ model "true" "model.hidden_size: checkpoint 32, config 64" 1 --set model.hidden_size=64 \
   --set model.num_attention_heads=8
 grep -q "model.num_attention_heads: checkpoint 4, config 8" <<<"$(timeout 60 $LATTICE "${common[@]}" \

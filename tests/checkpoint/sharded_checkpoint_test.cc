@@ -333,8 +333,17 @@ TEST_CASE("every corruption class is one InputError naming the file or field; no
     fs::remove(shard);
     CHECK_THAT(message_of(load), Catch::Contains(shard) && Catch::Contains("is missing"));
   }
+  // The sections below edit metadata.json on purpose: they drop its checksum, as such an edit must.
+  SECTION("an edit that leaves valid JSON fails the metadata checksum") {
+    json doc = json::parse(std::ifstream(meta_path));
+    REQUIRE(doc.contains("metadata_crc32"));
+    doc["optimizer_step_count"] = doc["optimizer_step_count"].get<int64_t>() - 1;  // wrong AdamW bias correction
+    std::ofstream(meta_path) << doc.dump(1);
+    CHECK_THAT(message_of(load), Catch::Contains(meta_path) && Catch::Contains("does not match its metadata_crc32"));
+  }
   SECTION("missing tensor") {
     json doc = json::parse(std::ifstream(meta_path));
+    doc.erase("metadata_crc32");
     doc["tensors"].erase("exp_avg/final_norm.bias");
     std::ofstream(meta_path) << doc.dump();
     CHECK_THAT(message_of(load), Catch::Contains("no tensor 'exp_avg/final_norm.bias'"));
@@ -345,6 +354,7 @@ TEST_CASE("every corruption class is one InputError naming the file or field; no
   }
   SECTION("a count that no run writes: a negative optimizer_step_count") {
     nlohmann::json doc = nlohmann::json::parse(std::ifstream(meta_path));
+    doc.erase("metadata_crc32");
     doc["optimizer_step_count"] = -1;
     std::ofstream(meta_path) << doc.dump(1);
     CHECK_THAT(message_of(load), Catch::Contains(meta_path) && Catch::Contains("optimizer_step_count is negative"));
