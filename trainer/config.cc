@@ -289,7 +289,8 @@ std::string set_hint_for_flag(const std::string& flag) {
   name = name.substr(0, name.find('='));
   std::replace(name.begin(), name.end(), '-', '_');
   if (const std::optional<ForeignName> foreign = foreign_name(name)) {
-    if (foreign->key.empty()) return fmt::format("{} '{}' has no lattice counterpart; {}", foreign->from, name, foreign->note);
+    if (foreign->key.empty())
+      return fmt::format("{} '{}' has no lattice counterpart; {}", foreign->from, name, foreign->note);
     return fmt::format("config keys are set in the config file or with --set: --set {}=VALUE ({} name for it{})",
                        foreign->key, foreign->from, foreign->note.empty() ? "" : "; " + foreign->note);
   }

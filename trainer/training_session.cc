@@ -151,8 +151,6 @@ TrainingSession::~TrainingSession() {
   }
 }
 
-// This rank's parameters and model chunks, and the action lists with the activation slots each
-// chunk needs for them (its peak micro-batches between forward and backward in the list).
 // Every rank checks what it writes; the job agrees, so that a path no rank can write (the usual
 // case: one shared filesystem) is reported once, by rank 0, not by every rank before an abort.
 void TrainingSession::check_output_paths_on_every_rank(const Config& c, const std::string& export_dir) {
@@ -175,6 +173,8 @@ void TrainingSession::check_output_paths_on_every_rank(const Config& c, const st
                       ExitCode::kBadInput);
 }
 
+// This rank's parameters and model chunks, and the action lists with the activation slots each
+// chunk needs for them (its peak micro-batches between forward and backward in the list).
 void TrainingSession::build_model() {
   const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
   // A resumed run takes its weights from the checkpoint: model.init_from's file (maybe tens of GB)
