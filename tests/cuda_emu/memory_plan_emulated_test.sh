@@ -56,11 +56,13 @@ refused refused_40mib "a rank needs about 47.9 MiB .*, but this GPU has 40.0 MiB
 LATTICE_EMULATED_GPU_MEMORY_MIB=80 refused refused_shared_80mib \
   "× 2 ranks sharing this GPU = 95.8 MiB, but this GPU has 80.0 MiB" 2 --set parallel.data=2
 # Three ranks on two GPUs: the two sharing GPU 0 do not fit in its 80 MiB, the third fits alone on
-# GPU 1; the ranks vote, so that one also ends with exit 2 instead of waiting in the job's next call.
+# GPU 1; the ranks agree, so that one also ends with exit 2 instead of waiting in the job's next call,
+# and the refusal (rank 0's) is printed once.
 LATTICE_EMULATED_GPUS=2 LATTICE_EMULATED_GPU_MEMORY_MIB=80 refused refused_3_ranks_2_gpus \
-  "memory: another rank of this job does not fit" 3 --set parallel.data=3 --set training.global_batch_size=6
-grep -a -q "× 2 ranks sharing this GPU = 95.8 MiB, but this GPU has 80.0 MiB" "$WORK/refused_3_ranks_2_gpus.log" ||
-  fail "refused_3_ranks_2_gpus: the ranks sharing GPU 0 did not say why"
+  "× 2 ranks sharing this GPU = 95.8 MiB, but this GPU has 80.0 MiB" 3 --set parallel.data=3 \
+  --set training.global_batch_size=6
+[[ $(grep -a -c "\[error\]" "$WORK/refused_3_ranks_2_gpus.log") -eq 1 ]] ||
+  fail "refused_3_ranks_2_gpus: the refusal is not printed once: $(grep -a "\[error\]" "$WORK/refused_3_ranks_2_gpus.log")"
 
 # With 300 MiB in use beyond the pool (the emulator's stand-in for the CUDA context, the libraries
 # and NCCL), the memory line and the summary report it, apart from the plan's figures.
