@@ -17,8 +17,15 @@ namespace {
 
 using nlohmann::json;
 
-json parse_json(const std::string& path, const std::string& what) {
-  std::string text = read_whole_file(path, what);
+std::string file_text(const std::string& path, const std::string& what, const TokenizerFileTexts* texts) {
+  if (texts != nullptr) {
+    if (auto it = texts->find(path); it != texts->end()) return it->second;
+  }
+  return read_whole_file(path, what);
+}
+
+json parse_json(const std::string& path, const std::string& what, const TokenizerFileTexts* texts) {
+  const std::string text = file_text(path, what, texts);
   try {
     return json::parse(text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
@@ -131,10 +138,11 @@ bool add_pre_tokenizer(const Reader& r, const json& j, const std::string& path, 
 
 std::unique_ptr<BpeTokenizer> load_gpt2_bpe(const std::string& vocab_file,
                                             const std::string& merges_file,
-                                            const std::string& eod_token) {
+                                            const std::string& eod_token,
+                                            const TokenizerFileTexts* texts) {
   Reader rv(vocab_file);
-  auto vocab = read_vocab(rv, parse_json(vocab_file, "--vocab-file"), "(root)");
-  std::string text = read_whole_file(merges_file, "--merges-file");
+  auto vocab = read_vocab(rv, parse_json(vocab_file, "--vocab-file", texts), "(root)");
+  std::string text = file_text(merges_file, "--merges-file", texts);
   std::vector<std::pair<std::string, std::string>> merges;
   std::istringstream lines(text);
   std::string line;
@@ -230,8 +238,9 @@ void apply_document_template(Reader& r, const json& root, BpeTokenizer& tokenize
 }  // namespace
 
 std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_file,
-                                                const std::string& eod_token) {
-  const json root = parse_json(tokenizer_file, "--tokenizer-file");
+                                                const std::string& eod_token,
+                                                const TokenizerFileTexts* texts) {
+  const json root = parse_json(tokenizer_file, "--tokenizer-file", texts);
   Reader r(tokenizer_file);
   r.object(root, "(root)");
 

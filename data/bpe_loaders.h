@@ -13,12 +13,14 @@ namespace lattice {
 // header); GPT-2 pre-tokenization; the eod token (default "<|endoftext|>") is a special token.
 std::unique_ptr<BpeTokenizer> load_gpt2_bpe(const std::string& vocab_file,
                                             const std::string& merges_file,
-                                            const std::string& eod_token);
+                                            const std::string& eod_token,
+                                            const TokenizerFileTexts* texts = nullptr);
 
 // A Hugging Face tokenizer.json with a BPE model. eod_token empty: "<|endoftext|>", "</s>" or
 // "<|end_of_text|>", the first present. Unsupported or malformed → InputError naming the file
 // and the JSON path.
 std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& tokenizer_file,
-                                                const std::string& eod_token);
+                                                const std::string& eod_token,
+                                                const TokenizerFileTexts* texts = nullptr);
 
 }  // namespace lattice

@@ -385,10 +385,10 @@ PrepareSummary prepare_dataset(const PrepareOptions& opts) {
   ProgressReporter::Mode progress_mode = ProgressReporter::parse_mode(opts.progress);
   const int workers =
       opts.workers > 0 ? opts.workers : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // The files the record copies, read now (see read_tokenizer_files), then one tokenizer shared by
-  // the encoder threads (tokenizers are thread-safe, see tokenizer.h).
-  const std::map<std::string, std::string> tokenizer_files = read_tokenizer_files(opts.tokenizer);
-  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(opts.tokenizer);
+  // The files the record copies, read once now (see read_tokenizer_files), then one tokenizer made
+  // from those bytes and shared by the encoder threads (tokenizers are thread-safe, see tokenizer.h).
+  const TokenizerFileTexts tokenizer_files = read_tokenizer_files(opts.tokenizer);
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(opts.tokenizer, &tokenizer_files);
   const Tokenizer& tok = *tokenizer;
 
   // Check every input before writing anything.

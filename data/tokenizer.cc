@@ -42,7 +42,7 @@ void check_tokenizer_flags_have_type(const TokenizerOptions& o) {
                                    flag, *value, o.tokenizer_file.empty() ? "gpt2-bpe (or hf)" : "hf"));
 }
 
-std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& o) {
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& o, const TokenizerFileTexts* texts) {
   auto require = [&](const std::string& value, const char* flag) {
     if (value.empty()) throw InputError(fmt::format("--tokenizer {} needs {}", o.type, flag));
   };
@@ -62,13 +62,13 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& o) {
     require(o.vocab_file, "--vocab-file (GPT-2 vocab.json)");
     require(o.merges_file, "--merges-file (GPT-2 merges.txt)");
     forbid(o.tokenizer_file, "--tokenizer-file");
-    return load_gpt2_bpe(o.vocab_file, o.merges_file, o.eod_token);
+    return load_gpt2_bpe(o.vocab_file, o.merges_file, o.eod_token, texts);
   }
   if (o.type == "hf") {
     require(o.tokenizer_file, "--tokenizer-file (a Hugging Face tokenizer.json)");
     forbid(o.vocab_file, "--vocab-file");
     forbid(o.merges_file, "--merges-file");
-    return load_hf_tokenizer(o.tokenizer_file, o.eod_token);
+    return load_hf_tokenizer(o.tokenizer_file, o.eod_token, texts);
   }
   throw InputError(fmt::format("--tokenizer {}: unknown tokenizer; known tokenizers: byte, gpt2-bpe, hf",
                                o.type));

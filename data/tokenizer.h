@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -54,10 +55,15 @@ struct TokenizerOptions {
   std::string eod_token;
 };
 
+// Tokenizer files already read, by path (data prepare reads them once and copies those bytes into
+// the dataset's record, so the tokenizer and its record cannot differ).
+using TokenizerFileTexts = std::map<std::string, std::string>;
+
 // byte → ByteTokenizer; gpt2-bpe / hf → BpeTokenizer. Bad options (unknown type, a missing or
 // extra file flag, an unreadable/unsupported/malformed file) throw InputError naming the flag/file.
-// The tokenizers are thread-safe: several threads may encode with one tokenizer at once.
-std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
+// A file found in `texts` is not read again. The tokenizers are thread-safe: several threads may
+// encode with one tokenizer at once.
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options, const TokenizerFileTexts* texts = nullptr);
 
 // For the commands whose tokenizer defaults to the one recorded with the data (data inspect,
 // generate): with no --tokenizer type, a file flag or --eod-token would be ignored. An InputError

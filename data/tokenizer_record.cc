@@ -42,8 +42,8 @@ json dataset_sizes(const std::string& prefix) {
 
 std::string tokenizer_record_path(const std::string& prefix) { return prefix + ".tokenizer.json"; }
 
-std::map<std::string, std::string> read_tokenizer_files(const TokenizerOptions& options) {
-  std::map<std::string, std::string> files;
+TokenizerFileTexts read_tokenizer_files(const TokenizerOptions& options) {
+  TokenizerFileTexts files;
   for (const RecordedFile& f : kFiles) {
     const std::string& source = options.*f.field;
     if (source.empty()) continue;
@@ -59,7 +59,7 @@ std::map<std::string, std::string> read_tokenizer_files(const TokenizerOptions& 
 }
 
 void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& options, const Tokenizer& tokenizer,
-                            const std::map<std::string, std::string>& files) {
+                            const TokenizerFileTexts& files) {
   json j = {{"type", options.type},
             {"eod_token", options.eod_token},
             {"eod_id", tokenizer.eod_id()},

@@ -26,14 +26,14 @@ std::string tokenizer_record_path(const std::string& prefix);
 // the record copies these bytes, so a file changed or removed while the data is prepared cannot
 // leave a new dataset without its record. An InputError naming the flag for a file that is not a
 // regular file (a pipe, `<(...)`, is read once, by the tokenizer) or cannot be read.
-std::map<std::string, std::string> read_tokenizer_files(const TokenizerOptions& options);
+TokenizerFileTexts read_tokenizer_files(const TokenizerOptions& options);
 
 // Writes PREFIX.tokenizer.json describing `tokenizer` (made from `options`) and copies its files
 // (`files`, from read_tokenizer_files) beside the dataset, so the dataset directory is
 // self-contained: gpt2-bpe PREFIX.vocab.json + PREFIX.merges.txt, hf PREFIX.hf_tokenizer.json; byte
 // has no files. Each file is written under a temporary name and renamed into place.
 void write_tokenizer_record(const std::string& prefix, const TokenizerOptions& options, const Tokenizer& tokenizer,
-                            const std::map<std::string, std::string>& files);
+                            const TokenizerFileTexts& files);
 
 // The record of PREFIX, or nullopt when the dataset has none (prepared by an older lattice or by
 // Megatron-LM). A malformed record is an InputError naming the file.

@@ -192,3 +192,15 @@ TEST_CASE("bad GPT-2 files name the file") {
   require_input_error([&] { make_tokenizer(TokenizerOptions{"gpt2-bpe", bad_vocab, merges, "", ""}); },
                       {"bad_vocab.json", "invalid JSON"});
 }
+
+TEST_CASE("a tokenizer made from texts already read does not read its files again") {
+  // data prepare reads the files once and copies those bytes into the record: the tokenizer must be
+  // built from the same bytes, whatever happens to the files meanwhile.
+  const std::string vocab = temp_path("gone_vocab.json"), merges = temp_path("gone_merges.txt");
+  const TokenizerFileTexts texts = {{vocab, R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3})"},
+                                    {merges, "#version: 0.2\na b\n"}};
+  auto tok = make_tokenizer(TokenizerOptions{"gpt2-bpe", vocab, merges, "", ""}, &texts);
+  CHECK(tok->encode("abab") == std::vector<int32_t>{2, 2});
+  require_input_error([&] { make_tokenizer(TokenizerOptions{"gpt2-bpe", vocab, merges, "", ""}); },
+                      {"gone_vocab.json", "cannot open"});
+}
