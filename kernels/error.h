@@ -38,6 +38,14 @@ class AgreedFailure : public Error {
   bool quiet() const { return what()[0] == '\0'; }
 };
 
+// What this rank prints of a failure the job agreed on (`mine` empty: this rank did not fail): rank
+// 0's own message when rank 0 failed (the ranks read one config and usually one filesystem, so it
+// speaks for all), else each failing rank's own, naming it; nothing from the others.
+inline std::string agreed_failure_message(int rank, int world_size, bool rank0_failed, const std::string& mine) {
+  if (rank0_failed) return rank == 0 ? mine : std::string();
+  return mine.empty() ? std::string() : ::fmt::format("rank {} of {}: {}", rank, world_size, mine);
+}
+
 }  // namespace lattice
 
 // Internal invariant; on failure throws lattice::Error naming file:line and the condition.

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kernels/error.h"
 #include "parallel/mpi_bf16_ops.h"
 #include "parallel/mpi_communicator.h"
 
@@ -42,12 +43,9 @@ int MpiRuntime::agree_on_setup_failure(const std::optional<SetupFailure>& mine) 
   MPI_CHECK(MPI_Bcast(&root_code, 1, MPI_INT, 0, MPI_COMM_WORLD));
   int largest_code = mine ? mine->exit_code : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &largest_code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  if (root_code != 0) {
-    if (rank_ == 0) spdlog::error("{}", mine->message);
-    return root_code;
-  }
-  if (mine) spdlog::error("rank {} of {}: {}", rank_, world_size_, mine->message);
-  return largest_code;
+  const std::string message = agreed_failure_message(rank_, world_size_, root_code != 0, mine ? mine->message : "");
+  if (!message.empty()) spdlog::error("{}", message);
+  return root_code != 0 ? root_code : largest_code;
 }
 
 void MpiRuntime::abort_job(int exit_code) {

@@ -110,9 +110,6 @@ bool same_directory(const std::string& a, const std::string& b) {
 }  // namespace
 
 void check_output_paths(const Config& c, const std::string& export_dir, int rank, OutputCheck mode) {
-  const auto directory = [&](const char* field, const std::string& path, const std::string& dir) {
-    check_directory(mode, field, path, dir);
-  };
   // Both hold a config.json (Hugging Face's, the run's): in one folder each would overwrite the other.
   if (!export_dir.empty() && !c.logging.run_dir.empty() && same_directory(export_dir, c.logging.run_dir))
     throw InputError(fmt::format("--export '{}' is the run folder logging.run_dir '{}': the exported config.json "
@@ -121,20 +118,20 @@ void check_output_paths(const Config& c, const std::string& export_dir, int rank
                                  export_dir, c.logging.run_dir, c.logging.run_dir));
   // (Training opens the run folder itself, before this: open_run_dir.)
   if (mode == OutputCheck::kInspect && !c.logging.run_dir.empty())
-    directory("logging.run_dir", c.logging.run_dir, c.logging.run_dir);
-  if (!c.checkpoint.dir.empty()) directory("checkpoint.dir", c.checkpoint.dir, c.checkpoint.dir);
+    check_directory(mode, "logging.run_dir", c.logging.run_dir, c.logging.run_dir);
+  if (!c.checkpoint.dir.empty()) check_directory(mode, "checkpoint.dir", c.checkpoint.dir, c.checkpoint.dir);
   if (!c.training.gemm_autotune_dir.empty() && c.device != "cpu") {  // every rank writes its choices there
-    directory("training.gemm_autotune_dir", c.training.gemm_autotune_dir, c.training.gemm_autotune_dir);
+    check_directory(mode, "training.gemm_autotune_dir", c.training.gemm_autotune_dir, c.training.gemm_autotune_dir);
   }
   if (!c.logging.trace_file.empty()) {  // written as PATH.tmp, then renamed: its directory must be writable
     const std::string file = Tracer::trace_path_for_rank(c.logging.trace_file, rank);
-    directory("logging.trace_file", file, directory_of(file));
+    check_directory(mode, "logging.trace_file", file, directory_of(file));
   }
   if (rank != 0) return;
-  if (!export_dir.empty()) directory("--export", export_dir, export_dir);
+  if (!export_dir.empty()) check_directory(mode, "--export", export_dir, export_dir);
   if (!c.logging.metrics_file.empty()) check_writable_file(mode, "logging.metrics_file", c.logging.metrics_file);
   if (!c.logging.tensorboard_dir.empty())
-    directory("logging.tensorboard_dir", c.logging.tensorboard_dir, c.logging.tensorboard_dir);
+    check_directory(mode, "logging.tensorboard_dir", c.logging.tensorboard_dir, c.logging.tensorboard_dir);
 }
 
 }  // namespace lattice

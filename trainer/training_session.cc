@@ -167,9 +167,7 @@ void TrainingSession::check_output_paths_on_every_rank(const Config& c, const st
   }
   const std::vector<uint8_t> failed = rc_.world->host().all_gather<uint8_t>(problem.empty() ? 0 : 1, "output paths");
   if (std::find(failed.begin(), failed.end(), 1) == failed.end()) return;
-  // Rank 0's message if it failed, else each failing rank's own, naming it.
-  const bool speaks = failed[0] != 0 ? rank == 0 : !problem.empty();
-  throw AgreedFailure(speaks ? (failed[0] != 0 ? problem : fmt::format("rank {}: {}", rank, problem)) : "",
+  throw AgreedFailure(agreed_failure_message(rank, rc_.grid.world_size(), failed[0] != 0, problem),
                       ExitCode::kBadInput);
 }
 
