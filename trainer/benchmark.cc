@@ -199,8 +199,8 @@ int run_benchmark(Config config, int64_t steps, bool profile_ops, const std::str
   // forward + backward reach, and the optimizer's memory bandwidth. From the medians of the timed
   // steps, so that one step the machine stalled does not skew the calibration.
   const double compute_s = r.median_step_s - r.median_optimizer_s;
-  for (const auto& [name, value] : {std::pair<const char*, double>{"tokens/s", r.mean_tokens_per_s},
-                                    {"achieved GFLOP/s", r.mean_gflops},
+  for (const auto& [name, value] : {std::pair<const char*, double>{"tokens/s", r.tokens_per_s},
+                                    {"achieved GFLOP/s", r.gflops},
                                     {"the measured peak GFLOP/s", peak},
                                     {"the forward + backward's median time", compute_s},
                                     {"the optimizer step's median time", r.median_optimizer_s}}) {
@@ -225,10 +225,10 @@ int run_benchmark(Config config, int64_t steps, bool profile_ops, const std::str
   } else {
     std::printf("steps timed                  : %lld (after 1 warm-up step)\n", (long long)steps_timed);
   }
-  std::printf("tokens/s                     : %.1f\n", r.mean_tokens_per_s);
-  std::printf("achieved GFLOP/s (whole step): %.1f\n", r.mean_gflops);
+  std::printf("tokens/s                     : %.1f\n", r.tokens_per_s);
+  std::printf("achieved GFLOP/s (whole step): %.1f\n", r.gflops);
   std::printf("%-29s: %.1f (before %.1f, after %.1f)\n", peak_name.c_str(), peak, peak_before, peak_after);
-  std::printf("ratio achieved / peak        : %.1f%%%s\n", 100.0 * r.mean_gflops / peak,
+  std::printf("ratio achieved / peak        : %.1f%%%s\n", 100.0 * r.gflops / peak,
               device == Device::kCpu ? " (target >= 50%)" : "");
   if (device != Device::kCpu) {
     // MFU as vendors and Megatron state it: model FLOPs over the datasheet's dense peak.
@@ -237,7 +237,7 @@ int run_benchmark(Config config, int64_t steps, bool profile_ops, const std::str
     const double datasheet = datasheet_peak_flops(gpu_preset_of_model(model), c);
     if (datasheet > 0) {
       std::printf("MFU vs the datasheet peak    : %.1f%% of %.0f TFLOP/s (%s, %s, dense)\n",
-                  100.0 * r.mean_gflops * 1e9 / datasheet, datasheet / 1e12, model.c_str(),
+                  100.0 * r.gflops * 1e9 / datasheet, datasheet / 1e12, model.c_str(),
                   bf16 ? "bf16" : c.training.tf32 ? "TF32" : "f32");
     } else {
       std::printf("MFU vs the datasheet peak    : not known for '%s' (presets: h100, h200, a100 SXM)\n", model.c_str());

@@ -123,11 +123,12 @@ void MetricsWriter::write_step(const StepMetrics& m) {
 }
 
 void MetricsWriter::write_summary(const RunSummary& s) {
-  nlohmann::json j = {{"steps", s.steps}, {"tokens", s.tokens}, {"wall_s", s.wall_s},
-                      {"tokens_per_s", s.tokens_per_s}, {"gflops", s.gflops}};
+  nlohmann::json j = {{"steps", s.steps}, {"tokens", s.tokens}, {"wall_s", s.wall_s}};
   auto put = [&](const char* key, double v) {
     if (v >= 0) j[key] = v;
   };
+  put("tokens_per_s", s.tokens_per_s);
+  put("gflops", s.gflops);
   put("mfu", s.mfu);
   put("final_loss", s.final_loss);
   put("val_loss", s.val_loss);
@@ -162,20 +163,21 @@ void ProgressLine::add(const StepMetrics& m) {
   last_ = m;
   steps_ += 1;
   loss_ += m.loss;
-  tokens_per_s_ += m.tokens_per_s;
+  tokens_ += m.tokens_per_s * m.step_ms / 1e3;
+  gflop_ += m.gflops * m.step_ms / 1e3;
   step_ms_ += m.step_ms;
-  gflops_ += m.gflops;
   data_wait_ms_ += m.data_wait_ms;
 }
 
 void ProgressLine::log() {
   if (steps_ == 0) return;
   const double n = static_cast<double>(steps_);
+  const double seconds = step_ms_ / 1e3;
   const std::string over = steps_ > 1 ? fmt::format(" (mean of steps {}-{})", first_step_, last_.step) : "";
   spdlog::info("step {:>6}/{} | loss {:.4f}{} | lr {:.3e} | grad_norm {:.3f} | {:>9.1f} tok/s | {:>8.1f} ms | {:>7.1f} "
                "GFLOP/s | data wait {:.2f} ms | elapsed {} | ETA {}",
-               last_.step, last_.train_iters, loss_ / n, over, last_.lr, last_.grad_norm, tokens_per_s_ / n,
-               step_ms_ / n, gflops_ / n, data_wait_ms_ / n, format_duration(last_.elapsed_s),
+               last_.step, last_.train_iters, loss_ / n, over, last_.lr, last_.grad_norm, tokens_ / seconds,
+               step_ms_ / n, gflop_ / seconds, data_wait_ms_ / n, format_duration(last_.elapsed_s),
                format_duration(last_.eta_s));
   *this = ProgressLine();
 }
@@ -186,12 +188,12 @@ void log_run_summary(const RunSummary& s, int64_t first_step, int64_t last_step,
                s.steps > 0 ? fmt::format("{}..{} of {}", first_step, last_step, train_iters)
                            : fmt::format("none left of {}", train_iters),
                s.tokens, format_duration(s.wall_s), s.wall_s);
-  if (s.steps < 2) {
-    spdlog::info("  throughput: not measured (it is the mean over the steps after the first, and this run trained {})",
-                 s.steps == 0 ? "none" : "one");
+  if (s.tokens_per_s < 0) {
+    spdlog::info("  throughput: not measured (no step was timed: this run trained none)");
   } else {
-    spdlog::info("  throughput: {:.1f} tokens/s, {:.1f} GFLOP/s achieved (means over the steps after the first); {}",
-                 s.tokens_per_s, s.gflops,
+    spdlog::info("  throughput: {:.1f} tokens/s, {:.1f} GFLOP/s achieved ({}); {}", s.tokens_per_s, s.gflops,
+                 s.timed_steps < s.steps ? fmt::format("tokens over time of the {} step(s) after the first", s.timed_steps)
+                                         : "of its one step, warm-up included",
                  s.mfu >= 0 ? fmt::format("MFU {:.1f}% of logging.peak_gflops", 100 * s.mfu)
                             : "MFU not reported: set logging.peak_gflops to the hardware's peak (`lattice bench` "
                               "measures this machine's sgemm peak)");

@@ -46,8 +46,9 @@ struct RunSummary {
   int64_t steps = 0;            // steps this run took
   int64_t tokens = 0;           // tokens those steps trained on
   double wall_s = 0;            // from the start of training (model built, checkpoint loaded) to the end
-  double tokens_per_s = 0;      // mean over the steps after the first
-  double gflops = 0;            // achieved GFLOP/s, the same mean
+  int64_t timed_steps = 0;      // the steps the throughput is measured over: those after the first
+  double tokens_per_s = -1;     // their tokens over their time (-1: no step timed, omitted)
+  double gflops = -1;           // achieved GFLOP/s over the same steps
   double mfu = -1;              // gflops / logging.peak_gflops, only when that peak is set
   double final_loss = -1;       // the last step's loss
   double val_loss = -1;         // the last validation loss
@@ -97,8 +98,9 @@ class MetricsWriter {
 };
 
 // The progress line, one per logging.log_interval steps. Like Megatron-LM's, it averages over the
-// steps since the previous line: the loss, tokens/s, step time, GFLOP/s and data wait are their means
-// (the loss line of one step is noise); the grad norm, lr, elapsed time and ETA are the last step's.
+// steps since the previous line: the loss, step time and data wait are their means (the loss line of
+// one step is noise), tokens/s and GFLOP/s their tokens and FLOPs over their time; the grad norm,
+// lr, elapsed time and ETA are the last step's.
 // The metrics file keeps every step's own figures.
 class ProgressLine {
  public:
@@ -110,7 +112,8 @@ class ProgressLine {
   StepMetrics last_;
   int64_t first_step_ = 0;
   int64_t steps_ = 0;
-  double loss_ = 0, tokens_per_s_ = 0, step_ms_ = 0, gflops_ = 0, data_wait_ms_ = 0;
+  // Tokens and GFLOP are rate × time summed, so that the line's rates are totals over total time.
+  double loss_ = 0, tokens_ = 0, gflop_ = 0, step_ms_ = 0, data_wait_ms_ = 0;
 };
 
 // Where a run's outputs went ("" = not written).

@@ -77,10 +77,12 @@ void TensorBoardWriter::write_validation(int64_t step, double val_loss) {
 }
 
 void TensorBoardWriter::write_summary(const RunSummary& s, int64_t step) {
-  Scalars scalars = {{"summary/tokens_per_s", s.tokens_per_s}, {"summary/gflops", s.gflops}, {"summary/wall_s", s.wall_s}};
+  Scalars scalars = {{"summary/wall_s", s.wall_s}};
   auto put = [&](std::string_view tag, double v) {
     if (v >= 0) scalars.emplace_back(tag, v);
   };
+  put("summary/tokens_per_s", s.tokens_per_s);
+  put("summary/gflops", s.gflops);
   put("summary/mfu", s.mfu);
   put("summary/bubble_measured", s.bubble_measured);
   put("summary/bubble_theory", s.bubble_theory);

@@ -35,9 +35,10 @@ struct TrainResult {
   double first_loss = 0;
   double final_loss = 0;
   double last_val_loss = -1;  // -1 when no evaluation ran
-  // Throughput averaged over the steps after the first (which pays for warm-up).
-  double mean_tokens_per_s = 0;
-  double mean_gflops = 0;
+  // Throughput over the steps after the first (which pays for warm-up; a run of one step times it):
+  // their tokens (and model FLOPs) over their summed step time. 0 when no step was timed.
+  double tokens_per_s = 0;
+  double gflops = 0;
   // The step, and the optimizer step (AdamW over this rank's parameters, with the distributed
   // optimizer's parameter gathers it launches), seconds: medians over the same steps, so that one
   // step the machine stalled (a shared VM can slow one many times over) does not skew them.

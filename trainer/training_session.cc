@@ -485,8 +485,7 @@ void TrainingSession::record(int64_t step, const StepOutcome& o, double seconds)
 
   if (timed_step(step)) {
     throughput_.steps += 1;
-    throughput_.tokens_per_s += sm.tokens_per_s;
-    throughput_.gflops += sm.gflops;
+    throughput_.seconds += seconds;
     throughput_.step_s.push_back(seconds);
     if (o.bubble >= 0) {
       throughput_.bubble_steps += 1;
@@ -609,9 +608,11 @@ void TrainingSession::account_optimizer_time() {
 
 // The run's figures: log lines, the metrics file's summary, the export.
 void TrainingSession::summarize() {
-  if (throughput_.steps > 0) {
-    result_.mean_tokens_per_s = throughput_.tokens_per_s / static_cast<double>(throughput_.steps);
-    result_.mean_gflops = throughput_.gflops / static_cast<double>(throughput_.steps);
+  // The timed steps' tokens over their time (a mean of per-step rates would weigh a fast step as
+  // much as a slow one and overstate the throughput whenever step times vary).
+  if (throughput_.steps > 0 && throughput_.seconds > 0) {
+    result_.tokens_per_s = static_cast<double>(throughput_.steps * tokens_per_step_) / throughput_.seconds;
+    result_.gflops = stats_.flops_per_token * result_.tokens_per_s / 1e9;
   }
   result_.median_step_s = median(throughput_.step_s);
   result_.median_optimizer_s = median(throughput_.optimizer_s);
@@ -645,11 +646,14 @@ void TrainingSession::summarize() {
 
   summary.tokens = steps_run * tokens_per_step_;
   summary.wall_s = seconds_since(run_begin_);
-  summary.tokens_per_s = result_.mean_tokens_per_s;
-  summary.gflops = result_.mean_gflops;
-  // MFU needs the hardware's peak, which the program cannot know: only against logging.peak_gflops.
-  if (c_.logging.peak_gflops > 0)
-    summary.mfu = result_.mean_gflops / (c_.logging.peak_gflops * rc_.grid.world_size());
+  if (throughput_.steps > 0) {
+    summary.timed_steps = throughput_.steps;
+    summary.tokens_per_s = result_.tokens_per_s;
+    summary.gflops = result_.gflops;
+    // MFU needs the hardware's peak, which the program cannot know: only against logging.peak_gflops.
+    if (c_.logging.peak_gflops > 0)
+      summary.mfu = result_.gflops / (c_.logging.peak_gflops * rc_.grid.world_size());
+  }
   if (steps_run > 0) summary.final_loss = result_.final_loss;
   summary.val_loss = result_.last_val_loss;
   metrics_->write_summary(summary);

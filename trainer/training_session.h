@@ -59,7 +59,7 @@ class TrainingSession {
   // Running means over the steps after the first (which pays for warm-up).
   struct Throughput {
     int64_t steps = 0, bubble_steps = 0;
-    double tokens_per_s = 0, gflops = 0, bubble = 0;
+    double seconds = 0, bubble = 0;
     std::vector<double> step_s, optimizer_s;  // per timed step
   };
 

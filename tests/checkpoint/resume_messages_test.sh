@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a resume says through `lattice train`: a checkpoint already at training.train_iters says
-# "nothing left to train" (not "continues at step 21 of 20"), reports no throughput and leaves the
+# "nothing left to train" (not "continues at step 21 of 20"), reports no throughput (nor writes one) and leaves the
 # trace of the run that trained; a resume under another learning-rate
 # schedule (training.train_iters, optimizer.lr) warns naming the changed fields and the learning
 # rate of the next step under both schedules; an unchanged resume does not warn.
@@ -14,9 +14,14 @@ grep -qF "training continues at step 11 of 20" "$WORK/rest.log" || fail "no resu
 grep -q "learning-rate schedule" "$WORK/rest.log" && fail "a schedule warning without a change"
 
 trace_before=$(md5sum <"$WORK/trace.rank0.json")
-run 1 "$WORK/done.log" "${common[@]}" --set logging.trace_file="$WORK/trace.json"
-# Nothing trained: no throughput of 0 tokens/s, and the trace of the run that trained is kept.
+run 1 "$WORK/done.log" "${common[@]}" --set logging.trace_file="$WORK/trace.json" \
+  --set logging.metrics_file="$WORK/done.jsonl"
+# Nothing trained: no throughput of 0 tokens/s (not in the log, not in the metrics' summary, which
+# TensorBoard and report read), and the trace of the run that trained is kept.
 grep -qF "throughput: not measured" "$WORK/done.log" || fail "no 'not measured' throughput: $(cat "$WORK/done.log")"
+summary=$(grep '"summary"' "$WORK/done.jsonl") || fail "no summary line in the metrics file"
+grep -q '"steps":0' <<<"$summary" || fail "the summary does not say 0 steps: $summary"
+grep -q 'tokens_per_s\|gflops' <<<"$summary" && fail "a throughput in the summary of a run that trained none: $summary"
 [[ $(md5sum <"$WORK/trace.rank0.json") == "$trace_before" ]] || fail "a run with nothing to train replaced the trace"
 grep -qF "the checkpoint is at step 20, training.train_iters is 20: nothing left to train" "$WORK/done.log" ||
   fail "no 'nothing left' line: $(cat "$WORK/done.log")"

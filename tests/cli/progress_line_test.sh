@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The progress line, as Megatron-LM's, averages over the steps since the previous line: its loss,
-# tokens/s and step time are the means of the metrics file's per-step figures over exactly those
-# steps (the first step alone, then each log_interval, then the last step); grad norm and lr are the
-# last step's. A warmup longer than the run is warned about by validate and train; the start-of-run
+# The progress line, as Megatron-LM's, averages over the steps since the previous line: its loss
+# and step time are the means of the metrics file's per-step figures over exactly those steps (the
+# first step alone, then each log_interval, then the last step), its tokens/s and GFLOP/s those
+# steps' tokens and FLOPs over their summed time (not a mean of rates); grad norm and lr are the last
+# step's. The summary's throughput is the steps after the first, tokens over time, likewise. A warmup longer than the run is warned about by validate and train; the start-of-run
 # data lines count the samples and epochs a run and an evaluation read.
 set -uo pipefail
 export OMP_NUM_THREADS=1 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
@@ -19,7 +20,7 @@ python3 - "$W/train.log" "$W/m.jsonl" <<'PY' || fail "the progress lines do not 
 import json, re, sys
 steps = {r["step"]: r for r in map(json.loads, open(sys.argv[2])) if "loss" in r}
 line = re.compile(r"step +(\d+)/8 \| loss ([0-9.]+)(?: \(mean of steps (\d+)-(\d+)\))? \| lr ([0-9.e+-]+) \| "
-                  r"grad_norm ([0-9.]+) \| +([0-9.]+) tok/s \| +([0-9.]+) ms")
+                  r"grad_norm ([0-9.]+) \| +([0-9.]+) tok/s \| +([0-9.]+) ms \| +([0-9.]+) GFLOP/s")
 seen = []
 for text in open(sys.argv[1]):
     m = line.search(text)
@@ -32,12 +33,21 @@ for text in open(sys.argv[1]):
     span = [steps[s] for s in range(first, last + 1)]
     mean = lambda key: sum(r[key] for r in span) / len(span)
     assert abs(float(m[2]) - mean("loss")) <= 5e-5, (text, mean("loss"))
-    assert abs(float(m[7]) - mean("tokens_per_s")) <= 0.05 + 1e-6 * mean("tokens_per_s"), (text, mean("tokens_per_s"))
+    # Every step trains 64 tokens (global batch 4 × seq 16): the rate is their total over total time.
+    seconds = sum(r["step_ms"] for r in span) / 1e3
+    assert all(abs(r["tokens_per_s"] * r["step_ms"] / 1e3 - 64) < 1e-6 * 64 for r in span), span
+    assert abs(float(m[7]) - 64 * len(span) / seconds) <= 0.05 + 1e-6 * float(m[7]), (text, 64 * len(span) / seconds)
+    flops = sum(r["gflops"] * r["step_ms"] / 1e3 for r in span)
+    assert abs(float(m[9]) - flops / seconds) <= 0.05 + 1e-6 * float(m[9]), (text, flops / seconds)
     assert abs(float(m[8]) - mean("step_ms")) <= 0.05, (text, mean("step_ms"))
     assert abs(float(m[5]) - steps[step]["lr"]) <= 1e-3 * steps[step]["lr"], text
     assert abs(float(m[6]) - steps[step]["grad_norm"]) <= 5e-4, text
 # Lines at step 1 (alone), 3, 6 (log_interval) and 8 (the last): every step in exactly one line.
 assert seen == [(1, 1), (2, 3), (4, 6), (7, 8)], seen
+summary = [json.loads(l)["summary"] for l in open(sys.argv[2]) if '"summary"' in l][-1]
+timed = [steps[s] for s in range(2, 9)]
+expected = 64 * len(timed) / (sum(r["step_ms"] for r in timed) / 1e3)
+assert abs(summary["tokens_per_s"] - expected) <= 1e-3 * expected, (summary, expected)
 print("ok: progress lines", seen)
 PY
 
