@@ -91,6 +91,8 @@ def read_run(run_dir):
             try:
                 r = json.loads(line)
             except ValueError:
+                if not line.endswith("\n"):
+                    break  # the last line, cut off by a killed run (train drops it when it appends)
                 sys.exit(f"plot_runs: metrics file '{metrics}' line {n} is not JSON")
             if "loss" in r:
                 loss[r["step"]] = r["loss"]

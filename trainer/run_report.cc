@@ -98,6 +98,8 @@ void read_metrics(const std::string& file, int64_t train_iters, RunRecord& r) {
     try {
       j = json::parse(line);
     } catch (const json::parse_error&) {
+      // A last line without its newline is a write a kill cut off (train drops it when it appends).
+      if (in.eof()) break;
       throw InputError(fmt::format("report: metrics file '{}' line {} is not JSON", file, n));
     }
     const auto malformed = [&](const char* what) {
