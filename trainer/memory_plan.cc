@@ -136,6 +136,8 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
     }
   }
 
+  const int64_t dp_comm_bytes = r.comm_bytes;  // the gradient buckets' and the optimizer's: built with it
+
   // Activations: each chunk's slots (the slot planner on this rank's action list) of its layers'
   // kept groups, one recompute set per chunk, and the scratch; the head's saved tensors per slot.
   const int m_batches = static_cast<int>(pl.micro_batches);
@@ -207,13 +209,17 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
     if (sharded) r.checkpoint_bytes += 3 * rounded(P * 4);
   }
   // bf16 with the distributed optimizer: the exact fp32 init values (model/parameter_store.cc) live
-  // until the optimizer has copied its shard out of them, while everything above except the
-  // checkpoint buffers already exists. (Unsharded, the optimizer adopts them as its main parameters.)
+  // until the optimizer has copied its shard out of them, beside the parameters, the gradients, the
+  // optimizer's state and the data-parallel buffers, but before the activations, the scratch and the
+  // pipeline's buffers exist (trainer/training_session.cc builds the model chunks after the
+  // optimizer). (Unsharded, the optimizer adopts them as its main parameters.)
   if (bf16 && sharded) r.transient_bytes = rounded(P * 4);
 
   const int64_t steady = r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes + r.activation_bytes +
                          r.scratch_bytes + r.comm_bytes + r.workspace_bytes;
-  r.storage_bytes = std::max(steady + r.checkpoint_bytes, steady - r.workspace_bytes + r.transient_bytes);
+  const int64_t at_init = r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes + dp_comm_bytes +
+                          r.transient_bytes;
+  r.storage_bytes = std::max(steady + r.checkpoint_bytes, at_init);
   if (config_device(c) == Device::kCpu) {
     // Every bucket's non-blocking reduction may be in flight at once by the end of backward, each
     // with a temporary of up to its message (all-reduce or reduce-scatter: OpenMPI 4.1 measured
@@ -324,7 +330,7 @@ std::string format_memory_plan(const MemoryPlan& plan, const Config& config, con
          r.workspace_bytes);
   }
   if (r.checkpoint_bytes > 0) line("checkpoint buffers", r.checkpoint_bytes);
-  if (r.transient_bytes > 0) line("fp32 init values (until step 1)", r.transient_bytes);
+  if (r.transient_bytes > 0) line("fp32 init values (at start-up)", r.transient_bytes);
   if (r.mpi_temporary_bytes > 0) line("MPI collective temporary", r.mpi_temporary_bytes);
   line("peak", r.total_bytes);
   if (layout.pipeline > 1) {

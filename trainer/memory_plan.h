@@ -36,7 +36,7 @@ struct RankMemoryPlan {
                                        // f32 attention's (kernels/cuda_workspace.h), and bf16 attention's
                                        // as the device sizes it (cuDNN's; plan_memory's argument)
   int64_t checkpoint_bytes = 0;        // checkpoint.dir: the async writer's snapshot (+ the gathered state)
-  int64_t transient_bytes = 0;         // bf16 + distributed optimizer: the fp32 init values, freed before step 1
+  int64_t transient_bytes = 0;         // bf16 + distributed optimizer: the fp32 init values, freed before the activations exist
   // The tensors' high mark: the steady state (everything above but the transient) or, at start, the
   // steady state before the checkpoint buffers and the first step's workspace, plus the transient.
   int64_t storage_bytes = 0;

@@ -91,6 +91,7 @@ TrainingSession::TrainingSession(const Config& c, const TrainOptions& options, M
   memory_plan_ = plan_memory(c, pl_, device_attention_workspace(device_->backend(), c, pl_));
   build_model();
   build_optimizer();
+  build_chunks();
   // Checkpoints: resume (main parameters, moments, optimizer step; the data source seeks to the
   // step's samples by itself) and, with checkpoint.dir, saves. One process communicates nothing.
   const bool job = grid.world_size() > 1;
@@ -171,8 +172,8 @@ void TrainingSession::check_output_paths_on_every_rank(const Config& c, const st
                       ExitCode::kBadInput);
 }
 
-// This rank's parameters and model chunks, and the action lists with the activation slots each
-// chunk needs for them (its peak micro-batches between forward and backward in the list).
+// This rank's parameters, and the action lists with the activation slots each chunk needs for them
+// (its peak micro-batches between forward and backward in the list).
 void TrainingSession::build_model() {
   const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
   // A resumed run takes its weights from the checkpoint: model.init_from's file (maybe tens of GB)
@@ -191,6 +192,12 @@ void TrainingSession::build_model() {
   eval_actions_ = make_forward_only_schedule(p_, v_, m_, rc_.grid.pp_rank());
   slots_ = plan_activation_slots(actions_, v_, m_);
   eval_slots_ = plan_activation_slots(eval_actions_, v_, m_);
+}
+
+// The model chunks with their activation slots: after the optimizer, which frees bf16's fp32 init
+// values (the whole rank's parameters) before the activations exist, so that the two never add up.
+void TrainingSession::build_chunks() {
+  const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
   const TensorParallel tp{rc_.grid.tp_size() > 1 ? rc_.tp : nullptr, c_.parallel.sequence_parallel,
                           device_->stream()};
   for (int ch = 0; ch < v_; ++ch)

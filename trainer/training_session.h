@@ -67,6 +67,7 @@ class TrainingSession {
   void write_stop_report() const;
   void build_model();
   void build_optimizer();
+  void build_chunks();
   void build_pipeline();
   void log_precision() const;
   void log_layout() const;
