@@ -146,7 +146,7 @@ std::string format_model_stats(const ModelStats& s, Device device) {
                                     with_commas(s.non_embedding_params)));
   line("in GEMMs (incl. LM head)", fmt::format("{} ({})", count_str(s.matmul_params), with_commas(s.matmul_params)));
   out += "compute (training, fwd+bwd)\n";
-  line("FLOPs/token", fmt::format("{}  (6N {} + attention {})", flops_str(s.flops_per_token),
+  line("FLOPs/token", fmt::format("{}  (6 × GEMM parameters {} + attention {})", flops_str(s.flops_per_token),
                                   flops_str(s.matmul_flops_per_token), flops_str(s.attention_flops_per_token)));
   line("tokens/iteration", with_commas(s.tokens_per_iter));
   line("FLOPs/iteration", flops_str(s.flops_per_iter));

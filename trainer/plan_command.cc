@@ -109,15 +109,17 @@ std::string format_plan(const PlanResult& result, const Config& config, const Gp
   if (!result.layouts.empty() && !result.layouts.front().fits)
     out += fmt::format("  none of the {} layouts fits in {} per GPU: the nearest to fitting first\n", result.candidates,
                        format_bytes(int64_t(gpu.memory_bytes * gpu.usable_memory_fraction)));
+  // The cpu preset is one process per core: OpenBLAS's and OpenMP's threads would share the cores.
+  const std::string cpu_threads = options.gpu == "cpu" ? " -x OMP_NUM_THREADS=1" : "";
   int rank = 0;
   for (const LayoutPrediction& l : result.layouts) {
     out += fmt::format(
         "{:>3} {:>3} {:>3} {:>4} {:>2} {:>4} {:>5} {:>2} {:>2} {:>9} {:>10} {:>4} {:>8.3f} {:>11.0f} {:>5.1f}% {:>5.1f}%  "
-        "mpirun -np {} lattice train --config {}{}\n",
+        "mpirun -np {}{} lattice train --config {}{}\n",
         ++rank, l.tensor, l.pipeline, l.data, l.virtual_stages, l.micro_batch_size, l.micro_batches,
         l.sequence_parallel ? "y" : "n", l.distributed_optimizer ? "y" : "n", recompute_name(l.recompute),
         format_bytes(l.memory_bytes), l.fits ? "yes" : "NO", l.step_s, l.tokens_per_s, 100 * l.mfu, 100 * l.bubble,
-        options.plan.gpus, shell_word(options.config_path), set_args(l, config, options.overrides));
+        options.plan.gpus, cpu_threads, shell_word(options.config_path), set_args(l, config, options.overrides));
   }
   return out;
 }
@@ -134,6 +136,15 @@ int run_plan_command(const PlanCommandOptions& options) {
                  seconds);
   } else {
     std::printf("%s", format_plan(result, config, gpu, options, seconds).c_str());
+  }
+  if (!result.layouts.empty() && !result.layouts.front().fits) {
+    // A script sweeping GPU counts must see it without parsing the table.
+    spdlog::error("plan: none of the {} layouts fits in {} per GPU on {} GPUs (listed nearest to fitting first): "
+                  "plan more GPUs (--gpus){}",
+                  result.candidates, format_bytes(int64_t(gpu.memory_bytes * gpu.usable_memory_fraction)),
+                  options.plan.gpus,
+                  config.training.precision == Precision::kFp32 ? ", or training.precision bf16" : "");
+    return static_cast<int>(ExitCode::kBadInput);
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `lattice plan` from the command line: a GPU count no layout can use exits 2 naming --gpus; --json is
+# `lattice plan` from the command line: a GPU count no layout can use exits 2 naming --gpus, and so
+# does a plan where no layout fits (after its table); the cpu preset's commands set one thread; --json is
 # one JSON list with the documented fields; every printed command line's --set arguments pass
 # `lattice validate` for that many ranks, the user's own --set included; --gpu FILE reads a spec and a
 # bad one exits 2 naming --gpu.
@@ -13,6 +14,16 @@ out=$($LATTICE plan --config configs/gpt2-124m.json --gpus 7 2>&1)
 code=$?
 [[ $code -eq 2 ]] || fail "--gpus 7: exit $code, want 2"
 grep -qF -- "--gpus 7: no layout" <<<"$out" || fail "--gpus 7: message does not name --gpus: $out"
+
+# No layout fits: the table (nearest first), then exit 2 with one error, so a script sees it.
+out=$($LATTICE plan --config configs/llama3-70b.json --gpus 8 --top 2 2>&1)
+code=$?
+[[ $code -eq 2 ]] || fail "70B on 8 GPUs: exit $code, want 2"
+grep -qF "none of the" <<<"$out" && [[ $(grep -c "\[error\] plan: none of the .* fits" <<<"$out") -eq 1 ]] &&
+  [[ $(grep -c 'mpirun -np 8' <<<"$out") -eq 2 ]] || fail "70B on 8 GPUs: $out"
+# The cpu preset's commands run one thread per process (a process per core).
+out=$($LATTICE plan --config configs/gpt2-124m.json --gpus 2 --gpu cpu --top 2 2>&1) || fail "plan --gpu cpu: $out"
+[[ $(grep -c 'mpirun -np 2 -x OMP_NUM_THREADS=1 lattice train' <<<"$out") -eq 2 ]] || fail "--gpu cpu commands: $out"
 
 $LATTICE plan --config configs/llama3-8b.json --gpus 16 --top 4 --json >"$WORK/plan.json" 2>"$WORK/plan.err" ||
   fail "--json exited $?: $(cat "$WORK/plan.err")"
