@@ -400,7 +400,8 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
     const NvtxRange range("grad norm", NvtxKind::kOptimizer);
     readback_->enqueue_grad_sum_squares(optimizer_->norm_grads());
   }
-  tracer_->span("grad norm", "optimizer", anchor, norm_start, stream.record(), {{"step", step}});
+  const Event norm_end = stream.record();
+  tracer_->span("grad norm", "optimizer", anchor, norm_start, norm_end, {{"step", step}});
   read_back();
   // The step's work has completed: its events are read without waiting (before the read-back, each
   // read would have been a host synchronization).
@@ -422,6 +423,9 @@ TrainingSession::StepOutcome TrainingSession::train_step(int64_t step) {
   out.lr = learning_rate(c_.optimizer, c_.training.train_iters, step);
   checkpoint_->before_optimizer_step();  // an overlapped checkpoint snapshot is taken before values change
   const Event optimizer_start = stream.record();
+  // The read-back and the host sums over the ranks (loss, grad norm, bubble): where a rank waits for
+  // the slowest, which the trace would otherwise show as an unlabelled gap.
+  tracer_->span("read-back and rank sums", "optimizer", anchor, norm_end, optimizer_start, {{"step", step}});
   {
     const NvtxRange range("optimizer", NvtxKind::kOptimizer);
     optimizer_->step(out.lr, clip_scale(out.grad_norm, c_.optimizer.grad_clip));

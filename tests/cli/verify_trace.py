@@ -38,7 +38,7 @@ fwd = {(e["args"]["step"], e["args"]["microbatch"]): e for e in by_name["forward
 for e in by_name["backward"]:
     f = fwd[(e["args"]["step"], e["args"]["microbatch"])]
     assert f["ts"] + f["dur"] <= e["ts"] + 1e-3, f"backward before its forward: {e}"
-for name in ("optimizer", "grad norm"):
+for name in ("optimizer", "grad norm", "read-back and rank sums"):
     assert sorted(e["args"]["step"] for e in by_name[name]) == list(range(1, steps + 1)), f"one {name} per step"
 assert len(by_name["data wait"]) == steps * micro, "one data wait per micro-batch"
 print(f"ok: {path}: {len(events)} events, forward/backward for {steps} steps x {micro} micro-batches")
