@@ -128,13 +128,15 @@ def main():
         if not loss:  # read_run said why
             continue
         colour = f"C{i % 10}"
+        # A line of one point draws nothing: a run of one step gets a marker.
+        lone = {"marker": "o", "markersize": 4} if len(loss) == 1 else {}
         for ax, scale in ((by_step, 1), (by_tokens, tokens_per_step)):
             ax.plot([s * scale for s in sorted(loss)], [loss[s] for s in sorted(loss)], color=colour,
-                    label=f"{name} train")
+                    label=f"{name} train", **lone)
             if val:
                 ax.plot([s * scale for s in sorted(val)], [val[s] for s in sorted(val)], color=colour,
                         linestyle="--", marker="o", markersize=3, label=f"{name} validation")
-        throughput.plot(sorted(speed), [speed[s] for s in sorted(speed)], color=colour, label=name)
+        throughput.plot(sorted(speed), [speed[s] for s in sorted(speed)], color=colour, label=name, **lone)
     by_step.set(title="loss by step", xlabel="step", ylabel="loss")
     by_tokens.set(title="loss by tokens", xlabel="tokens", ylabel="loss")
     throughput.set(title="throughput", xlabel="step", ylabel="tokens/s")
