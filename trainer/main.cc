@@ -3,6 +3,7 @@
 // errors go to stderr, a command's report (validate, data inspect, bench, generate's text) to stdout.
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include "parallel/mpi_runtime.h"
 #include "parallel/nccl_world.h"
 #include "parallel/watchdog.h"
+#include "trainer/batch_dump.h"
 #include "trainer/benchmark.h"
 #include "trainer/comm_bench.h"
 #include "trainer/config.h"
@@ -497,6 +499,19 @@ int run(int argc, char** argv) {
   CLI::App* inspect_cmd = data_cmd->add_subcommand(
       "inspect", "print an indexed dataset's counts, dtype, length statistics and its first documents");
   add_inspect_options(inspect_cmd, inspect);
+  ConfigArgs batch_args;
+  int64_t batch_step = 1;
+  std::string batch_split = "train";
+  CLI::App* batch_cmd = data_cmd->add_subcommand(
+      "batch", "print the tokens of one global batch as a run of the config reads it (one JSON line per sample), "
+               "to feed a reference implementation the same batches");
+  batch_args.add_to(batch_cmd);
+  batch_cmd->add_option("--step", batch_step, "the training step (1-based), or with --split valid the evaluation's batch")
+      ->required()
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  batch_cmd->add_option("--split", batch_split, "train, or valid (the batches every evaluation reads)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"train", "valid"}));
 
   ConfigArgs bench_args;
   int64_t bench_steps = 6;
@@ -590,6 +605,11 @@ int run(int argc, char** argv) {
   }
   if (*inspect_cmd) {
     std::printf("%s", inspect_dataset(inspect).c_str());
+    return 0;
+  }
+  if (*batch_cmd) {
+    const Split split = batch_split == "train" ? Split::kTrain : Split::kValid;
+    std::printf("%s", dump_global_batch(batch_args.load(), split, batch_step).c_str());
     return 0;
   }
   if (*report_cmd) {
