@@ -189,7 +189,8 @@ void log_run_summary(const RunSummary& s, int64_t first_step, int64_t last_step,
                            : fmt::format("none left of {}", train_iters),
                s.tokens, format_duration(s.wall_s), s.wall_s);
   if (s.tokens_per_s < 0) {
-    spdlog::info("  throughput: not measured (no step was timed: this run trained none)");
+    spdlog::info("  throughput: not measured (it times the steps after the first, and this run trained {})",
+                 s.steps == 0 ? "none" : "one");
   } else {
     spdlog::info("  throughput: {:.1f} tokens/s, {:.1f} GFLOP/s achieved ({}); {}", s.tokens_per_s, s.gflops,
                  s.timed_steps < s.steps ? fmt::format("tokens over time of the {} step(s) after the first", s.timed_steps)

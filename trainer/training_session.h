@@ -56,7 +56,7 @@ class TrainingSession {
     double bubble = -1;  // measured pipeline bubble (pipeline > 1)
     double hidden = -1;  // hidden share of the dp gradient communication (data > 1)
   };
-  // Running means over the steps after the first (which pays for warm-up).
+  // Running totals over the steps after the first (which pays for warm-up).
   struct Throughput {
     int64_t steps = 0, bubble_steps = 0;
     double seconds = 0, bubble = 0;
