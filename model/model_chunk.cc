@@ -8,8 +8,20 @@
 
 namespace lattice {
 
+std::vector<int> activation_slot_pools(const ModelConfig& config, const ModelLayout& layout) {
+  std::vector<int> pools(static_cast<size_t>(layout.num_chunks()));
+  int shared = -1;  // the first chunk without the head: the pool its equals share
+  for (int c = 0; c < layout.num_chunks(); ++c) {
+    pools[c] = c;
+    if (layout.has_head(c)) continue;
+    if (shared < 0) shared = c;
+    else if (layout.chunk_layers(config, c).count == layout.chunk_layers(config, shared).count) pools[c] = shared;
+  }
+  return pools;
+}
+
 ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int chunk, ParameterStore& params,
-                       TensorParallel tp, int64_t micro_batch_size, int slots)
+                       TensorParallel tp, int64_t micro_batch_size, int slots, const ModelChunk* share_slots_with)
     : config_(config), layout_(layout), micro_batch_size_(micro_batch_size), slots_(slots), range_(layout.chunk_layers(config, chunk)) {
   LATTICE_CHECK(slots >= 1, "a model chunk needs at least one activation slot, got {}", slots);
   LATTICE_CHECK(range_.count >= 1, "virtual stage {} has no decoder layer", layout.virtual_stage(chunk));
@@ -25,15 +37,25 @@ ModelChunk::ModelChunk(const ModelConfig& config, const ModelLayout& layout, int
   }
   if (layout.has_head(chunk))
     head_ = std::make_unique<LmHead>(config_, layout_, params, tp, micro_batch_size, slots);
-  saved_.resize(static_cast<size_t>(slots));
   unsigned recomputed_groups = 0;
   for (size_t i = 0; i < layers_.size(); ++i)
     recomputed_groups |= LayerActivations::kAll & ~kept_groups(layer_recompute(i));
-  for (auto& slot : saved_) {
-    slot.resize(layers_.size());
-    for (size_t i = 0; i < layers_.size(); ++i)
-      slot[i].allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype(),
-                       kept_groups(layer_recompute(i)));
+  if (share_slots_with != nullptr) {
+    // The same layer count keeps the same groups per layer (layer_recompute counts within a chunk).
+    LATTICE_CHECK(!head_ && !share_slots_with->head_ && share_slots_with->layers_.size() == layers_.size() &&
+                      share_slots_with->slots_ == slots,
+                  "chunk {} cannot share the activation slots of a chunk with the head, another layer count or "
+                  "other slots ({} layers, {} slots; theirs {}, {})",
+                  chunk, layers_.size(), slots, share_slots_with->layers_.size(), share_slots_with->slots_);
+    saved_ = share_slots_with->saved_;
+  } else {
+    saved_ = std::make_shared<std::vector<std::vector<LayerActivations>>>(static_cast<size_t>(slots));
+    for (auto& slot : *saved_) {
+      slot.resize(layers_.size());
+      for (size_t i = 0; i < layers_.size(); ++i)
+        slot[i].allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype(),
+                         kept_groups(layer_recompute(i)));
+    }
   }
   recomputed_.allocate(params.context(), config_, layout_, micro_batch_size, params.param_dtype(), recomputed_groups);
   // Activations and their gradients in the parameters' compute dtype (bf16 under mixed precision).
@@ -53,7 +75,7 @@ unsigned ModelChunk::kept_groups(Recompute mode) {
 }
 
 LayerActivations ModelChunk::layer_activations(int slot, size_t i) const {
-  LayerActivations s = saved_[static_cast<size_t>(slot)][i];
+  LayerActivations s = (*saved_)[static_cast<size_t>(slot)][i];
   s.share(recomputed_, LayerActivations::kAll & ~kept_groups(layer_recompute(i)));
   return s;
 }
@@ -70,7 +92,7 @@ Shape ModelChunk::activation_shape() const {
 void ModelChunk::forward(int slot, const Tensor& ids, const Tensor& targets, const Tensor& input, Tensor& output,
                          Tensor& token_losses, std::optional<float> loss_grad_scale) {
   LATTICE_CHECK(slot >= 0 && slot < slots_, "activation slot {} out of range [0, {})", slot, slots_);
-  auto& saved = saved_[static_cast<size_t>(slot)];
+  auto& saved = (*saved_)[static_cast<size_t>(slot)];
   if (embedding_) {
     params_needed(embedding_->parameter_indices());
     embedding_->forward(ids, saved[0].input);

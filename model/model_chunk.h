@@ -23,12 +23,21 @@
 
 namespace lattice {
 
+// The activation-slot pools of a rank's chunks (ActivationSlots::pool, each named by its first
+// chunk): the chunks without the LM head share one when they hold the same number of layers (their
+// saved activations are the same tensors); the head's chunk (its per-slot logits) and chunks of
+// another size keep their own.
+std::vector<int> activation_slot_pools(const ModelConfig& config, const ModelLayout& layout);
+
 class ModelChunk {
  public:
   // `slots`: how many micro-batches may be between their forward and backward on this chunk at
   // once (the schedule's in-flight count); activation memory for that many is allocated now.
+  // `share_slots_with`: another chunk of this rank whose slots this one uses (same layer count, no
+  // LM head on either; `slots` must be its count): the two never hold more micro-batches at once
+  // than the slots (ActivationSlots' pools), and allocating both would double them.
   ModelChunk(const ModelConfig& config, const ModelLayout& layout, int chunk, ParameterStore& params,
-             TensorParallel tp, int64_t micro_batch_size, int slots);
+             TensorParallel tp, int64_t micro_batch_size, int slots, const ModelChunk* share_slots_with = nullptr);
   ModelChunk(const ModelChunk&) = delete;
   ModelChunk& operator=(const ModelChunk&) = delete;
 
@@ -89,7 +98,8 @@ class ModelChunk {
   std::vector<DecoderLayer> layers_;
   std::vector<std::vector<size_t>> layer_params_;
   std::unique_ptr<LmHead> head_;
-  std::vector<std::vector<LayerActivations>> saved_;  // [slot][layer]
+  // [slot][layer]; shared with the chunks of the same activation-slot pool.
+  std::shared_ptr<std::vector<std::vector<LayerActivations>>> saved_;
   LayerActivations recomputed_;                       // what backward recomputes (no input)
   Tensor d_hidden_;                                   // [local tokens, H]
   LayerScratch scratch_;

@@ -11,6 +11,7 @@
 #include "checkpoint/shard_plan.h"
 #include "kernels/cuda_workspace.h"
 #include "kernels/f32_staging.h"
+#include "model/model_chunk.h"
 #include "model/model_layout.h"
 #include "model/model_parameters.h"
 #include "parallel/activation_slots.h"
@@ -77,11 +78,8 @@ int slot_micro_batches(const ParallelLayout& pl) {
   return static_cast<int>(std::min<int64_t>(pl.micro_batches, int64_t{pl.virtual_stages + 2} * pl.pipeline));
 }
 
-// `slots`: the activation slots of each of the rank's chunks (the slot planner's).
-// `attention_workspace`: what the device's attention takes beside its operands (plan_memory's choice).
-RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank, const std::vector<int>& slots,
-                         int64_t attention_workspace) {
-  const ModelConfig& m = c.model;
+// The model layout of tp rank 0 of pipeline rank `pp_rank` (every tp rank of a stage holds the same shapes).
+ModelLayout stage_layout(const Config& c, const ParallelLayout& pl, int pp_rank) {
   ModelLayout layout;
   layout.tp_rank = 0;
   layout.tp_size = pl.tensor;
@@ -90,6 +88,15 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
   layout.pp_size = pl.pipeline;
   layout.virtual_stages = pl.virtual_stages;
   layout.layers_per_stage = pl.layers_per_stage;
+  return layout;
+}
+
+// `slots`: the slot planner's on the rank's action list, with the model chunks' pools.
+// `attention_workspace`: what the device's attention takes beside its operands (plan_memory's choice).
+RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank, const ActivationSlots& slots,
+                         int64_t attention_workspace) {
+  const ModelConfig& m = c.model;
+  const ModelLayout layout = stage_layout(c, pl, pp_rank);
 
   RankMemoryPlan r;
   r.pp_rank = pp_rank;
@@ -141,7 +148,9 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
   // Activations: each chunk's slots (the slot planner on this rank's action list) of its layers'
   // kept groups, one recompute set per chunk, and the scratch; the head's saved tensors per slot.
   const int m_batches = static_cast<int>(pl.micro_batches);
-  r.slots = slots;
+  r.slots = slots.needed;
+  r.pool = slots.pool;
+  r.pool_slots = slots.pool_slots;
   const int64_t B = c.training.micro_batch_size, T = m.seq_length;
   Shapes s{B, T, B * T, layout.local_tokens(m, B), m.hidden_size, m.head_dim(),
            m.num_attention_heads / pl.tensor, m.num_kv_heads / pl.tensor, m.ffn_hidden_size / pl.tensor,
@@ -158,7 +167,8 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
       per_slot += layer_activation_bytes(s, kept_groups(mode));
       recomputed |= 7u & ~kept_groups(mode);
     }
-    const int slots = r.slots[static_cast<size_t>(ch)];
+    // A pool's slots are counted once, with its first chunk (its chunks keep the same layers).
+    const int pool_slots = r.pool[static_cast<size_t>(ch)] == ch ? r.pool_slots[static_cast<size_t>(ch)] : 0;
     int64_t head_per_slot = 0;
     if (layout.has_head(ch)) {  // model/lm_head.cc: hidden, norm output and stats, logits, lse per slot
       has_head = true;
@@ -171,7 +181,7 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
     has_embedding = has_embedding || layout.has_embedding(ch);
     if (layout.has_embedding(ch) && s.sp) r.scratch_bytes += rounded(s.N * s.H * cs);  // the gathered lookup
     r.activation_bytes_per_micro_batch += per_slot + head_per_slot;
-    r.activation_bytes += (per_slot + head_per_slot) * slots;
+    r.activation_bytes += (per_slot + head_per_slot) * pool_slots;
     r.scratch_bytes += layer_activation_bytes(s, recomputed) + rounded(s.n * s.H * cs) /* d_hidden */ +
                        layer_scratch_bytes(s);
   }
@@ -267,9 +277,12 @@ MemoryPlan plan_memory(const Config& config, const ParallelLayout& layout,
       key.push_back(layout.layers_per_stage.empty() ? 0 : layout.layers_per_stage[static_cast<size_t>(vs)]);
       key.push_back(vs == 0 ? 1 : vs == p * v - 1 ? 2 : 0);
     }
-    const std::vector<int> slots =
-        plan_activation_slots(make_schedule(layout.schedule, p, v, slot_batches, pp), v, slot_batches).needed;
-    key.insert(key.end(), slots.begin(), slots.end());
+    const ActivationSlots slots =
+        plan_activation_slots(make_schedule(layout.schedule, p, v, slot_batches, pp), v, slot_batches,
+                              activation_slot_pools(config.model, stage_layout(config, layout, pp)));
+    key.insert(key.end(), slots.needed.begin(), slots.needed.end());
+    key.insert(key.end(), slots.pool.begin(), slots.pool.end());
+    key.insert(key.end(), slots.pool_slots.begin(), slots.pool_slots.end());
     auto it = planned.find(key);
     if (it == planned.end()) {
       it = planned.emplace(key, plan_rank(config, layout, pp, slots, attention_workspace)).first;
@@ -317,9 +330,8 @@ std::string format_memory_plan(const MemoryPlan& plan, const Config& config, con
   line("gradients (fp32)", r.grad_bytes);
   line("main params (fp32)", r.main_param_bytes);
   line("AdamW moments (fp32)", r.optimizer_bytes);
-  std::string slots;
-  for (size_t c = 0; c < r.slots.size(); ++c) slots += fmt::format("{}{}", c ? "+" : "", r.slots[c]);
-  line(fmt::format("activations ({} slot(s) × {})", slots, format_bytes(r.activation_bytes_per_micro_batch)),
+  const std::string slots = activation_slots_text(r.pool, r.pool_slots);
+  line(fmt::format("activations (slots: {})", slots),
        r.activation_bytes);
   line("scratch, loss head, batches", r.scratch_bytes);
   line("communication buffers", r.comm_bytes);

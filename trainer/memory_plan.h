@@ -27,9 +27,10 @@ struct RankMemoryPlan {
   int64_t grad_bytes = 0;              // fp32 gradient buffer
   int64_t main_param_bytes = 0;        // fp32 master weights (bf16, or the distributed optimizer's shard)
   int64_t optimizer_bytes = 0;         // AdamW moments (sharded over data with the distributed optimizer)
-  int64_t activation_bytes = 0;        // saved activations: per micro-batch × slots, summed over chunks
+  int64_t activation_bytes = 0;        // saved activations: a chunk's per slot × its pool's slots, per pool
   int64_t activation_bytes_per_micro_batch = 0;  // one micro-batch through all of the rank's chunks
-  std::vector<int> slots;              // activation slots per chunk (micro-batches in flight)
+  std::vector<int> slots;              // micro-batches in flight per chunk (the pipeline's p2p buffers)
+  std::vector<int> pool, pool_slots;   // the chunks' activation-slot pools (ActivationSlots): what is allocated
   int64_t scratch_bytes = 0;           // per-chunk layer scratch, recompute sets, embedding/head/loss buffers
   int64_t comm_bytes = 0;              // pipeline p2p buffers, bf16 reduce staging, distributed-optimizer buffers
   int64_t workspace_bytes = 0;         // CPU: bf16 operands widened to f32 (largest op); CUDA: cuBLASLt's,

@@ -190,8 +190,9 @@ void TrainingSession::build_model() {
   params_ = build_parameters(init, layout, *device_);
   actions_ = make_schedule(pl_.schedule, p_, v_, m_, rc_.grid.pp_rank());
   eval_actions_ = make_forward_only_schedule(p_, v_, m_, rc_.grid.pp_rank());
-  slots_ = plan_activation_slots(actions_, v_, m_);
-  eval_slots_ = plan_activation_slots(eval_actions_, v_, m_);
+  const std::vector<int> pools = activation_slot_pools(c_.model, layout);
+  slots_ = plan_activation_slots(actions_, v_, m_, pools);
+  eval_slots_ = plan_activation_slots(eval_actions_, v_, m_, pools);
 }
 
 // The model chunks with their activation slots: after the optimizer, which frees bf16's fp32 init
@@ -200,9 +201,12 @@ void TrainingSession::build_chunks() {
   const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
   const TensorParallel tp{rc_.grid.tp_size() > 1 ? rc_.tp : nullptr, c_.parallel.sequence_parallel,
                           device_->stream()};
-  for (int ch = 0; ch < v_; ++ch)
+  for (int ch = 0; ch < v_; ++ch) {
+    const int pool = slots_.pool[ch];
     chunks_.push_back(std::make_unique<ModelChunk>(c_.model, layout, ch, *params_, tp, c_.training.micro_batch_size,
-                                                   slots_.needed[ch]));
+                                                   slots_.pool_slots[pool],
+                                                   pool != ch ? chunks_[pool].get() : nullptr));
+  }
 }
 
 void TrainingSession::build_optimizer() {
@@ -287,10 +291,9 @@ void TrainingSession::log_memory_plan() const {
 }
 
 void TrainingSession::log_layout() const {
-  std::string chunk_slots;
-  for (int ch = 0; ch < v_; ++ch) chunk_slots += fmt::format("{}{}", ch ? ", " : "", slots_.needed[ch]);
+  const std::string chunk_slots = activation_slots_text(slots_.pool, slots_.pool_slots);
   spdlog::info("layout: tensor {} × pipeline {} × data {}; schedule {}, {} virtual stage(s) per rank, {} "
-               "micro-batch(es) of {} per step per dp rank, activation slots per chunk [{}]; theoretical "
+               "micro-batch(es) of {} per step per dp rank, activation slots {}; theoretical "
                "bubble {:.1f}%; {} gradient bucket(s), overlap_grad_reduce {}, distributed optimizer {}",
                rc_.grid.tp_size(), p_, D_, schedule_kind_name(pl_.schedule), v_, m_, c_.training.micro_batch_size,
                chunk_slots, 100 * pl_.bubble, buckets_ ? buckets_->buckets().size() : 0,

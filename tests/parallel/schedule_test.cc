@@ -358,6 +358,47 @@ TEST_CASE("activation slots from the action list: peak per chunk, no slot shared
   }
 }
 
+TEST_CASE("activation slots shared by a rank's chunks: one pool holds what is in flight on them together") {
+  for (const Layout& l : all_layouts()) {
+    if (l.v == 1) continue;
+    for (int r = 0; r < l.p; ++r) {
+      INFO(text(l) << " rank " << r);
+      const std::vector<Action> list = make_schedule(l.kind, l.p, l.v, l.m, r);
+      // Every chunk but the last shares chunk 0's pool (activation_slot_pools with the head on the last).
+      std::vector<int> pools(l.v, 0);
+      pools[l.v - 1] = l.v - 1;
+      const ActivationSlots own = plan_activation_slots(list, l.v, l.m);
+      const ActivationSlots shared = plan_activation_slots(list, l.v, l.m, pools);
+      CHECK(shared.needed == own.needed);
+      CHECK(shared.pool == pools);
+      // Replay: no pool slot is held by two (micro-batch, chunk) pairs; the pool's size is their peak.
+      std::vector<std::pair<int, int>> holder;
+      int live = 0, peak = 0, own_sum = 0;
+      for (const Action& a : list) {
+        if (!is_compute(a.type) || pools[a.chunk] != 0) continue;
+        const int s = shared.slot[a.chunk][a.microbatch];
+        REQUIRE(s >= 0);
+        REQUIRE(s < shared.pool_slots[0]);
+        if (int(holder.size()) <= s) holder.resize(s + 1, {-1, -1});
+        if (a.type == ActionType::kForward) {
+          REQUIRE(holder[s].first == -1);
+          holder[s] = {a.chunk, a.microbatch};
+          peak = std::max(peak, ++live);
+        } else {
+          REQUIRE(holder[s] == std::make_pair(a.chunk, a.microbatch));
+          holder[s] = {-1, -1};
+          --live;
+        }
+      }
+      for (int c = 0; c + 1 < l.v; ++c) own_sum += own.needed[c];
+      CHECK(shared.pool_slots[0] == peak);
+      CHECK(shared.pool_slots[0] <= own_sum);
+      CHECK(shared.pool_slots[l.v - 1] == own.needed[l.v - 1]);
+      CHECK(shared.slot[l.v - 1] == own.slot[l.v - 1]);
+    }
+  }
+}
+
 TEST_CASE("bad layouts are InputErrors that name the field") {
   auto fails_with = [](auto&& fn, const std::string& needle) {
     INFO(needle);

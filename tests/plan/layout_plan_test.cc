@@ -135,6 +135,11 @@ TEST_CASE("the activation slots plan_memory takes from (v + 2)·p micro-batches 
         const int m = 16 * p;
         CHECK(plan_activation_slots(make_schedule(kind, p, v, m, rank), v, m).needed ==
               plan_activation_slots(make_schedule(kind, p, v, cap, rank), v, cap).needed);
+        // The pool the chunks without the head share (activation_slot_pools) too.
+        std::vector<int> pools(static_cast<size_t>(v), 0);
+        pools.back() = v - 1;
+        CHECK(plan_activation_slots(make_schedule(kind, p, v, m, rank), v, m, pools).pool_slots ==
+              plan_activation_slots(make_schedule(kind, p, v, cap, rank), v, cap, pools).pool_slots);
       }
     }
   }
