@@ -588,10 +588,11 @@ int run(int argc, char** argv) {
   }
 
   train_options.export_dtype = export_dtype_of(train_export_dtype);
+  // Refused, not warned: a Megatron-LM user's --bf16 habit would otherwise train a whole run in fp32.
   if (*train_cmd && train_options.export_dir.empty() && train_cmd->count("--dtype") > 0)
-    spdlog::warn("train: --dtype {} has no effect without --export DIR (it is the exported weights' dtype; "
-                 "training.precision is the training's)",
-                 train_export_dtype);
+    throw InputError(fmt::format("train: --dtype {} needs --export DIR: it is the exported weights' dtype; to train in "
+                                 "bf16 give --set training.precision=bf16",
+                                 train_export_dtype));
   if (*train_cmd) return run_train(train_args, train_options, ignore_memory_check, argc_ptr, argv_ptr);
   if (*validate_cmd) return run_validate(validate_args, validate_world_size, validate_json);
   if (*plan_cmd) {

@@ -79,15 +79,17 @@ out=$($LATTICE "${validate[@]}" --set checkpoint.dir="$WORK/good" 2>&1) || fail 
 grep -qF "checkpoint: resumes from $WORK/good/iter_0000010 (step 10)" <<<"$out" || fail "validate names no checkpoint: $out"
 echo "ok: validate refuses what the resume would refuse"
 # checkpoint.load=none in a root that holds checkpoints starts fresh, but says that its saves replace
-# theirs; --dtype without --export is said to do nothing.
+# theirs; --dtype without --export (the exported weights' dtype, not the training's) is refused
+# before anything runs, naming training.precision.
 cp -a "$WORK/good" "$WORK/load_none"
 run 1 "$WORK/load_none.log" "${common[@]}" --set checkpoint.dir="$WORK/load_none" --set checkpoint.load=none \
-  --set training.train_iters=2 --dtype bf16
+  --set training.train_iters=2
 grep -qF "checkpoint.load none: starting from step 0 in checkpoint.dir $WORK/load_none, which holds checkpoints up to iter_0000010" \
   "$WORK/load_none.log" || fail "load=none into a root with checkpoints: no warning"
-grep -qF "train: --dtype bf16 has no effect without --export DIR" "$WORK/load_none.log" ||
-  fail "--dtype without --export: no warning"
-echo "ok: load=none and --dtype without --export warn"
+expect_exit2 "train: --dtype bf16 needs --export DIR: it is the exported weights' dtype; to train in bf16 give --set training.precision=bf16" \
+  $LATTICE "${common[@]}" --set checkpoint.dir="$WORK/dtype" --dtype bf16
+[[ -e "$WORK/dtype" ]] && fail "--dtype without --export created checkpoint.dir"
+echo "ok: load=none warns; --dtype without --export is refused"
 # lattice bench: --config (training steps) or --checkpoint (the checkpoint benchmark), one of them.
 expect_exit2 "needs --config" $LATTICE bench
 expect_exit2 "not both" $LATTICE bench --config configs/test-tiny-gpt2.json --checkpoint "$WORK/bench"
