@@ -25,7 +25,8 @@ std::string tokenizer_record_path(const std::string& prefix);
 // The contents of the tokenizer files `options` names, by path, read before the dataset is written:
 // the record copies these bytes, so a file changed or removed while the data is prepared cannot
 // leave a new dataset without its record. An InputError naming the flag for a file that is not a
-// regular file (a pipe, `<(...)`, is read once, by the tokenizer) or cannot be read.
+// regular file (a pipe, `<(...)`: the record keeps a copy of the file itself) or cannot be read. The
+// tokenizer is made from these bytes (make_tokenizer's `texts`).
 TokenizerFileTexts read_tokenizer_files(const TokenizerOptions& options);
 
 // Writes PREFIX.tokenizer.json describing `tokenizer` (made from `options`) and copies its files
