@@ -17,7 +17,8 @@ namespace lattice {
 
 struct MpiCommunicator::Info {
   int world_rank;
-  std::string group;  // describe()
+  std::string group;       // describe()
+  std::vector<int> peers;  // the group's other world ranks, which a hung collective waits for
 };
 
 namespace {
@@ -59,8 +60,8 @@ std::string tensor_summary(const Tensor& t) {
 class MpiOp : public PendingOp {
  public:
   MpiOp(std::shared_ptr<const void> info_owner, int world_rank, const std::string* group,
-        std::string operation)
-      : info_owner_(std::move(info_owner)), world_rank_(world_rank), group_(group),
+        const std::vector<int>* group_peers, std::string operation)
+      : info_owner_(std::move(info_owner)), world_rank_(world_rank), group_(group), group_peers_(group_peers),
         operation_(std::move(operation)) {}
   ~MpiOp() override = default;
 
@@ -72,6 +73,8 @@ class MpiOp : public PendingOp {
   // recv: element count each request must deliver (a shorter message is an error).
   std::vector<int> expected_counts;
   MPI_Datatype recv_type = MPI_DATATYPE_NULL;
+  // send, recv: the world rank of the peer, the only rank they wait for (else the whole group).
+  int p2p_peer = -1;
 
   bool test() override {
     if (done_) return true;
@@ -105,12 +108,15 @@ class MpiOp : public PendingOp {
     return done_;
   }
 
-  OpDescription describe() const override { return {world_rank_, *group_, operation_}; }
+  OpDescription describe() const override {
+    return {world_rank_, *group_, operation_, p2p_peer >= 0 ? std::vector<int>{p2p_peer} : *group_peers_};
+  }
 
  private:
-  std::shared_ptr<const void> info_owner_;  // keeps *group_ alive
+  std::shared_ptr<const void> info_owner_;  // keeps *group_ and *group_peers_ alive
   int world_rank_;
   const std::string* group_;
+  const std::vector<int>* group_peers_;
   std::string operation_;
   bool done_ = false;
 };
@@ -134,8 +140,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, std::string de
   MPI_CHECK(MPI_Group_translate_ranks(group, size_, local.data(), world_group, world_ranks_.data()));
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
-  info_ = std::make_shared<const Info>(Info{world_rank_, describe()});
-  host_ = std::make_unique<MpiHostChannel>(comm_, info_->group, watchdog_);
+  std::vector<int> peers;
+  for (int r : world_ranks_) {
+    if (r != world_rank_) peers.push_back(r);
+  }
+  info_ = std::make_shared<const Info>(Info{world_rank_, describe(), std::move(peers)});
+  host_ = std::make_unique<MpiHostChannel>(comm_, info_->group, info_->peers, watchdog_);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -149,6 +159,7 @@ MpiCommunicator::~MpiCommunicator() {
 std::unique_ptr<MpiCommunicator> MpiCommunicator::world(std::shared_ptr<Watchdog> watchdog) {
   MPI_Comm comm;
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  if (watchdog != nullptr) watchdog->set_census(HangCensus::create());
   return std::make_unique<MpiCommunicator>(comm, "world", "", std::move(watchdog));
 }
 
@@ -183,7 +194,7 @@ void MpiCommunicator::check_block(int64_t count, const char* op) const {
 CommHandle MpiCommunicator::all_reduce_async(const Tensor& inout, ReduceOp op) {
   check_defined(inout, "all_reduce", "in/out");
   auto pending = std::make_unique<MpiOp>(
-      info_, world_rank_, &info_->group,
+      info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("all_reduce({}) of {}", reduce_op_name(op), tensor_summary(inout)));
   const Tensor buffer = pending->staging.output(inout, /*copy_in=*/true);
   const int64_t n = inout.numel();
@@ -206,7 +217,7 @@ CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor&
   check_blocks("reduce_scatter", in, "input", out, "output");
   check_block(out.numel(), "reduce_scatter");
   auto pending = std::make_unique<MpiOp>(
-      info_, world_rank_, &info_->group,
+      info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("reduce_scatter(sum) of {} into {}", tensor_summary(in), tensor_summary(out)));
   const Tensor in_buffer = pending->staging.input(in);
   const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
@@ -225,7 +236,7 @@ CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out
   check_blocks("all_gather", out, "output", in, "input");
   check_block(in.numel(), "all_gather");
   auto pending = std::make_unique<MpiOp>(
-      info_, world_rank_, &info_->group,
+      info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("all_gather of {} into {}", tensor_summary(in), tensor_summary(out)));
   const Tensor in_buffer = pending->staging.input(in);
   const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
@@ -242,7 +253,7 @@ CommHandle MpiCommunicator::broadcast_async(const Tensor& inout, int root) {
   check_defined(inout, "broadcast", "in/out");
   check_peer(root, "broadcast", "root");
   auto pending = std::make_unique<MpiOp>(
-      info_, world_rank_, &info_->group,
+      info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("broadcast from group rank {} of {}", root, tensor_summary(inout)));
   // The root sends its value; the others only receive, so they need not copy theirs in.
   const Tensor buffer = pending->staging.output(inout, /*copy_in=*/rank_ == root);
@@ -263,9 +274,10 @@ CommHandle MpiCommunicator::send_async(const Tensor& in, int dst, int tag) {
   check_defined(in, "send", "input");
   check_peer(dst, "send", "destination");
   auto pending = std::make_unique<MpiOp>(
-      info_, world_rank_, &info_->group,
+      info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("send of {} to group rank {} (world rank {}), tag {}", tensor_summary(in), dst,
                   world_ranks_[dst], tag));
+  pending->p2p_peer = world_ranks_[dst];
   const Tensor buffer = pending->staging.input(in);
   const int64_t n = in.numel();
   char* data = static_cast<char*>(buffer.raw());
@@ -288,9 +300,10 @@ CommHandle MpiCommunicator::recv_async(const Tensor& out, int src, int tag) {
   check_defined(out, "recv", "output");
   check_peer(src, "recv", "source");
   auto pending = std::make_unique<MpiOp>(
-      info_, world_rank_, &info_->group,
+      info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("recv of {} from group rank {} (world rank {}), tag {}", tensor_summary(out), src,
                   world_ranks_[src], tag));
+  pending->p2p_peer = world_ranks_[src];
   const Tensor buffer = pending->staging.output(out, /*copy_in=*/false);
   const int64_t n = out.numel();
   char* data = static_cast<char*>(buffer.raw());
@@ -315,7 +328,7 @@ CommHandle MpiCommunicator::all_to_all_async(const Tensor& in, const Tensor& out
   const int64_t block = check_all_to_all(in, out);
   check_block(block, "all_to_all");
   auto pending = std::make_unique<MpiOp>(
-      info_, world_rank_, &info_->group,
+      info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("all_to_all of {}", tensor_summary(in)));
   const Tensor in_buffer = pending->staging.input(in);
   const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
@@ -328,7 +341,7 @@ CommHandle MpiCommunicator::all_to_all_async(const Tensor& in, const Tensor& out
 }
 
 CommHandle MpiCommunicator::barrier_async() {
-  auto pending = std::make_unique<MpiOp>(info_, world_rank_, &info_->group, "barrier");
+  auto pending = std::make_unique<MpiOp>(info_, world_rank_, &info_->group, &info_->peers, "barrier");
   MPI_Request request;
   MPI_CHECK(MPI_Ibarrier(comm_, &request));
   pending->requests.push_back(request);

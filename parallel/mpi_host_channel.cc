@@ -48,8 +48,9 @@ int mpi_count(size_t bytes, std::string_view what) {
 
 }  // namespace
 
-MpiHostChannel::MpiHostChannel(MPI_Comm group, std::string describe, std::shared_ptr<const Watchdog> watchdog)
-    : describe_(std::move(describe)), watchdog_(std::move(watchdog)) {
+MpiHostChannel::MpiHostChannel(MPI_Comm group, std::string describe, std::vector<int> peers,
+                               std::shared_ptr<const Watchdog> watchdog)
+    : describe_(std::move(describe)), peers_(std::move(peers)), watchdog_(std::move(watchdog)) {
   LATTICE_CHECK(watchdog_ != nullptr, "a host channel needs a watchdog");
   MPI_CHECK(MPI_Comm_dup(group, &comm_));
   MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -78,7 +79,8 @@ void MpiHostChannel::finish(std::unique_ptr<Op> op, void* out) const {
 
 void MpiHostChannel::all_gather_bytes(const void* in, size_t bytes, void* out, std::string_view what) {
   auto op = std::make_unique<Op>(
-      OpDescription{world_rank_, describe_, fmt::format("host all_gather of {} ({})", format_bytes(bytes), what)},
+      OpDescription{world_rank_, describe_, fmt::format("host all_gather of {} ({})", format_bytes(bytes), what),
+                    peers_},
       bytes, in, bytes * size_);
   MPI_CHECK(MPI_Iallgather(op->in.data(), mpi_count(bytes, what), MPI_BYTE, op->out.data(), mpi_count(bytes, what),
                            MPI_BYTE, comm_, &op->request));
@@ -89,7 +91,7 @@ void MpiHostChannel::broadcast_bytes(void* data, size_t bytes, int root, std::st
   check_root(root, what);
   auto op = std::make_unique<Op>(
       OpDescription{world_rank_, describe_,
-                    fmt::format("host broadcast from group rank {} of {} ({})", root, format_bytes(bytes), what)},
+                    fmt::format("host broadcast from group rank {} of {} ({})", root, format_bytes(bytes), what), peers_},
       0, data, bytes);
   if (rank_ == root) std::memcpy(op->out.data(), data, bytes);
   MPI_CHECK(MPI_Ibcast(op->out.data(), mpi_count(bytes, what), MPI_BYTE, root, comm_, &op->request));
@@ -110,7 +112,7 @@ void MpiHostChannel::gather_bytes(const void* in, size_t bytes, const std::vecto
   }
   auto op = std::make_unique<Op>(
       OpDescription{world_rank_, describe_,
-                    fmt::format("host gather to group rank {} of {} ({})", root, format_bytes(bytes), what)},
+                    fmt::format("host gather to group rank {} of {} ({})", root, format_bytes(bytes), what), peers_},
       bytes, in, total);
   MPI_CHECK(MPI_Igatherv(op->in.data(), mpi_count(bytes, what), MPI_BYTE, op->out.data(), recv_counts.data(),
                          displacements.data(), MPI_BYTE, root, comm_, &op->request));

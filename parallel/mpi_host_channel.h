@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/host_channel.h"
 #include "parallel/watchdog.h"
@@ -15,7 +16,9 @@ namespace lattice {
 class MpiHostChannel : public HostChannel {
  public:
   // Collective over `group` (MPI_Comm_dup). `describe` names the group in hang reports.
-  MpiHostChannel(MPI_Comm group, std::string describe, std::shared_ptr<const Watchdog> watchdog);
+  // peers: the group's other world ranks (what a hung operation waits for).
+  MpiHostChannel(MPI_Comm group, std::string describe, std::vector<int> peers,
+                 std::shared_ptr<const Watchdog> watchdog);
   ~MpiHostChannel() override;
   MpiHostChannel(const MpiHostChannel&) = delete;
   MpiHostChannel& operator=(const MpiHostChannel&) = delete;
@@ -37,6 +40,7 @@ class MpiHostChannel : public HostChannel {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::string describe_;
+  std::vector<int> peers_;
   std::shared_ptr<const Watchdog> watchdog_;
   int rank_ = 0;
   int size_ = 1;

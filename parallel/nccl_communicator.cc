@@ -22,6 +22,7 @@ struct NcclCommunicator::State {
   ncclComm_t comm = nullptr;
   int world_rank = -1;
   std::string group;  // the MPI group's describe()
+  std::vector<int> peers;  // the group's other world ranks, which a hung collective waits for
   bool abandoned = false;  // a call timed out: the job is ending, nothing more is asked of NCCL
 
   ~State() {
@@ -99,10 +100,12 @@ std::string tensor_summary(const Tensor& t) {
 // One NCCL operation: its completion event on the group's NCCL stream and the tensors it touches.
 class NcclOp : public PendingOp {
  public:
-  NcclOp(std::shared_ptr<NcclCommunicator::State> state, std::string operation, std::vector<Tensor> keep_alive,
-         std::shared_ptr<void> done_event)
+  // p2p_peer: a send's or receive's peer (world rank), the only rank it waits for; -1 for collectives.
+  NcclOp(std::shared_ptr<NcclCommunicator::State> state, std::string operation, int p2p_peer,
+         std::vector<Tensor> keep_alive, std::shared_ptr<void> done_event)
       : state_(std::move(state)),
         operation_(std::move(operation)),
+        p2p_peer_(p2p_peer),
         keep_alive_(std::move(keep_alive)),
         done_event_(std::move(done_event)) {}
 
@@ -127,7 +130,10 @@ class NcclOp : public PendingOp {
     return true;
   }
 
-  OpDescription describe() const override { return {state_->world_rank, state_->group, operation_}; }
+  OpDescription describe() const override {
+    return {state_->world_rank, state_->group, operation_,
+            p2p_peer_ >= 0 ? std::vector<int>{p2p_peer_} : state_->peers};
+  }
 
   // A timed-out wait: abort the communicator (every later call on it fails, naming that).
   void abort() noexcept override {
@@ -139,6 +145,7 @@ class NcclOp : public PendingOp {
  private:
   std::shared_ptr<NcclCommunicator::State> state_;
   std::string operation_;
+  int p2p_peer_;
   std::vector<Tensor> keep_alive_;
   std::shared_ptr<void> done_event_;
   bool done_ = false;
@@ -151,6 +158,9 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> mpi)
   stream_ = Stream(Device::kCuda);  // handles record their events on the compute stream
   state_->world_rank = mpi_->world_ranks()[mpi_->rank()];
   state_->group = mpi_->describe();
+  for (int r : mpi_->world_ranks()) {
+    if (r != state_->world_rank) state_->peers.push_back(r);
+  }
   ncclUniqueId id{};
   if (rank() == 0) {
     const ncclResult_t r = ncclGetUniqueId(&id);
@@ -171,7 +181,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 CommHandle NcclCommunicator::enqueue(std::string operation, std::vector<Tensor> keep_alive, const char* call_name,
-                                     const std::function<ncclResult_t(cudaStream_t)>& call) {
+                                     const std::function<ncclResult_t(cudaStream_t)>& call, int p2p_peer) {
   if (state_->comm == nullptr || state_->abandoned)
     throw Error(fmt::format("rank {}: {} on {}: the NCCL communicator was {}", state_->world_rank, operation,
                             state_->group, state_->abandoned ? "abandoned after a call timed out" : "aborted"));
@@ -188,7 +198,8 @@ CommHandle NcclCommunicator::enqueue(std::string operation, std::vector<Tensor> 
     tracer_->span(operation, "nccl " + name(), anchor, Event::adopt(Device::kCuda, start),
                   Event::adopt(Device::kCuda, done));
   }
-  auto op = std::make_unique<NcclOp>(state_, std::move(operation), std::move(keep_alive), std::move(done));
+  const int peer_world = p2p_peer >= 0 ? mpi_->world_ranks()[static_cast<size_t>(p2p_peer)] : -1;
+  auto op = std::make_unique<NcclOp>(state_, std::move(operation), peer_world, std::move(keep_alive), std::move(done));
   return CommHandle(std::move(op), watchdog_, stream_);
 }
 
@@ -238,7 +249,8 @@ CommHandle NcclCommunicator::send_async(const Tensor& in, int dst, int tag) {
                  [&](cudaStream_t s) {
                    return ncclSend(in.raw(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()), dst, state_->comm,
                                    s);
-                 });
+                 },
+                 dst);
 }
 
 CommHandle NcclCommunicator::recv_async(const Tensor& out, int src, int tag) {
@@ -248,7 +260,8 @@ CommHandle NcclCommunicator::recv_async(const Tensor& out, int src, int tag) {
                  [&](cudaStream_t s) {
                    return ncclRecv(out.raw(), static_cast<size_t>(out.numel()), nccl_type(out.dtype()), src,
                                    state_->comm, s);
-                 });
+                 },
+                 src);
 }
 
 // Grouped sends and receives rather than ncclAlltoAll, which NCCL has only since 2.28: the GPU

@@ -52,9 +52,10 @@ class NcclCommunicator : public Communicator {
 
  private:
   // Orders the NCCL stream after the compute stream, issues `call` (a non-blocking communicator
-  // may answer ncclInProgress: polled to the end), records the completion event.
+  // may answer ncclInProgress: polled to the end), records the completion event. p2p_peer: a send's
+  // or receive's peer (group rank), the only rank a hang asks about; -1 asks the whole group.
   CommHandle enqueue(std::string operation, std::vector<Tensor> keep_alive, const char* call_name,
-                     const std::function<ncclResult_t(cudaStream_t)>& call);
+                     const std::function<ncclResult_t(cudaStream_t)>& call, int p2p_peer = -1);
 
   std::unique_ptr<Communicator> mpi_;
   std::shared_ptr<State> state_;

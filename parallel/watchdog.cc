@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,14 @@ std::string hang_message(const OpDescription& op, double timeout_s, double waite
       "if this operation is legitimately slower, raise parallel.timeout_s.",
       op.world_rank, op.operation, op.group, timeout_s, waited_s, kHungCollectiveExitCode);
 }
+
+namespace {
+
+// How long a timed-out rank waits for its peers' answers (they answer within kCensusAnswerInterval
+// when they are waiting; the rest never will): a tenth of the timeout, within [1, 10] s.
+double census_grace_s(double timeout_s) { return std::clamp(timeout_s / 10, 1.0, 10.0); }
+
+}  // namespace
 
 Watchdog::Watchdog(double timeout_s, Action on_hang)
     : timeout_s_(timeout_s), on_hang_(std::move(on_hang)) {}
@@ -78,6 +87,7 @@ void Watchdog::wait(PendingOp& op) const {
   double suspended_s = 0;
   int polls = 0;
   int sleep_us = 1;
+  auto next_answer = start + kCensusAnswerInterval;
   while (!op.test()) {
     // MPI progresses only inside MPI calls: poll; yield first (latency), then back off so that
     // oversubscribed ranks leave the cores to each other.
@@ -99,6 +109,10 @@ void Watchdog::wait(PendingOp& op) const {
       start += gap;
       suspended_s += std::chrono::duration<double>(gap).count();
     }
+    if (census_ != nullptr && now >= next_answer) {
+      census_->answer(op.describe());
+      next_answer = now + kCensusAnswerInterval;
+    }
     double timeout = timeout_s();
     if (timeout <= 0) continue;
     double waited = std::chrono::duration<double>(now - start).count();
@@ -113,6 +127,7 @@ void Watchdog::wait(PendingOp& op) const {
     if (suspended_s > 0)
       report.message += fmt::format(" (Besides, this rank was not running for {:.1f} s, suspended, which is not counted.)",
                                     suspended_s);
+    if (!on_hang_ && census_ != nullptr) report.message += census_->ask(report.op, census_grace_s(timeout));
     // The default action ends the job before anything is cancelled: NCCL's abort waits for the
     // communicator's queued kernels, which a hang elsewhere (another communicator the compute stream
     // waits for) can keep from ever starting. Process death frees the GPU.

@@ -12,6 +12,7 @@
 
 #include "kernels/error.h"
 #include "kernels/stream.h"
+#include "parallel/hang_census.h"
 
 namespace lattice {
 
@@ -21,12 +22,17 @@ inline constexpr double kDefaultCommTimeoutS = 600.0;
 // A gap this long between two polls of a wait means the process was not running (suspended): the
 // wait leaves it out of its timeout.
 inline constexpr std::chrono::seconds kSuspendedGap{1};
+// How often a wait answers the census's queries (parallel/hang_census.h).
+inline constexpr std::chrono::milliseconds kCensusAnswerInterval{100};
 
 // What a pending operation says about itself when it hangs.
 struct OpDescription {
   int world_rank = -1;    // this process in MPI_COMM_WORLD
   std::string group;      // "group 'tp' (world ranks [0, 1]; pp 0, dp 0)"
   std::string operation;  // "all_reduce(sum) of f32[1024] (4 KiB)"
+  // The world ranks the operation waits for: its group's other ranks, or a send's or receive's peer.
+  // A hang asks them what they are waiting in (parallel/hang_census.h).
+  std::vector<int> peers;
 };
 
 // The one line a hang is reported with: the rank, the operation, the group, the timeout, what the
@@ -75,9 +81,12 @@ class Watchdog {
   double timeout_s() const { return timeout_s_.load(std::memory_order_relaxed); }
   void set_timeout_s(double timeout_s) { timeout_s_.store(timeout_s, std::memory_order_relaxed); }
   void set_action(Action on_hang);
+  // With a census (set once, before any wait), waits answer other ranks' census queries, and a hang
+  // under the default action asks the operation's peers before it ends the job.
+  void set_census(std::shared_ptr<HangCensus> census) { census_ = std::move(census); }
 
-  // Polls op.test() (yielding, then sleeping with a backoff up to 0.5 ms) until it completes or
-  // the timeout passes; time this process was not running (a gap of more than kSuspendedGap
+  // Polls op.test() (yielding, then sleeping with a backoff up to 0.5 ms; every 0.1 s answering the
+  // census's queries) until it completes or the timeout passes; time this process was not running (a gap of more than kSuspendedGap
   // between two polls: the job suspended) is not counted. Safe to call from several threads at once.
   void wait(PendingOp& op) const;
 
@@ -97,6 +106,7 @@ class Watchdog {
  private:
   std::atomic<double> timeout_s_;
   Action on_hang_;
+  std::shared_ptr<HangCensus> census_;
   mutable std::mutex in_flight_mutex_;
   mutable std::vector<std::unique_ptr<PendingOp>> in_flight_;
 };
