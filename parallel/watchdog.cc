@@ -27,8 +27,9 @@ std::string hang_message(const OpDescription& op, double timeout_s, double waite
 namespace {
 
 // How long a timed-out rank waits for its peers' answers (they answer within kCensusAnswerInterval
-// when they are waiting; the rest never will): a tenth of the timeout, within [1, 10] s.
-double census_grace_s(double timeout_s) { return std::clamp(timeout_s / 10, 1.0, 10.0); }
+// when they are waiting, if the machine lets them run; the rest never will): a tenth of the
+// timeout, within [2, 10] s.
+double census_grace_s(double timeout_s) { return std::clamp(timeout_s / 10, 2.0, 10.0); }
 
 }  // namespace
 
