@@ -85,6 +85,14 @@ Communicator::Communicator(std::shared_ptr<Watchdog> watchdog) : watchdog_(std::
   LATTICE_CHECK(watchdog_ != nullptr, "a Communicator needs a watchdog");
 }
 
+std::vector<int> Communicator::other_world_ranks() const {
+  std::vector<int> others;
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) others.push_back(world_ranks()[static_cast<size_t>(r)]);
+  }
+  return others;
+}
+
 void Communicator::check_peer(int peer, const char* op, const char* what) const {
   if (peer < 0 || peer >= size()) {
     throw Error(fmt::format("{} on {}: {} {} is not a rank of this group (size {})", op, describe(), what, peer,

@@ -80,6 +80,8 @@ class Communicator {
   virtual const std::string& name() const = 0;
   // MPI_COMM_WORLD rank of each group member, in group rank order.
   virtual const std::vector<int>& world_ranks() const = 0;
+  // world_ranks() less this rank's: what a hung collective on the group waits for (OpDescription::peers).
+  std::vector<int> other_world_ranks() const;
   // "group 'tp' (world ranks [0, 1]; pp 0, dp 0)": used in errors and hang reports.
   virtual std::string describe() const = 0;
 

@@ -30,9 +30,8 @@ std::string readable(const std::string& text) {
   return fmt::format("{} on {}", text.substr(cut + 1), text.substr(0, cut));
 }
 
-}  // namespace
-
-std::string rank_ranges(const std::vector<int>& sorted_ranks, size_t limit) {
+// "0-3, 5, 7" for sorted world ranks; past `limit` ranks, "... and N more".
+std::string rank_ranges(const std::vector<int>& sorted_ranks, size_t limit = 16) {
   std::vector<std::string> parts;
   size_t shown = 0;
   for (size_t i = 0; i < sorted_ranks.size() && shown < limit;) {
@@ -46,6 +45,8 @@ std::string rank_ranges(const std::vector<int>& sorted_ranks, size_t limit) {
   if (shown < sorted_ranks.size()) out += fmt::format(" and {} more", sorted_ranks.size() - shown);
   return out;
 }
+
+}  // namespace
 
 std::shared_ptr<HangCensus> HangCensus::create() {
   int size = 1, level = MPI_THREAD_SINGLE;

@@ -17,9 +17,6 @@ namespace lattice {
 
 struct OpDescription;
 
-// "0-3, 5, 7" for sorted world ranks; past `limit` ranks, "... and N more".
-std::string rank_ranges(const std::vector<int>& sorted_ranks, size_t limit = 16);
-
 class HangCensus {
  public:
   // Collective over MPI_COMM_WORLD: duplicates it for the census's messages and gathers every rank's
@@ -39,9 +36,8 @@ class HangCensus {
   // the hang message; empty when op.peers is.
   std::string ask(const OpDescription& op, double grace_s);
 
-  const std::string& host(int world_rank) const { return hosts_.at(static_cast<size_t>(world_rank)); }
-
  private:
+  const std::string& host(int world_rank) const { return hosts_.at(static_cast<size_t>(world_rank)); }
   explicit HangCensus(MPI_Comm comm, std::vector<std::string> hosts);
   void send_text(const std::string& text, int dst, int tag);  // nonblocking; the buffer is kept until it completes
   void answer_locked(const OpDescription& waiting_in);

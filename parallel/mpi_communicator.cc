@@ -140,11 +140,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, std::string de
   MPI_CHECK(MPI_Group_translate_ranks(group, size_, local.data(), world_group, world_ranks_.data()));
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
-  std::vector<int> peers;
-  for (int r : world_ranks_) {
-    if (r != world_rank_) peers.push_back(r);
-  }
-  info_ = std::make_shared<const Info>(Info{world_rank_, describe(), std::move(peers)});
+  info_ = std::make_shared<const Info>(Info{world_rank_, describe(), other_world_ranks()});
   host_ = std::make_unique<MpiHostChannel>(comm_, info_->group, info_->peers, watchdog_);
 }
 

@@ -158,9 +158,7 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> mpi)
   stream_ = Stream(Device::kCuda);  // handles record their events on the compute stream
   state_->world_rank = mpi_->world_ranks()[mpi_->rank()];
   state_->group = mpi_->describe();
-  for (int r : mpi_->world_ranks()) {
-    if (r != state_->world_rank) state_->peers.push_back(r);
-  }
+  state_->peers = mpi_->other_world_ranks();
   ncclUniqueId id{};
   if (rank() == 0) {
     const ncclResult_t r = ncclGetUniqueId(&id);

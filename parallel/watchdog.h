@@ -86,8 +86,9 @@ class Watchdog {
   void set_census(std::shared_ptr<HangCensus> census) { census_ = std::move(census); }
 
   // Polls op.test() (yielding, then sleeping with a backoff up to 0.5 ms; every 0.1 s answering the
-  // census's queries) until it completes or the timeout passes; time this process was not running (a gap of more than kSuspendedGap
-  // between two polls: the job suspended) is not counted. Safe to call from several threads at once.
+  // census's queries) until it completes or the timeout passes; time this process was not running
+  // (a gap of more than kSuspendedGap between two polls: the job suspended) is not counted. Safe to
+  // call from several threads at once.
   void wait(PendingOp& op) const;
 
   // Device-ordered operations (CommHandle::wait_on on a device transport): a stream waits for them
