@@ -1,13 +1,16 @@
 // lattice: the command-line entry point. Subcommands: train, validate, data prepare/inspect, export,
 // generate, bench, report. Exit codes: 0 ok, 2 bad usage / config / input, 1 runtime failure. Logs and
 // errors go to stderr, a command's report (validate, data inspect, bench, generate's text) to stdout.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -116,9 +119,19 @@ int run_validate(const ConfigArgs& args, int world_size, bool as_json) {
   // Started by mpirun or srun (to check against the launcher's world size), every task checks the
   // same config alike: the report, warnings and errors come from the first alone, the exit code
   // from all. Two JSON documents on stdout would be none.
+  // mpirun ends the job when the first task exits non-zero: a quiet task that failed first would cut
+  // off the first task's error before it is printed (CI saw the error line missing). So a quiet
+  // task's failure leaves a moment before its exit.
+  struct QuietTaskFailureDelay {
+    ~QuietTaskFailureDelay() {
+      if (std::uncaught_exceptions() > 0) std::this_thread::sleep_for(std::chrono::seconds(3));
+    }
+  };
+  std::optional<QuietTaskFailureDelay> delay_failure;
   if (launcher_rank() > 0) {
     spdlog::set_level(spdlog::level::off);
     if (std::freopen("/dev/null", "w", stdout) == nullptr) return static_cast<int>(ExitCode::kRuntime);
+    delay_failure.emplace();
   }
   Config c = args.load();
   const ParallelLayout layout = validate_layout(c, world_size > 0 ? world_size : default_world_size(c));
