@@ -138,6 +138,65 @@ void CheckpointWriter::reserve(const ParamLayout& layout, bool optimizer_state) 
 int64_t CheckpointWriter::pending_step() const { return job_ ? job_->state.step : -1; }
 
 void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& sources, const CheckpointState& state) {
+  const Tensor *exp_avg = sources.exp_avg, *exp_avg_sq = sources.exp_avg_sq;
+  LATTICE_CHECK(sources.values != nullptr && sources.values->numel() == layout.numel(),
+                "a save needs the {} parameter values of the layout", layout.numel());
+  LATTICE_CHECK((exp_avg == nullptr) == (exp_avg_sq == nullptr), "pass both moments or neither");
+  if (exp_avg != nullptr) {
+    LATTICE_CHECK(exp_avg->numel() == layout.numel() && exp_avg_sq->numel() == layout.numel(),
+                  "moments have {} and {} elements, the layout {}", exp_avg->numel(), exp_avg_sq->numel(),
+                  layout.numel());
+  }
+  save_job(layout, exp_avg != nullptr, state, [&](Job& job) {
+    // Copies of at most kSnapshotChunk elements, spread over the OpenMP threads: one thread does not
+    // reach the memory bandwidth, and this copy is what the training loop waits for.
+    std::vector<std::pair<Tensor, Tensor>> chunks;  // (source, destination)
+    for (const ShardItem& item : job.plan.items) {
+      const Tensor& flat = item.kind == kModelKind ? *sources.values : item.kind == kExpAvgKind ? *exp_avg : *exp_avg_sq;
+      for (int64_t begin = 0; begin < item.numel; begin += kSnapshotChunk) {
+        const int64_t n = std::min(kSnapshotChunk, item.numel - begin);
+        chunks.emplace_back(flat.slice_flat(item.flat_offset + begin, {n}),
+                            staging_.slice_flat(item.staging_offset + begin, {n}));
+      }
+    }
+    const bool overlap = options_.async && options_.overlap_snapshot;
+    if (options_.device != Device::kCpu) {
+      for (const auto& [src, dst] : chunks) {
+        LATTICE_CHECK(src.device() == options_.device, "checkpoint save: {} is not on the writer's device {}",
+                      src.describe(), device_name(options_.device));
+      }
+      // One stream's copies complete in order: the last one's event stands for them all.
+      for (auto& [src, dst] : chunks) job.copies_done = ops::copy_to_host_async(src, dst);
+      if (!overlap) {
+        job.copies_done.synchronize();
+        job.snapshot_taken.store(true);
+      }
+    } else if (overlap) {
+      job.copies = std::move(chunks);  // the background thread copies; the views keep the storage alive
+    } else {
+#pragma omp parallel for schedule(dynamic, 1)
+      for (size_t k = 0; k < chunks.size(); ++k) ops::copy(chunks[k].first, chunks[k].second);
+      job.snapshot_taken.store(true);
+    }
+  });
+}
+
+void CheckpointWriter::save(const ParamLayout& layout, bool optimizer_state, const SnapshotFill& fill,
+                            const CheckpointState& state) {
+  save_job(layout, optimizer_state, state, [&](Job& job) {
+    job.copies_done = fill(job.plan, staging_);
+    // Device copies still in flight overlap the next step, as with flat sources (wait_snapshot).
+    const bool pending = options_.async && options_.overlap_snapshot && options_.device != Device::kCpu &&
+                         job.copies_done.recorded();
+    if (!pending) {
+      job.copies_done.synchronize();
+      job.snapshot_taken.store(true);
+    }
+  });
+}
+
+void CheckpointWriter::save_job(const ParamLayout& layout, bool optimizer_state, const CheckpointState& state,
+                                const std::function<void(Job&)>& snapshot) {
   const auto t0 = std::chrono::steady_clock::now();
   wait();  // one save in flight at a time: the host buffer and the .partial name are reused
   if (options_.keep_last > 0) {
@@ -148,20 +207,11 @@ void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& source
     if (comm_) comm_->host().barrier("checkpoint retirement");
   }
   const double wait_s = seconds_since(t0);
-  const Tensor *exp_avg = sources.exp_avg, *exp_avg_sq = sources.exp_avg_sq;
-  LATTICE_CHECK(sources.values != nullptr && sources.values->numel() == layout.numel(),
-                "a save needs the {} parameter values of the layout", layout.numel());
-  LATTICE_CHECK((exp_avg == nullptr) == (exp_avg_sq == nullptr), "pass both moments or neither");
-  if (exp_avg != nullptr) {
-    LATTICE_CHECK(exp_avg->numel() == layout.numel() && exp_avg_sq->numel() == layout.numel(),
-                  "moments have {} and {} elements, the layout {}", exp_avg->numel(), exp_avg_sq->numel(),
-                  layout.numel());
-  }
 
   auto job = std::make_unique<Job>();
   job->started = t0;
   job->state = state;
-  job->optimizer_state = exp_avg != nullptr;
+  job->optimizer_state = optimizer_state;
   job->plan = plan_shard(layout, job->optimizer_state, dp_rank_, dp_size_);
   job->partial_dir = (fs::path(options_.dir) / (iter_dir_name(state.step) + kPartialSuffix)).string();
   remove_stale_partial(job->partial_dir, state.step);
@@ -171,35 +221,7 @@ void CheckpointWriter::save(const ParamLayout& layout, const SaveSources& source
   // The snapshot: this rank's boxes into the reusable host buffer.
   const auto t1 = std::chrono::steady_clock::now();
   allocate_staging(job->plan.staging_numel);
-  // Copies of at most kSnapshotChunk elements, spread over the OpenMP threads: one thread does not
-  // reach the memory bandwidth, and this copy is what the training loop waits for.
-  std::vector<std::pair<Tensor, Tensor>> chunks;  // (source, destination)
-  for (const ShardItem& item : job->plan.items) {
-    const Tensor& flat = item.kind == kModelKind ? *sources.values : item.kind == kExpAvgKind ? *exp_avg : *exp_avg_sq;
-    for (int64_t begin = 0; begin < item.numel; begin += kSnapshotChunk) {
-      const int64_t n = std::min(kSnapshotChunk, item.numel - begin);
-      chunks.emplace_back(flat.slice_flat(item.flat_offset + begin, {n}), staging_.slice_flat(item.staging_offset + begin, {n}));
-    }
-  }
-  const bool overlap = options_.async && options_.overlap_snapshot;
-  if (options_.device != Device::kCpu) {
-    for (const auto& [src, dst] : chunks) {
-      LATTICE_CHECK(src.device() == options_.device, "checkpoint save: {} is not on the writer's device {}",
-                    src.describe(), device_name(options_.device));
-    }
-    // One stream's copies complete in order: the last one's event stands for them all.
-    for (auto& [src, dst] : chunks) job->copies_done = ops::copy_to_host_async(src, dst);
-    if (!overlap) {
-      job->copies_done.synchronize();
-      job->snapshot_taken.store(true);
-    }
-  } else if (overlap) {
-    job->copies = std::move(chunks);  // the background thread copies; the views keep the storage alive
-  } else {
-#pragma omp parallel for schedule(dynamic, 1)
-    for (size_t k = 0; k < chunks.size(); ++k) ops::copy(chunks[k].first, chunks[k].second);
-    job->snapshot_taken.store(true);
-  }
+  snapshot(*job);
   for (const ShardItem& item : job->plan.items) {
     const ParamSpec& spec = layout.spec(item.param);
     job->boxes.push_back({{"key", tensor_key(item.kind, spec.name)},

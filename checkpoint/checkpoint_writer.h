@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -98,6 +99,13 @@ class CheckpointWriter {
   // choice. With overlap_snapshot the sources must not change until wait_snapshot().
   void save(const ParamLayout& layout, const SaveSources& sources, const CheckpointState& state);
 
+  // The same, for sources that are not whole flat tensors on this rank (the distributed optimizer's
+  // state, sharded over dp): `fill` copies this rank's items (plan.items) into `staging` at their
+  // staging_offset and returns the event after its last device→host copy (not recorded: the
+  // copies are complete). It runs inside save() on every rank, so it may be a collective.
+  using SnapshotFill = std::function<Event(const ShardPlan& plan, Tensor& staging)>;
+  void save(const ParamLayout& layout, bool optimizer_state, const SnapshotFill& fill, const CheckpointState& state);
+
   // Allocates (and touches) the host snapshot buffer for saves of `layout` now, e.g. at start-up,
   // so that the first save() does not pay for it inside the training loop. Not a collective.
   void reserve(const ParamLayout& layout, bool optimizer_state);
@@ -127,6 +135,10 @@ class CheckpointWriter {
 
  private:
   struct Job;
+  // save()'s common part: `snapshot` copies the plan's items into staging_ and sets the job's
+  // snapshot fields.
+  void save_job(const ParamLayout& layout, bool optimizer_state, const CheckpointState& state,
+                const std::function<void(Job&)>& snapshot);
   void write_shard(Job& job);  // the background part
   void remove_stale_partial(const std::string& partial_dir, int64_t step);  // collective, before any write
   void commit(int flag);       // flag: agreed status (1 all durable, -1 some rank failed)

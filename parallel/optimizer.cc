@@ -28,6 +28,13 @@ std::vector<Slice> shard_slices(const ParamLayout& layout, const GradBuckets* bu
   return slices;
 }
 
+// src into dst (f32 both): to the host without the host waiting where the device can.
+Event copy_piece(const Tensor& src, Tensor& dst) {
+  if (dst.device() == Device::kCpu && src.device() != Device::kCpu) return ops::copy_to_host_async(src, dst);
+  ops::copy(src, dst);
+  return Event();
+}
+
 }  // namespace
 
 Optimizer::Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options, const Tensor& initial_main)
@@ -89,10 +96,7 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
     main_ = ctx.zeros({n}, DType::kF32);
     take_shard(initial_main.defined() ? initial_main : buffer.flat_values(), main_);
   }
-  if (buckets == nullptr) {
-    flat_state_ = {main_, exp_avg_, exp_avg_sq_};
-    return;
-  }
+  if (buckets == nullptr) return;
   const int dp = buckets->dp_size();
   staging_.resize(buckets->buckets().size());
   gathers_.resize(buckets->buckets().size());
@@ -114,73 +118,145 @@ Optimizer::~Optimizer() {
 void Optimizer::take_shard(const Tensor& flat, Tensor& shard) const {
   for (const Run& run : runs_) {
     Tensor dst = shard.slice_flat(run.shard_offset, {run.numel});
-    ops::cast(flat.slice_flat(run.flat_offset, {run.numel}), dst);
+    const Tensor src = flat.slice_flat(run.flat_offset, {run.numel});
+    // A host flat state (a checkpoint load) copies into the device shard; a bf16 one is widened.
+    if (src.dtype() == dst.dtype())
+      ops::copy(src, dst);
+    else
+      ops::cast(src, dst);
   }
 }
 
 const Tensor& Optimizer::grads() const { return buckets_ != nullptr ? buckets_->shard_grads() : buffer_.flat_grads(); }
 
-FlatOptimizerState& Optimizer::flat_state() {
-  if (!flat_state_.main_params.defined()) {
-    for (Tensor* t : {&flat_state_.main_params, &flat_state_.exp_avg, &flat_state_.exp_avg_sq})
-      *t = buffer_.context().zeros({buffer_.numel()}, DType::kF32);
+Tensor& Optimizer::state(StateKind kind) {
+  return kind == StateKind::kMainParams ? main_ : kind == StateKind::kExpAvg ? exp_avg_ : exp_avg_sq_;
+}
+
+void Optimizer::reserve_state_copies() {
+  if (buckets_ == nullptr || state_buffer_.defined()) return;
+  int64_t largest = 0;
+  for (const GradBucket& g : buckets_->buckets()) largest = std::max(largest, g.padded_numel(buckets_->dp_size()));
+  state_buffer_ = buffer_.context().zeros({largest}, DType::kF32);
+}
+
+Event Optimizer::copy_state(const std::vector<StatePiece>& pieces, bool moments) {
+  wait_all();  // the parameters' gathers use the staging buffers, and a save reads settled state
+  std::vector<StateKind> kinds = {StateKind::kMainParams};
+  if (moments) kinds.insert(kinds.end(), {StateKind::kExpAvg, StateKind::kExpAvgSq});
+  for (const StatePiece& p : pieces) {
+    LATTICE_CHECK(moments || p.kind == StateKind::kMainParams, "Optimizer::copy_state: a moment asked without moments");
+    LATTICE_CHECK(p.dst.dtype() == DType::kF32 && p.flat_offset >= 0 && p.flat_offset + p.dst.numel() <= buffer_.numel(),
+                  "Optimizer::copy_state: piece {} at {} of a flat state of {}", p.dst.describe(), p.flat_offset,
+                  buffer_.numel());
   }
-  return flat_state_;
-}
-
-void Optimizer::gather_state() {
-  wait_all();  // the staging buffers of padded buckets are free again
-  if (buckets_ == nullptr) return;  // the flat state is the optimizer's own
-  FlatOptimizerState& flat = flat_state();
-  gather_shards({{&main_, &flat.main_params}, {&exp_avg_, &flat.exp_avg}, {&exp_avg_sq_, &flat.exp_avg_sq}});
-}
-
-const Tensor& Optimizer::gather_main_params() {
-  wait_all();
-  if (buffer_.param_dtype() == DType::kF32) return buffer_.flat_values();
-  if (buckets_ == nullptr) return main_;
-  gather_shards({{&main_, &flat_state().main_params}});
-  return flat_state_.main_params;
-}
-
-void Optimizer::gather_shards(std::initializer_list<std::pair<Tensor*, Tensor*>> shards_and_flats) {
-  Communicator& dp = buckets_->comm();
-  const auto& bs = buckets_->buckets();
-  // Padded buckets gather through f32 staging: the write-back's when the parameters are f32, else
-  // made here (checkpoint and export time, not the step).
-  std::vector<Tensor> staging = staging_;
-  if (buffer_.param_dtype() != DType::kF32) {
-    for (Tensor& t : staging) {
-      if (t.defined()) t = buffer_.context().zeros({t.numel()}, DType::kF32);
+  Event last;
+  if (buckets_ == nullptr) {
+    for (const StatePiece& p : pieces) {
+      Tensor dst = p.dst;
+      last = copy_piece(state(p.kind).slice_flat(p.flat_offset, {dst.numel()}), dst);
     }
+    return last;
   }
-  for (auto [shard, out] : shards_and_flats) {
-    // The same bucket order on every rank, as in step(): rank r's slice lands at r × shard_numel of
-    // the bucket, which is its place in the flat layout (the padding falls past the bucket's end).
+  // The pieces of each bucket.
+  const auto& bs = buckets_->buckets();
+  std::vector<std::vector<const StatePiece*>> in_bucket(bs.size());
+  for (const StatePiece& p : pieces) {
+    size_t b = 0;
+    while (b < bs.size() && !(bs[b].begin <= p.flat_offset && p.flat_offset + p.dst.numel() <= bs[b].end)) ++b;
+    LATTICE_CHECK(b < bs.size(), "Optimizer::copy_state: flat elements [{}, {}) span two gradient buckets",
+                  p.flat_offset, p.flat_offset + p.dst.numel());
+    in_bucket[b].push_back(&p);
+  }
+  reserve_state_copies();
+  state_copies_.synchronize();  // the last call's copies out of the buffer (a save's may overlap training)
+  Communicator& dp = buckets_->comm();
+  for (StateKind kind : kinds) {
+    // The same bucket order on every rank: rank r's slice lands at r × shard_numel of the bucket,
+    // which is its place in the flat layout (the padding falls past the bucket's end).
     for (size_t b = bs.size(); b-- > 0;) {
       const GradBucket& g = bs[b];
       if (g.numel() == 0) continue;
-      Tensor in = shard->slice_flat(g.shard_offset, {g.shard_numel});
-      Tensor dst = out->slice_flat(g.begin, {g.numel()});
-      const bool padded = g.padded_numel(dp.size()) != g.numel();
-      dp.all_gather(in, padded ? staging[b] : dst);
-      if (padded) ops::copy(staging[b].slice_flat(0, {g.numel()}), dst);
+      last.synchronize();  // the previous bucket's copies out of the buffer are done
+      Tensor gathered = state_buffer_.slice_flat(0, {g.padded_numel(dp.size())});
+      dp.all_gather(state(kind).slice_flat(g.shard_offset, {g.shard_numel}), gathered);
+      for (const StatePiece* p : in_bucket[b]) {
+        if (p->kind != kind) continue;
+        Tensor dst = p->dst;
+        last = copy_piece(gathered.slice_flat(p->flat_offset - g.begin, {dst.numel()}), dst);
+      }
     }
   }
+  state_copies_ = last;
+  return last;
 }
 
-void Optimizer::load_state() {
+FlatOptimizerState Optimizer::gather_state() {
   wait_all();
-  FlatOptimizerState& flat = flat_state();
-  if (buckets_ != nullptr) {
-    for (auto [shard, in] : {std::pair<Tensor*, const Tensor*>{&main_, &flat.main_params}, {&exp_avg_, &flat.exp_avg},
-                             {&exp_avg_sq_, &flat.exp_avg_sq}}) {
-      ops::fill(*shard, 0.0f);
-      take_shard(*in, *shard);
+  if (buckets_ == nullptr) return {main_, exp_avg_, exp_avg_sq_};
+  const DeviceContext& ctx = buffer_.context();
+  FlatOptimizerState flat{ctx.zeros({buffer_.numel()}), ctx.zeros({buffer_.numel()}), ctx.zeros({buffer_.numel()})};
+  std::vector<StatePiece> pieces;
+  for (const GradBucket& g : buckets_->buckets()) {
+    if (g.numel() == 0) continue;
+    pieces.push_back({StateKind::kMainParams, g.begin, flat.main_params.slice_flat(g.begin, {g.numel()})});
+    pieces.push_back({StateKind::kExpAvg, g.begin, flat.exp_avg.slice_flat(g.begin, {g.numel()})});
+    pieces.push_back({StateKind::kExpAvgSq, g.begin, flat.exp_avg_sq.slice_flat(g.begin, {g.numel()})});
+  }
+  copy_state(pieces, /*moments=*/true).synchronize();
+  return flat;
+}
+
+Tensor Optimizer::gather_main_params() {
+  wait_all();
+  if (buffer_.param_dtype() == DType::kF32) return buffer_.flat_values();
+  if (buckets_ == nullptr) return main_;
+  Tensor flat = buffer_.context().zeros({buffer_.numel()});
+  std::vector<StatePiece> pieces;
+  for (const GradBucket& g : buckets_->buckets()) {
+    if (g.numel() > 0) pieces.push_back({StateKind::kMainParams, g.begin, flat.slice_flat(g.begin, {g.numel()})});
+  }
+  copy_state(pieces, /*moments=*/false).synchronize();
+  return flat;
+}
+
+FlatOptimizerState Optimizer::load_buffers() const {
+  if (buckets_ == nullptr) return {main_, exp_avg_, exp_avg_sq_};
+  const Shape shape{buffer_.numel()};
+  return {Tensor::zeros(shape), Tensor::zeros(shape), Tensor::zeros(shape)};
+}
+
+void Optimizer::load_state(const FlatOptimizerState& flat) {
+  wait_all();
+  for (const Tensor* t : {&flat.main_params, &flat.exp_avg, &flat.exp_avg_sq}) {
+    LATTICE_CHECK(t->dtype() == DType::kF32 && t->numel() == buffer_.numel(),
+                  "Optimizer::load_state: {} is not the f32 flat state of {} elements", t->describe(), buffer_.numel());
+  }
+  for (auto [mine, in] : {std::pair<Tensor*, const Tensor*>{&main_, &flat.main_params}, {&exp_avg_, &flat.exp_avg},
+                          {&exp_avg_sq_, &flat.exp_avg_sq}}) {
+    if (buckets_ != nullptr) {
+      ops::fill(*mine, 0.0f);
+      take_shard(*in, *mine);
+    } else if (mine->raw() != in->raw()) {
+      ops::copy(*in, *mine);
     }
   }
-  // Every rank holds the whole flat main parameters here: no gather needed.
-  if (!main_is_params_) ops::cast(flat.main_params, buffer_.flat_values());
+  if (main_is_params_) return;
+  // The model's parameters from the whole model's main parameters (every rank holds them here: no
+  // gather), bucket by bucket through copy_state's buffer when those are on another device.
+  Tensor& values = buffer_.flat_values();
+  if (buckets_ == nullptr || flat.main_params.device() == buffer_.device()) {
+    ops::cast(buckets_ == nullptr ? main_ : flat.main_params, values);
+    return;
+  }
+  reserve_state_copies();
+  state_copies_.synchronize();
+  for (const GradBucket& g : buckets_->buckets()) {
+    Tensor part = state_buffer_.slice_flat(0, {g.numel()});
+    ops::copy(flat.main_params.slice_flat(g.begin, {g.numel()}), part);
+    Tensor dst = values.slice_flat(g.begin, {g.numel()});
+    ops::cast(part, dst);
+  }
 }
 
 void Optimizer::set_step_count(int64_t steps) {

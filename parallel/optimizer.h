@@ -4,11 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
-#include <utility>
 #include <vector>
 
 #include "kernels/adamw_runs.h"
+#include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_buckets.h"
@@ -35,6 +34,17 @@ struct FlatOptimizerState {
   Tensor main_params;
   Tensor exp_avg;
   Tensor exp_avg_sq;
+};
+
+enum class StateKind { kMainParams, kExpAvg, kExpAvgSq };
+
+// A range of the whole model's optimizer state that a save wants: flat elements
+// [flat_offset, flat_offset + dst.numel()) of `kind` into `dst` (f32, on the host or the buffer's
+// device). The range lies within one gradient bucket (within one parameter always does).
+struct StatePiece {
+  StateKind kind = StateKind::kMainParams;
+  int64_t flat_offset = 0;
+  Tensor dst;
 };
 
 // initial_main (both constructors): the exact fp32 initial parameters, an f32 tensor in the buffer's
@@ -79,19 +89,30 @@ class Optimizer {
   // Gathers launched and not yet waited for (the trace's count of gathers overlapping the forward).
   int pending_param_gathers() const;
 
-  // What checkpoints save from and load into: unsharded, the optimizer's own tensors; sharded, flat
-  // copies made on first use. gather_state() fills them (sharded: a collective over dp, one
-  // all_gather per bucket and tensor). After a load has filled them, load_state() takes this rank's
-  // shard (padding stays zero) and sets the model's parameters from the main parameters (no
-  // communication). Both wait for pending parameter gathers first.
-  FlatOptimizerState& flat_state();
-  void gather_state();
-  void load_state();
+  // Checkpoints. copy_state() copies the whole model's state at `pieces` (main parameters, and the
+  // moments when `moments`); sharded, it is a collective over dp (every rank passes the same
+  // `moments`, each its own pieces): bucket by bucket, each state's shards are all-gathered into one
+  // bucket-sized buffer and the pieces copied out of it, so no rank ever holds the whole model's
+  // state (Megatron's distributed optimizer saves without one too). Copies to the host may still be
+  // in flight on return: they are complete once the returned event is (not recorded: complete).
+  // gather_state(): the whole state in new flat tensors (sharded: copy_state into them); for tests
+  // and small models. Unsharded it returns the optimizer's own tensors, no copy.
+  Event copy_state(const std::vector<StatePiece>& pieces, bool moments);
+  FlatOptimizerState gather_state();
+  // Allocates copy_state's bucket buffer now (sharded), rather than in the first save.
+  void reserve_state_copies();
+  // Where a checkpoint load puts the whole model's state before load_state(): unsharded, the
+  // optimizer's own tensors; sharded, new host tensors that load_state() takes this rank's shard
+  // from (the device never holds the whole model's state).
+  FlatOptimizerState load_buffers() const;
+  // Sets this rank's state from the whole model's (load_buffers(), filled), padding zero, and the
+  // model's parameters from the main parameters. No communication.
+  void load_state(const FlatOptimizerState& flat);
   // The whole model's fp32 master weights in the buffer's flat layout (what an export writes): fp32
   // parameters are them (once the write-back's gathers are waited for); bf16 ones are only their
-  // rounding, so unsharded main_params(), sharded the main shards gathered into
-  // flat_state().main_params (a collective over dp, like gather_state but without the moments).
-  const Tensor& gather_main_params();
+  // rounding, so unsharded main_params(), sharded the main shards gathered into a new tensor (a
+  // collective over dp).
+  Tensor gather_main_params();
 
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t steps);
@@ -121,11 +142,10 @@ class Optimizer {
   // their bf16 rounding (unsharded: into the parameters; sharded: into send_): nothing more
   // unsharded; sharded, each bucket's all-gather of this rank's shard (send_, or fp32 main_).
   void write_back_params();
-  // The all-gathers of gather_state: each (shard, flat) pair, bucket by bucket.
-  void gather_shards(std::initializer_list<std::pair<Tensor*, Tensor*>> shards_and_flats);
-  // shard (this rank's state layout) = flat (the buffer's flat layout) at this rank's runs, cast to
-  // f32. Padding elements are left as they are.
+  // shard (this rank's state layout) = flat (the buffer's flat layout, on any device) at this rank's
+  // runs, cast to f32. Padding elements are left as they are.
   void take_shard(const Tensor& flat, Tensor& shard) const;
+  Tensor& state(StateKind kind);
   const Tensor& grads() const;
 
   ParamGradBuffer& buffer_;
@@ -138,8 +158,9 @@ class Optimizer {
   bool main_is_params_ = false;  // unsharded fp32: main_ is the buffer's flat values themselves
   Tensor exp_avg_;
   Tensor exp_avg_sq_;
-  FlatOptimizerState flat_state_;
   std::vector<Tensor> staging_;         // per bucket whose numel % dp != 0: padded gather output, param dtype
+  Tensor state_buffer_;                 // copy_state's: f32, the largest padded bucket
+  Event state_copies_;                  // the last copy_state's copies out of state_buffer_
   Tensor send_;                         // non-f32 parameters: this rank's shard cast for the gather
   std::vector<CommHandle> gathers_;     // per bucket
   int64_t step_count_ = 0;

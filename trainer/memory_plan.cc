@@ -212,11 +212,20 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
         rounded(kCublasLtWorkspaceBytes) + rounded(kBiasGradScratchBytes) + rounded(attention_workspace);
   }
 
-  // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes, and,
-  // with the distributed optimizer, the flat fp32 state the shards are gathered into.
+  // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes (on a
+  // GPU pinned host memory, not the device's), and, with the distributed optimizer, the one bucket
+  // its state is gathered through (Optimizer::copy_state). A resume loads the whole model's state
+  // into host memory first and frees it once the shard is taken: not in the peak (the plan cannot
+  // know whether the run resumes).
   if (!c.checkpoint.dir.empty()) {
-    r.checkpoint_bytes = rounded(plan_shard(params, true, 0, dp).staging_numel * 4);
-    if (sharded) r.checkpoint_bytes += 3 * rounded(P * 4);
+    const int64_t snapshot = rounded(plan_shard(params, true, 0, dp).staging_numel * 4);
+    (config_device(c) == Device::kCpu ? r.checkpoint_bytes : r.host_snapshot_bytes) = snapshot;
+    if (sharded) {
+      int64_t largest = 0;
+      for (const GradBucket& g : buckets) largest = std::max(largest, g.padded_numel(dp));
+      r.checkpoint_bytes += rounded(largest * 4);
+      r.resume_host_bytes = 3 * rounded(P * 4);
+    }
   }
   // bf16 with the distributed optimizer: the exact fp32 init values (model/parameter_store.cc) live
   // until the optimizer has copied its shard out of them, beside the parameters, the gradients, the
@@ -307,7 +316,8 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
                      {"optimizer", r.optimizer_bytes}, {"activations", r.activation_bytes},
                      {"activations_per_micro_batch", r.activation_bytes_per_micro_batch}, {"activation_slots", r.slots},
                      {"scratch", r.scratch_bytes}, {"communication", r.comm_bytes}, {"workspace", r.workspace_bytes},
-                     {"checkpoint", r.checkpoint_bytes}, {"transient", r.transient_bytes}, {"storage", r.storage_bytes},
+                     {"checkpoint", r.checkpoint_bytes}, {"transient", r.transient_bytes},
+                     {"host_snapshot", r.host_snapshot_bytes}, {"resume_host", r.resume_host_bytes}, {"storage", r.storage_bytes},
                      {"mpi_temporary", r.mpi_temporary_bytes}, {"peak", r.total_bytes}});
   }
   return {{"peak", plan.peak_bytes}, {"peak_pp_rank", plan.peak().pp_rank},
@@ -345,6 +355,9 @@ std::string format_memory_plan(const MemoryPlan& plan, const Config& config, con
   if (r.transient_bytes > 0) line("fp32 init values (at start-up)", r.transient_bytes);
   if (r.mpi_temporary_bytes > 0) line("MPI collective temporary", r.mpi_temporary_bytes);
   line("peak", r.total_bytes);
+  // Host memory outside the peak (see RankMemoryPlan).
+  if (r.host_snapshot_bytes > 0) line("+ host: checkpoint snapshot (pinned)", r.host_snapshot_bytes);
+  if (r.resume_host_bytes > 0) line("+ host, while resuming: loaded state", r.resume_host_bytes);
   if (layout.pipeline > 1) {
     out += "  peak per pipeline stage:";
     for (const RankMemoryPlan& x : plan.ranks) out += fmt::format(" {}{}", x.pp_rank ? "/ " : "", format_bytes(x.total_bytes));

@@ -36,7 +36,13 @@ struct RankMemoryPlan {
   int64_t workspace_bytes = 0;         // CPU: bf16 operands widened to f32 (largest op); CUDA: cuBLASLt's,
                                        // f32 attention's (kernels/cuda_workspace.h), and bf16 attention's
                                        // as the device sizes it (cuDNN's; plan_memory's argument)
-  int64_t checkpoint_bytes = 0;        // checkpoint.dir: the async writer's snapshot (+ the gathered state)
+  int64_t checkpoint_bytes = 0;        // checkpoint.dir: the async writer's snapshot (+ the distributed
+                                       // optimizer's gather bucket)
+  // Host memory beside a GPU's (not in storage_bytes): on a GPU, the checkpoint writer's pinned
+  // snapshot; with the distributed optimizer, a resume's whole fp32 state of the rank's share until
+  // each rank has taken its shard (CPU too: the plan cannot know whether a run resumes).
+  int64_t host_snapshot_bytes = 0;
+  int64_t resume_host_bytes = 0;
   int64_t transient_bytes = 0;         // bf16 + distributed optimizer: the fp32 init values, freed before the activations exist
   // The tensors' high mark: the steady state (everything above but the transient) or, at start, the
   // steady state before the checkpoint buffers and the first step's workspace, plus the transient.

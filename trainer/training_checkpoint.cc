@@ -175,7 +175,7 @@ TrainingCheckpoint::TrainingCheckpoint(const Config& config, const ParallelLayou
   writer_ = std::make_unique<CheckpointWriter>(o, CheckpointGroups{world, dp}, recorded, l);
   // The buffers a save fills, allocated now rather than inside the first save's stall.
   writer_->reserve(optimizer.buffer(), /*optimizer_state=*/true);
-  optimizer.flat_state();
+  optimizer.reserve_state_copies();
 }
 
 TrainingCheckpoint::~TrainingCheckpoint() = default;
@@ -195,11 +195,13 @@ int64_t TrainingCheckpoint::resume() {
     if (writer_) writer_->set_resumed_step(0);
     return 0;
   }
-  FlatOptimizerState& flat = optimizer_.flat_state();
-  const LoadTargets targets{&optimizer_.buffer(), &flat.main_params, &flat.exp_avg, &flat.exp_avg_sq};
   const CheckpointMetadata meta = check_checkpoint_fits(config_, *dir);
-  load_checkpoint(*dir, config_to_json(config_), targets);
-  optimizer_.load_state();
+  {
+    FlatOptimizerState flat = optimizer_.load_buffers();  // sharded: host tensors, freed after the load
+    load_checkpoint(*dir, config_to_json(config_),
+                    LoadTargets{&optimizer_.buffer(), &flat.main_params, &flat.exp_avg, &flat.exp_avg_sq});
+    optimizer_.load_state(flat);
+  }
   optimizer_.set_step_count(meta.state.optimizer_step_count);
   // Nothing left to train (the loop says so): no "continues at step N+1 of N".
   const int64_t iters = config_.training.train_iters;
@@ -252,9 +254,23 @@ void TrainingCheckpoint::save(int64_t step) {
   state.optimizer_step_count = optimizer_.step_count();
   state.lr_schedule_step = step;
   state.seed = config_.training.seed;
-  optimizer_.gather_state();
-  const FlatOptimizerState& flat = optimizer_.flat_state();
-  writer_->save(optimizer_.buffer(), {&flat.main_params, &flat.exp_avg, &flat.exp_avg_sq}, state);
+  if (!optimizer_.sharded()) {
+    const FlatOptimizerState flat = optimizer_.gather_state();  // the optimizer's own tensors
+    writer_->save(optimizer_.buffer(), {&flat.main_params, &flat.exp_avg, &flat.exp_avg_sq}, state);
+  } else {
+    // The distributed optimizer's state goes from its dp shards, bucket by bucket, straight into the
+    // host snapshot: the whole model's state is never on one rank.
+    writer_->save(optimizer_.buffer(), /*optimizer_state=*/true, [&](const ShardPlan& plan, Tensor& staging) {
+      std::vector<StatePiece> pieces;
+      for (const ShardItem& item : plan.items) {
+        const StateKind kind = item.kind == kModelKind    ? StateKind::kMainParams
+                               : item.kind == kExpAvgKind ? StateKind::kExpAvg
+                                                          : StateKind::kExpAvgSq;
+        pieces.push_back({kind, item.flat_offset, staging.slice_flat(item.staging_offset, {item.numel})});
+      }
+      return optimizer_.copy_state(pieces, /*moments=*/true);
+    }, state);
+  }
   last_saved_step_ = step;
 }
 

@@ -49,14 +49,15 @@ check() {
 }
 
 # check_resume LABEL CONFIG REF PREFIX [overrides...]: stop after step 10 with a checkpoint, resume
-# to 20 (runs PREFIX_job1, PREFIX_job2); bitwise the uninterrupted GPU run REF.
+# to 20 (runs PREFIX_job1, PREFIX_job2) in RESUME_NP ranks (default 1); bitwise the uninterrupted GPU
+# run REF.
 check_resume() {
-  local label=$1 cfg=$2 ref=$3 prefix=$4
+  local label=$1 cfg=$2 ref=$3 prefix=$4 np=${RESUME_NP:-1}
   shift 4
   local ck=(--set device=cuda --set checkpoint.dir="$WORK/${prefix}_ck" --set checkpoint.save_interval=5 "$@")
   rm -rf "$WORK/${prefix}_ck"
-  if train "${prefix}_job1" 1 "$cfg" "${ck[@]}" --set training.exit_interval=10 &&
-    train "${prefix}_job2" 1 "$cfg" "${ck[@]}" --export "$WORK/${prefix}_split"; then
+  if train "${prefix}_job1" "$np" "$cfg" "${ck[@]}" --set training.exit_interval=10 &&
+    train "${prefix}_job2" "$np" "$cfg" "${ck[@]}" --export "$WORK/${prefix}_split"; then
     cat "$WORK/${prefix}_job1.jsonl" "$WORK/${prefix}_job2.jsonl" >"$WORK/${prefix}_split.jsonl"
     check "$label: GPU resume from step 10 is bitwise the uninterrupted GPU run" python3 \
       tests/checkpoint/compare_resumed.py "$WORK/$ref.jsonl" "$WORK/${prefix}_split.jsonl" "$WORK/$ref" \
@@ -157,6 +158,10 @@ for name in tp2 dp2do pp2v2 llama_tp2sp; do
     flunk "$name: GPU run ($np ranks)"
   fi
 done
+# The distributed optimizer saves from its dp shards (each bucket's state gathered on the device,
+# this rank's boxes copied from it to the host snapshot on the copy stream) and resumes into them.
+RESUME_NP=2 check_resume "dp2do" test-tiny-gpt2.json dp2do_gpu dp2do_resume \
+  --set parallel.distributed_optimizer=true --set parallel.overlap_param_gather=true
 
 # bf16 mixed precision on the GPU against bf16 on the CPU (the oracle), one process and DP2 with the
 # distributed optimizer (bf16 all-gathers), with the CPU fp32 run among the noise runs as the bf16

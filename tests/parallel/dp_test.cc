@@ -381,9 +381,10 @@ TEST_CASE("distributed optimizer: the grad norm skips replica parameters") {
 }
 
 // Checkpoints: gather_state gives every rank the one-process AdamW's flat-layout main parameters and
-// moments, and load_state of them into a fresh optimizer (of another bucket size: another shard
-// layout) puts back exactly the shard the first one had and the model's values: both optimizers
-// step to the same bits afterwards.
+// moments; copy_state gives any rank's pieces of them (a save's boxes, on the host) without the whole
+// state; load_state of them into a fresh optimizer (of another bucket size: another shard layout)
+// puts back exactly the shard the first one had and the model's values: both optimizers step to the
+// same bits afterwards.
 TEST_CASE("distributed optimizer: state gathers to the flat layout and loads back into any shard layout") {
   auto& w = world();
   for (double size : kSizes) {
@@ -401,9 +402,34 @@ TEST_CASE("distributed optimizer: state gathers to the flat layout and loads bac
       opt.step(0.05, 1.0f);
       ref.step(mean_grads(store.numel(), w.size(), step), step + 1, 0.05, 1.0f, config);
     }
-    opt.gather_state();
-    const FlatOptimizerState& state = opt.flat_state();
+    const FlatOptimizerState state = opt.gather_state();
     const Tensor &m = state.exp_avg, &v = state.exp_avg_sq;
+    // Pieces as a save asks them: rank r takes every parameter i with i % size == r, each kind, and
+    // the halves of its first parameter (pieces need not be whole parameters).
+    std::vector<StatePiece> pieces;
+    std::vector<std::pair<const Tensor*, int64_t>> expected;  // (flat state, offset) per piece
+    for (size_t i = w.rank(); i < store.count(); i += w.size()) {
+      const int64_t off = store.offset(i), n = store.offset(i + 1) - off;
+      for (auto [kind, flat] : {std::pair{StateKind::kMainParams, &state.main_params},
+                                {StateKind::kExpAvg, &state.exp_avg}, {StateKind::kExpAvgSq, &state.exp_avg_sq}}) {
+        for (auto [lo, hi] : i == static_cast<size_t>(w.rank()) ? std::vector<std::pair<int64_t, int64_t>>{{0, n / 2}, {n / 2, n}}
+                                                               : std::vector<std::pair<int64_t, int64_t>>{{0, n}}) {
+          if (hi == lo) continue;
+          pieces.push_back({kind, off + lo, Tensor::zeros({hi - lo})});
+          expected.emplace_back(flat, off + lo);
+        }
+      }
+    }
+    opt.copy_state(pieces, /*moments=*/true).synchronize();
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const float* want = expected[k].first->f32() + expected[k].second;
+      CHECK(std::equal(want, want + pieces[k].dst.numel(), pieces[k].dst.f32()));
+    }
+    if (buckets.buckets().size() > 1) {
+      const int64_t edge = buckets.buckets()[0].begin;  // bucket 1 ends where bucket 0 begins
+      CHECK_THROWS_WITH(opt.copy_state({{StateKind::kMainParams, edge - 1, Tensor::zeros({2})}}, false),
+                        Catch::Contains("span two gradient buckets"));
+    }
     CHECK(std::equal(store.flat_values().f32(), store.flat_values().f32() + store.numel(), state.main_params.f32()));
     for (size_t i = 0, flat = 0; i < store.count(); flat += ref.m[i].numel(), ++i) {
       std::vector<float> em(ref.m[i].f32(), ref.m[i].f32() + ref.m[i].numel());
@@ -415,19 +441,18 @@ TEST_CASE("distributed optimizer: state gathers to the flat layout and loads bac
     ParameterStore store2(specs(), host_context());
     GradBuckets buckets2(store2, w, {0.0, true, true});
     Optimizer opt2(buckets2, config);
-    FlatOptimizerState& loaded = opt2.flat_state();
+    FlatOptimizerState loaded = opt2.load_buffers();
     ops::copy(state.main_params, loaded.main_params);
     ops::copy(m, loaded.exp_avg);
     ops::copy(v, loaded.exp_avg_sq);
-    opt2.load_state();
+    opt2.load_state(loaded);
     opt2.set_step_count(opt.step_count());
     CHECK(std::equal(store.flat_values().f32(), store.flat_values().f32() + store.numel(), store2.flat_values().f32()));
-    opt2.gather_state();
-    const Tensor &m2 = opt2.flat_state().exp_avg, &v2 = opt2.flat_state().exp_avg_sq;
+    const FlatOptimizerState state2 = opt2.gather_state();
+    const Tensor &m2 = state2.exp_avg, &v2 = state2.exp_avg_sq;
     CHECK(std::equal(m.f32(), m.f32() + m.numel(), m2.f32()));
     CHECK(std::equal(v.f32(), v.f32() + v.numel(), v2.f32()));
-    CHECK(std::equal(state.main_params.f32(), state.main_params.f32() + store.numel(),
-                     opt2.flat_state().main_params.f32()));
+    CHECK(std::equal(state.main_params.f32(), state.main_params.f32() + store.numel(), state2.main_params.f32()));
     for (auto [s, b, o] : {std::tuple{&store, &buckets, &opt}, {&store2, &buckets2, &opt2}}) {
       fill_grads(*s, w.rank(), 2);
       for (size_t p = s->count(); p-- > 0;) b->mark_ready(p);
@@ -521,17 +546,18 @@ TEST_CASE("distributed optimizer with bf16 parameters: fp32 main shards, bf16 ga
         for (int64_t i = 0; i < buffer.numel(); ++i)
           CHECK(buffer.flat_values().bf16()[i] == float_to_bfloat16(ref.main_params().f32()[i]));
       }
-      opt.gather_state();
-      CHECK(same_bits(opt.flat_state().main_params, ref.main_params()));
-      CHECK(same_bits(opt.flat_state().exp_avg, ref.exp_avg()));
-      CHECK(same_bits(opt.flat_state().exp_avg_sq, ref.exp_avg_sq()));
+      const FlatOptimizerState gathered = opt.gather_state();
+      CHECK(same_bits(gathered.main_params, ref.main_params()));
+      CHECK(same_bits(gathered.exp_avg, ref.exp_avg()));
+      CHECK(same_bits(gathered.exp_avg_sq, ref.exp_avg_sq()));
       ParamGradBuffer buffer2(specs(), DType::kBF16, host_context());
       GradBuckets buckets2(buffer2, w, {0.0, true, true});
       Optimizer opt2(buckets2, config);
-      ops::copy(ref.main_params(), opt2.flat_state().main_params);
-      ops::copy(ref.exp_avg(), opt2.flat_state().exp_avg);
-      ops::copy(ref.exp_avg_sq(), opt2.flat_state().exp_avg_sq);
-      opt2.load_state();
+      FlatOptimizerState loaded = opt2.load_buffers();
+      ops::copy(ref.main_params(), loaded.main_params);
+      ops::copy(ref.exp_avg(), loaded.exp_avg);
+      ops::copy(ref.exp_avg_sq(), loaded.exp_avg_sq);
+      opt2.load_state(loaded);
       CHECK(shard_equals(opt2, opt2.main_params(), ref.main_params()));
       CHECK(same_bits(buffer2.flat_values(), whole.flat_values()));
     }
