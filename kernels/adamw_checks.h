@@ -8,7 +8,9 @@
 
 namespace lattice {
 
+// grad_apart: the gradients are addressed apart from the rest (AdamWRun::grad_offset): their count
+// is not checked.
 void check_adamw_operands(const char* op, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                          const Tensor& exp_avg_sq, int64_t step);
+                          const Tensor& exp_avg_sq, int64_t step, bool grad_apart = false);
 
 }  // namespace lattice

@@ -18,7 +18,7 @@ void adamw_update_each_run(const Tensor& values, const Tensor& grads, const Tens
   for (const AdamWRun& r : runs) {
     const Shape shape{r.numel};
     Tensor p = values.slice_flat(r.offset, shape);
-    Tensor g = grads.slice_flat(r.offset, shape);
+    Tensor g = grads.slice_flat(r.grads_at(), shape);
     Tensor m = exp_avg.slice_flat(r.offset, shape);
     Tensor v = exp_avg_sq.slice_flat(r.offset, shape);
     ops::AdamWParams run_params = params;
@@ -27,11 +27,12 @@ void adamw_update_each_run(const Tensor& values, const Tensor& grads, const Tens
   }
   if (!copy.defined()) return;
   for (size_t i = 0; i < runs.size();) {
-    const int64_t begin = runs[i].offset;
-    int64_t end = begin + runs[i].numel;
-    for (++i; i < runs.size() && runs[i].offset == end; ++i) end += runs[i].numel;
-    Tensor dst = copy.slice_flat(begin, {end - begin});
-    ops::cast(values.slice_flat(begin, {end - begin}), dst);
+    const int64_t begin = runs[i].offset, copy_begin = runs[i].grads_at();
+    int64_t n = runs[i].numel;
+    for (++i; i < runs.size() && runs[i].offset == begin + n && runs[i].grads_at() == copy_begin + n; ++i)
+      n += runs[i].numel;
+    Tensor dst = copy.slice_flat(copy_begin, {n});
+    ops::cast(values.slice_flat(begin, {n}), dst);
   }
 }
 
@@ -46,6 +47,9 @@ void adamw_update_runs(const Tensor& values, const Tensor& grads, const Tensor& 
     LATTICE_CHECK(r.offset >= 0 && r.numel > 0 && r.offset + r.numel <= values.numel(),
                   "adamw_update_runs: run [{}, {}) outside the flat buffers of {} elements", r.offset,
                   r.offset + r.numel, values.numel());
+    LATTICE_CHECK(r.grads_at() + r.numel <= grads.numel(),
+                  "adamw_update_runs: run's gradients [{}, {}) outside the {} gradients", r.grads_at(),
+                  r.grads_at() + r.numel, grads.numel());
     nonempty.push_back(r);
   }
   const ops::AdamWParams params{
@@ -58,17 +62,17 @@ void adamw_update_runs(const Tensor& values, const Tensor& grads, const Tensor& 
       .grad_scale = grad_scale,
   };
   if (copy.defined()) {
-    LATTICE_CHECK(copy.numel() == values.numel() && copy.device() == values.device() &&
+    LATTICE_CHECK(copy.numel() == grads.numel() && copy.device() == values.device() &&
                       (copy.dtype() == DType::kF32 || copy.dtype() == DType::kBF16),
-                  "adamw_update_runs: the copy {} must be f32 or bf16 with the {} elements of the values {}",
-                  copy.describe(), values.numel(), values.describe());
+                  "adamw_update_runs: the copy {} must be f32 or bf16 with the {} elements of the gradients {}",
+                  copy.describe(), grads.numel(), grads.describe());
   }
   const Backend& be = backend_for("adamw_update_runs", {&values, &grads, &exp_avg, &exp_avg_sq});
   if (be.adamw_update_runs == nullptr || nonempty.empty()) {
     adamw_update_each_run(values, grads, exp_avg, exp_avg_sq, nonempty, params, copy);
     return;
   }
-  check_adamw_operands("adamw_update_runs", values, grads, exp_avg, exp_avg_sq, step);  // once, not per run
+  check_adamw_operands("adamw_update_runs", values, grads, exp_avg, exp_avg_sq, step, /*grad_apart=*/true);
   int64_t numel = 0;
   for (const AdamWRun& r : nonempty) numel += r.numel;
   // Values and both moments read and written back, the gradient read, the copy written.

@@ -11,9 +11,14 @@
 namespace lattice {
 
 struct AdamWRun {
-  int64_t offset;  // into the flat buffers passed to adamw_update_runs
+  int64_t offset;  // into the values and moments passed to adamw_update_runs
   int64_t numel;
   bool decay;      // decoupled weight decay applies (matrices only)
+  // Into the gradients and the copy; -1: offset. They differ under the distributed optimizer when
+  // its reduce-scatter is in place: a shard's gradients stay in the flat gradient buffer, where the
+  // bf16 parameters' write-back goes too, while its state is packed.
+  int64_t grad_offset = -1;
+  int64_t grads_at() const { return grad_offset < 0 ? offset : grad_offset; }
 };
 
 struct AdamWHyper {
@@ -24,7 +29,7 @@ struct AdamWHyper {
 };
 
 // ops::adamw_update on every run; weight decay only where run.decay. `copy` (optional; f32 or bf16,
-// as many elements as values): each run's updated values are also written there at the same
+// as many elements as grads): each run's updated values are also written there at the gradients'
 // indices, in copy's dtype (the bf16 parameters' write-back), elements outside the runs untouched.
 // A backend with Backend::adamw_update_runs (CUDA) does it all in a few launches, fusing the copy;
 // the others run adamw_update per run, then a cast per stretch of adjacent runs. Same bits.

@@ -87,9 +87,11 @@ class Communicator {
 
   // In place: every rank's `inout` becomes the elementwise reduction over the group.
   virtual CommHandle all_reduce_async(const Tensor& inout, ReduceOp op = ReduceOp::kSum) = 0;
-  // in has size() × out.numel() elements; rank r's out = sum over ranks of in's r-th block.
+  // in has size() × out.numel() elements; rank r's out = sum over ranks of in's r-th block. In
+  // place (NCCL's form) when out is this rank's block of in; in's other blocks are then unspecified.
   virtual CommHandle reduce_scatter_async(const Tensor& in, const Tensor& out) = 0;
-  // out has size() × in.numel() elements; block r of out = rank r's in.
+  // out has size() × in.numel() elements; block r of out = rank r's in. In place when in is this
+  // rank's block of out.
   virtual CommHandle all_gather_async(const Tensor& in, const Tensor& out) = 0;
   // root's `inout` is copied to every rank's `inout`.
   virtual CommHandle broadcast_async(const Tensor& inout, int root) = 0;

@@ -58,17 +58,24 @@ GradBuckets::GradBuckets(ParamGradBuffer& buffer, Communicator& dp, const GradBu
                 "gradient buckets: reduce_dtype {} (f32 or bf16)", dtype_name(options_.reduce_dtype));
   const bool narrow = options_.reduce_dtype != buffer.grad_dtype();
   const DeviceContext& ctx = buffer.context();
-  int64_t total = 0;
+  bool padded = false;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const GradBucket& g = buckets_[b];
-    total += g.shard_numel;
+    shard_numel_ += g.shard_numel;
+    padded = padded || g.padded_numel(dp_size_) != g.numel();
     const int64_t reduced = options_.reduce_scatter ? g.padded_numel(dp_size_) : g.numel();
     if (g.numel() > 0 && (narrow || reduced != g.numel())) staging_[b] = ctx.zeros({reduced}, options_.reduce_dtype);
   }
-  if (options_.reduce_scatter) {
-    shard_grads_ = ctx.zeros({total}, buffer.grad_dtype());
-    if (narrow) reduced_shard_ = ctx.zeros({total}, options_.reduce_dtype);
+  in_place_ = options_.reduce_scatter && options_.allow_in_place && !narrow && !padded;
+  if (options_.reduce_scatter && !in_place_) {
+    shard_grads_ = ctx.zeros({shard_numel_}, buffer.grad_dtype());
+    if (narrow) reduced_shard_ = ctx.zeros({shard_numel_}, options_.reduce_dtype);
   }
+}
+
+int64_t GradBuckets::reduced_offset(size_t b) const {
+  const GradBucket& g = buckets_[b];
+  return in_place_ ? g.begin + dp_rank_ * g.shard_numel : g.shard_offset;
 }
 
 GradBuckets::~GradBuckets() {
@@ -94,8 +101,9 @@ void GradBuckets::launch(size_t b) {
     if (!options_.reduce_scatter) {
       handles_[b] = dp_.all_reduce_async(in);
     } else {
-      const Tensor& out = reduced_shard_.defined() ? reduced_shard_ : shard_grads_;
-      handles_[b] = dp_.reduce_scatter_async(in, out.slice_flat(g.shard_offset, {g.shard_numel}));
+      // In place: this rank's block of the bucket itself (the communicator's in-place form).
+      const Tensor out = reduced_shard_.defined() ? reduced_shard_.slice_flat(g.shard_offset, {g.shard_numel}) : shard(b);
+      handles_[b] = dp_.reduce_scatter_async(in, out);
     }
   }
   ++next_launch_;

@@ -19,9 +19,10 @@ namespace lattice {
 //
 // Sharded layout (distributed optimizer): each bucket is padded to padded_numel = shard_numel × dp
 // elements; dp rank r owns bucket elements [r × shard_numel, (r+1) × shard_numel) (the part past
-// `end` is padding, always zero). A rank's local shard buffer is the concatenation of its slices of
-// bucket 0, 1, ...; bucket b's slice starts at shard_offset. So shards are contiguous per bucket
-// (Megatron's layout): each bucket's reduce_scatter and all_gather is one collective.
+// `end` is padding, always zero). A rank's local shard state (the optimizer's) is the concatenation
+// of its slices of bucket 0, 1, ...; bucket b's slice starts at shard_offset. So shards are
+// contiguous per bucket (Megatron's layout): each bucket's reduce_scatter and all_gather is one
+// collective, in place in the flat buffers when no bucket needs padding (GradBuckets::in_place).
 struct GradBucket {
   size_t first_param = 0;
   size_t last_param = 0;
@@ -42,13 +43,16 @@ struct GradBucketOptions {
   double bucket_size_mb = 40.0;
   bool overlap_grad_reduce = true;
   // false: all_reduce (every rank gets the whole mean gradient, in the buffer's flat grads).
-  // true: reduce_scatter (each rank gets only its shard's mean, in shard_grads(); the buffer's flat
-  // grads are left unspecified) — for the distributed optimizer.
+  // true: reduce_scatter (each rank gets only its shard's mean, at shard(b); the rest of the
+  // buffer's flat grads is left unspecified) — for the distributed optimizer.
   bool reduce_scatter = false;
   // kF32, or kBF16: at launch each bucket's (1/dp-scaled) fp32 gradients are rounded into a bf16
   // staging buffer and reduced in bf16 (every combine rounds); finish() widens the result back into
-  // the fp32 gradients (or shard_grads()).
+  // the fp32 gradients (or the shards).
   DType reduce_dtype = DType::kF32;
+  // reduce_scatter: reduce in place where the layout allows (GradBuckets::in_place). false: always
+  // into a packed shard buffer (tests compare the two, bit for bit).
+  bool allow_in_place = true;
 };
 
 // Times of the last finish(), from events on the compute stream: comm_s from the first launch of
@@ -82,7 +86,7 @@ class GradBuckets {
 
   // Launches whatever has not been launched (everything without overlap), waits for all buckets and
   // resets for the next step. After it: all_reduce mode — every rank's buffer.flat_grads() holds the
-  // mean over dp; reduce_scatter mode — shard_grads() holds this rank's shard of the mean.
+  // mean over dp; reduce_scatter mode — shard(b) holds this rank's shard of bucket b's mean.
   void finish();
 
   // Number of bucket reductions launched since the last finish() (tests, tracing).
@@ -96,10 +100,18 @@ class GradBuckets {
   Communicator& comm() const { return dp_; }
   ParamGradBuffer& buffer() const { return buffer_; }
 
-  // reduce_scatter mode: this rank's shard of the mean gradient (sum of buckets' shard_numel
-  // elements; padding elements are zero).
-  Tensor& shard_grads() { return shard_grads_; }
-  int64_t shard_numel() const { return shard_grads_.numel(); }
+  // reduce_scatter mode. In place (f32 reduction and no bucket needing padding, Megatron's layout):
+  // each bucket reduce-scatters within the flat gradients, and this rank's shard stays there, at
+  // its block of the bucket — no second gradient buffer. Otherwise the shards are packed into a
+  // buffer of their own at shard_offset (padding elements zero).
+  bool in_place() const { return in_place_; }
+  // Where the shards lie: flat_grads() in place, else the packed buffer; bucket b's at reduced_offset(b).
+  const Tensor& reduced_grads() const { return in_place_ ? buffer_.flat_grads() : shard_grads_; }
+  int64_t reduced_offset(size_t b) const;
+  // This rank's shard of bucket b's mean gradient after finish(): shard_numel elements.
+  Tensor shard(size_t b) const { return reduced_grads().slice_flat(reduced_offset(b), {buckets_[b].shard_numel}); }
+  // The sum of the buckets' shard_numel: the size of this rank's shard state.
+  int64_t shard_numel() const { return shard_numel_; }
 
   GradReduceStats last_stats() const;
 
@@ -120,7 +132,9 @@ class GradBuckets {
   // Per bucket, what its reduction reads when that is not the gradients themselves: a copy in
   // reduce_dtype and/or, for reduce_scatter, padded to padded_numel (the padding stays zero).
   std::vector<Tensor> staging_;
-  Tensor shard_grads_;
+  bool in_place_ = false;
+  int64_t shard_numel_ = 0;
+  Tensor shard_grads_;    // packed shards (reduce_scatter, not in place)
   Tensor reduced_shard_;  // bf16 reduce_scatter: the reduced shard, which finish() widens into shard_grads_
   int next_launch_ = 0;
   bool any_launched_ = false;

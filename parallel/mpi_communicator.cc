@@ -4,6 +4,8 @@
 #include "parallel/mpi_communicator.h"
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -50,6 +52,19 @@ std::pair<MPI_Datatype, MPI_Op> mpi_reduction(DType dtype, ReduceOp op) {
   return {mpi_type(dtype), mpi_op(op)};
 }
 
+// Whether `block` is rank `rank`'s block of `whole` in the same host memory: the in-place form of
+// reduce_scatter (out in in) and all_gather (in in out), as NCCL defines it. Another overlap of
+// the two is an error.
+bool in_place(const Tensor& whole, const Tensor& block, int rank, const char* op) {
+  if (whole.device() != Device::kCpu || block.device() != Device::kCpu) return false;  // staged apart
+  const char* w = static_cast<const char*>(whole.raw());
+  const char* b = static_cast<const char*>(block.raw());
+  if (b == w + static_cast<size_t>(rank) * block.bytes()) return true;
+  LATTICE_CHECK(b + block.bytes() <= w || w + whole.bytes() <= b,
+                "{}: the input and the output overlap, and the smaller is not this rank's block of the larger", op);
+  return false;
+}
+
 // "f32[4, 256] (4 KiB)"
 std::string tensor_summary(const Tensor& t) {
   return fmt::format("{}{} ({})", dtype_name(t.dtype()), shape_string(t.shape()),
@@ -75,6 +90,8 @@ class MpiOp : public PendingOp {
   MPI_Datatype recv_type = MPI_DATATYPE_NULL;
   // send, recv: the world rank of the peer, the only rank they wait for (else the whole group).
   int p2p_peer = -1;
+  // Runs once the requests completed, after the staged outputs are copied back.
+  std::function<void()> on_complete;
 
   bool test() override {
     if (done_) return true;
@@ -103,6 +120,7 @@ class MpiOp : public PendingOp {
     if (flag) {
       done_ = true;
       staging.finish();
+      if (on_complete) on_complete();
       keep_alive.clear();
     }
     return done_;
@@ -215,14 +233,23 @@ CommHandle MpiCommunicator::reduce_scatter_async(const Tensor& in, const Tensor&
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("reduce_scatter(sum) of {} into {}", tensor_summary(in), tensor_summary(out)));
-  const Tensor in_buffer = pending->staging.input(in);
-  const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
   const auto [type, mpi_reduce_op] = mpi_reduction(in.dtype(), ReduceOp::kSum);
   MPI_Request request;
-  MPI_CHECK(MPI_Ireduce_scatter_block(in_buffer.raw(), out_buffer.raw(), static_cast<int>(out.numel()), type,
-                                      mpi_reduce_op, comm_, &request));
+  if (in_place(in, out, rank_, "reduce_scatter")) {
+    // MPI's in-place form leaves the result at the start of the buffer: moved to this rank's block
+    // on completion (the other blocks hold nothing of use afterwards).
+    MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, in.raw(), static_cast<int>(out.numel()), type, mpi_reduce_op,
+                                        comm_, &request));
+    if (rank_ != 0) pending->on_complete = [in, out] { std::memcpy(out.raw(), in.raw(), out.bytes()); };
+    pending->keep_alive = {in};
+  } else {
+    const Tensor in_buffer = pending->staging.input(in);
+    const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
+    MPI_CHECK(MPI_Ireduce_scatter_block(in_buffer.raw(), out_buffer.raw(), static_cast<int>(out.numel()), type,
+                                        mpi_reduce_op, comm_, &request));
+    pending->keep_alive = {in_buffer, out_buffer};
+  }
   pending->requests.push_back(request);
-  pending->keep_alive = {in_buffer, out_buffer};
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 
@@ -234,14 +261,20 @@ CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out
   auto pending = std::make_unique<MpiOp>(
       info_, world_rank_, &info_->group, &info_->peers,
       fmt::format("all_gather of {} into {}", tensor_summary(in), tensor_summary(out)));
-  const Tensor in_buffer = pending->staging.input(in);
-  const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
   const int count = static_cast<int>(in.numel());
   MPI_Request request;
-  MPI_CHECK(MPI_Iallgather(in_buffer.raw(), count, mpi_type(in.dtype()), out_buffer.raw(), count,
-                           mpi_type(out.dtype()), comm_, &request));
+  if (in_place(out, in, rank_, "all_gather")) {
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.raw(), count, mpi_type(out.dtype()), comm_,
+                             &request));
+    pending->keep_alive = {out};
+  } else {
+    const Tensor in_buffer = pending->staging.input(in);
+    const Tensor out_buffer = pending->staging.output(out, /*copy_in=*/false);
+    MPI_CHECK(MPI_Iallgather(in_buffer.raw(), count, mpi_type(in.dtype()), out_buffer.raw(), count,
+                             mpi_type(out.dtype()), comm_, &request));
+    pending->keep_alive = {in_buffer, out_buffer};
+  }
   pending->requests.push_back(request);
-  pending->keep_alive = {in_buffer, out_buffer};
   return CommHandle(std::move(pending), watchdog_, stream_);
 }
 

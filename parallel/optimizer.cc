@@ -50,8 +50,13 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
                      const Tensor& initial_main)
     : buffer_(buffer), buckets_(buckets), options_(options) {
   // Runs of the weight-decay and replica properties cut to this rank's slices; a piece extends
-  // the previous one when both continue it.
+  // the previous one when both continue it. The gradients lie at the shard offsets, or, when the
+  // buckets reduce in place, at the flat ones.
+  const bool grads_in_place = buckets != nullptr && buckets->in_place();
   for (const Slice& s : shard_slices(buffer, buckets)) {
+    // The norm's views never span two slices: the same views (and sums) whether the slices are
+    // adjacent (packed) or not (in place).
+    const size_t slice_first_range = norm_ranges_.size();
     for (const ParamRun& run : buffer.runs(ParamProperty::kWeightDecay)) {
       const int64_t a = std::max(s.lo, run.offset), b = std::min(s.hi, run.offset + run.numel);
       if (a >= b) continue;
@@ -65,14 +70,15 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
     for (const ParamRun& run : buffer.runs(ParamProperty::kReplica)) {
       const int64_t a = std::max(s.lo, run.offset), b = std::min(s.hi, run.offset + run.numel);
       if (run.value || a >= b) continue;
-      const int64_t shard_off = s.shard_offset + (a - s.lo);
-      if (!norm_ranges_.empty() && norm_ranges_.back().first + norm_ranges_.back().second == shard_off)
+      const int64_t at = grads_in_place ? a : s.shard_offset + (a - s.lo);
+      if (norm_ranges_.size() > slice_first_range && norm_ranges_.back().first + norm_ranges_.back().second == at)
         norm_ranges_.back().second += b - a;
       else
-        norm_ranges_.emplace_back(shard_off, b - a);
+        norm_ranges_.emplace_back(at, b - a);
     }
   }
-  for (const Run& run : runs_) shard_runs_.push_back({run.shard_offset, run.numel, run.decay});
+  for (const Run& run : runs_)
+    shard_runs_.push_back({run.shard_offset, run.numel, run.decay, grads_in_place ? run.flat_offset : -1});
   const DeviceContext& ctx = buffer.context();
   const int64_t n = buckets != nullptr ? buckets->shard_numel() : buffer.numel();
   exp_avg_ = ctx.zeros({n}, DType::kF32);
@@ -104,7 +110,9 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
     const GradBucket& g = buckets->buckets()[b];
     if (g.padded_numel(dp) != g.numel()) staging_[b] = ctx.zeros({g.padded_numel(dp)}, buffer.param_dtype());
   }
-  if (buffer.param_dtype() != DType::kF32) send_ = ctx.zeros({n}, buffer.param_dtype());
+  // bf16 parameters: AdamW writes the rounding of the shard where the all-gather reads it — in place,
+  // this rank's block of each bucket in the parameters themselves (Megatron's); else a send buffer.
+  if (buffer.param_dtype() != DType::kF32 && !grads_in_place) send_ = ctx.zeros({n}, buffer.param_dtype());
 }
 
 Optimizer::~Optimizer() {
@@ -127,7 +135,11 @@ void Optimizer::take_shard(const Tensor& flat, Tensor& shard) const {
   }
 }
 
-const Tensor& Optimizer::grads() const { return buckets_ != nullptr ? buckets_->shard_grads() : buffer_.flat_grads(); }
+const Tensor& Optimizer::grads() const { return buckets_ != nullptr ? buckets_->reduced_grads() : buffer_.flat_grads(); }
+
+bool Optimizer::values_gather_in_place() const {
+  return buckets_ != nullptr && buckets_->in_place() && buffer_.param_dtype() != DType::kF32;
+}
 
 Tensor& Optimizer::state(StateKind kind) {
   return kind == StateKind::kMainParams ? main_ : kind == StateKind::kExpAvg ? exp_avg_ : exp_avg_sq_;
@@ -278,9 +290,11 @@ void Optimizer::step(double lr, float grad_scale) {
     take_shard(buffer_.flat_values(), main_);
   }
   // bf16 parameters take the updated main parameters' rounding in the same pass (unsharded: the
-  // model's own; sharded: the send buffer the all-gathers read); fp32 ones are the main parameters
-  // (unsharded) or gather them as they are.
-  const Tensor rounded = buckets_ == nullptr ? (main_is_params_ ? Tensor{} : buffer_.flat_values()) : send_;
+  // model's own; sharded: this rank's blocks of them, which the all-gathers read in place, or the
+  // send buffer); fp32 ones are the main parameters (unsharded) or gather them as they are.
+  const Tensor rounded = buckets_ == nullptr || values_gather_in_place()
+                             ? (main_is_params_ ? Tensor{} : buffer_.flat_values())
+                             : send_;
   adamw_update_runs(main_, grads(), exp_avg_, exp_avg_sq_, shard_runs_,
                     {options_.beta1, options_.beta2, options_.eps, options_.weight_decay}, lr, step_count_,
                     grad_scale, rounded);
@@ -296,8 +310,11 @@ void Optimizer::write_back_params() {
   for (size_t b = bs.size(); b-- > 0;) {
     const GradBucket& g = bs[b];
     if (g.numel() == 0) continue;
-    // send_ holds the shard's bf16 rounding (step() wrote it; its padding stays zero).
-    Tensor in = (send_.defined() ? send_ : main_).slice_flat(g.shard_offset, {g.shard_numel});
+    // The shard's bf16 rounding, which step() wrote into this rank's block of the parameters (in
+    // place) or into send_ (its padding stays zero); fp32 parameters gather the main shard.
+    Tensor in = values_gather_in_place()
+                    ? values.slice_flat(g.begin + buckets_->dp_rank() * g.shard_numel, {g.shard_numel})
+                    : (send_.defined() ? send_ : main_).slice_flat(g.shard_offset, {g.shard_numel});
     Tensor out = g.padded_numel(dp.size()) != g.numel() ? staging_[b] : values.slice_flat(g.begin, {g.numel()});
     gathers_[b] = dp.all_gather_async(in, out);
   }

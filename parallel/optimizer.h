@@ -147,13 +147,15 @@ class Optimizer {
   void take_shard(const Tensor& flat, Tensor& shard) const;
   Tensor& state(StateKind kind);
   const Tensor& grads() const;
+  // bf16 parameters over in-place buckets: the write-back all-gathers within the parameters.
+  bool values_gather_in_place() const;
 
   ParamGradBuffer& buffer_;
   GradBuckets* buckets_;  // nullptr: not sharded
   OptimizerOptions options_;
   std::vector<Run> runs_;
   std::vector<AdamWRun> shard_runs_;  // runs_ addressed by shard offset, as AdamW steps them
-  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;  // (shard offset, numel) of non-replica elements
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;  // (offset in grads(), numel) of non-replica elements
   Tensor main_;
   bool main_is_params_ = false;  // unsharded fp32: main_ is the buffer's flat values themselves
   Tensor exp_avg_;
@@ -161,7 +163,7 @@ class Optimizer {
   std::vector<Tensor> staging_;         // per bucket whose numel % dp != 0: padded gather output, param dtype
   Tensor state_buffer_;                 // copy_state's: f32, the largest padded bucket
   Event state_copies_;                  // the last copy_state's copies out of state_buffer_
-  Tensor send_;                         // non-f32 parameters: this rank's shard cast for the gather
+  Tensor send_;                         // non-f32 parameters, not in place: this rank's shard cast for the gather
   std::vector<CommHandle> gathers_;     // per bucket
   int64_t step_count_ = 0;
 };

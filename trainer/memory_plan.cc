@@ -127,17 +127,23 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
     const bool narrow = reduce != DType::kF32;
     const int64_t rs = reduce_size;
     int64_t shard = 0;
+    bool padded = false;
     for (const GradBucket& g : buckets) {
       shard += g.shard_numel;
+      padded = padded || g.padded_numel(dp) != g.numel();
       const int64_t reduced = sharded ? g.padded_numel(dp) : g.numel();
       if (g.numel() > 0 && (narrow || reduced != g.numel())) r.comm_bytes += rounded(reduced * rs);
       // The sharded optimizer's all-gather staging of padded buckets.
       if (sharded && g.padded_numel(dp) != g.numel()) r.comm_bytes += rounded(g.padded_numel(dp) * cs);
     }
     if (sharded) {
-      r.comm_bytes += rounded(shard * 4);                  // the reduce-scattered gradient shard
-      if (narrow) r.comm_bytes += rounded(shard * rs);     // ... as reduced in bf16
-      if (bf16) r.comm_bytes += rounded(shard * cs);       // the bf16 send buffer of the gather
+      // In place (GradBuckets::in_place): the shards stay in the gradients, and bf16 parameters
+      // gather within themselves. Otherwise:
+      if (narrow || padded) {
+        r.comm_bytes += rounded(shard * 4);                // the reduce-scattered gradient shard
+        if (narrow) r.comm_bytes += rounded(shard * rs);   // ... as reduced in bf16
+        if (bf16) r.comm_bytes += rounded(shard * cs);     // the bf16 send buffer of the gather
+      }
       r.optimizer_bytes = 2 * rounded(shard * 4);
       r.main_param_bytes = rounded(shard * 4);             // its own fp32 shard, in either precision
     }

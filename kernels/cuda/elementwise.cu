@@ -195,12 +195,13 @@ __global__ void adamw_kernel(float* __restrict__ pw, const float* __restrict__ g
 // Up to kAdamWRunsPerLaunch runs of the flat buffers, cut into tiles of kAdamWTile elements: run r
 // has tiles [tile_begin[r], tile_begin[r + 1]). Passed by value (about 3.2 KB, within the 4 KB of
 // kernel arguments every CUDA version takes), so a launch needs no device table.
-constexpr int kAdamWRunsPerLaunch = 128;
+constexpr int kAdamWRunsPerLaunch = 96;
 constexpr int kAdamWPerThread = 4;
 constexpr int64_t kAdamWTile = static_cast<int64_t>(kThreads) * kAdamWPerThread;
 
 struct AdamWRunTable {
-  int64_t offset[kAdamWRunsPerLaunch];
+  int64_t offset[kAdamWRunsPerLaunch];       // of the values and moments
+  int64_t grad_offset[kAdamWRunsPerLaunch];  // of the gradients and the copy (AdamWRun::grads_at)
   int64_t numel[kAdamWRunsPerLaunch];
   int64_t tile_begin[kAdamWRunsPerLaunch + 1];
   bool decay[kAdamWRunsPerLaunch];
@@ -233,8 +234,8 @@ __global__ void __launch_bounds__(kThreads) adamw_runs_kernel(float* __restrict_
       const int64_t j = first + static_cast<int64_t>(k) * kThreads + threadIdx.x;
       if (j < t.numel[lo]) {
         const int64_t i = t.offset[lo] + j;
-        const float p = adamw_element(pw, gw, mw, vw, i, s, run_decay);
-        if (copy.data != nullptr) store(copy, i, p);
+        const float p = adamw_element(pw, gw + (t.grad_offset[lo] - t.offset[lo]), mw, vw, i, s, run_decay);
+        if (copy.data != nullptr) store(copy, t.grad_offset[lo] + j, p);
       }
     }
   }
@@ -371,6 +372,7 @@ void adamw_update_runs(float* param, const float* grad, float* exp_avg, float* e
   };
   for (size_t r = 0; r < count; ++r) {  // numel > 0 each (the Backend entry's contract)
     t.offset[t.count] = runs[r].offset;
+    t.grad_offset[t.count] = runs[r].grads_at();
     t.numel[t.count] = runs[r].numel;
     t.decay[t.count] = runs[r].decay;
     t.tile_begin[t.count + 1] = t.tile_begin[t.count] + (runs[r].numel + kAdamWTile - 1) / kAdamWTile;

@@ -47,7 +47,7 @@ void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 // One AdamW step over n elements (see ops::AdamWParams), the formula of kernels/cpu/adamw.cc.
 void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const ops::AdamWParams& p);
-// adamw_update over every run (Backend::adamw_update_runs), 128 runs a launch, the updated values
+// adamw_update over every run (Backend::adamw_update_runs), 96 runs a launch, the updated values
 // also stored into copy when copy.data is not null.
 void adamw_update_runs(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, const AdamWRun* runs,
                        size_t count, const ops::AdamWParams& p, DataOut copy);

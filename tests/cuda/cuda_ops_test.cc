@@ -715,50 +715,59 @@ TEST_CASE("norm backwards with the residual gradient: on the device, the bits of
 }
 
 TEST_CASE("adamw_update_runs: 140 runs in two launches, the bits of adamw_update per run then a cast, near the CPU") {
-  // A model's runs: matrices with decay between vectors without, gaps of a shard's foreign elements.
-  std::vector<AdamWRun> runs;
-  int64_t at = 0;
-  for (int64_t l = 0; l < 70; ++l) {
-    const int64_t matrix = l % 3 == 0 ? 8192 + 7 : 3 * 1024 + 1;
-    runs.push_back({at, matrix, true});
-    at += matrix;
-    runs.push_back({at, 768 + l, false});
-    at += 768 + l + (l % 10 == 9 ? 5 : 0);
-  }
-  const int64_t n = at + 3;
-  const AdamWHyper hyper{0.9, 0.95, 1e-8, 0.1};
-  Tensor sentinel = Tensor::zeros({n}, DType::kBF16);  // outside the runs the copy keeps it
-  ops::fill(sentinel, 7.0f);
-  const Tensors inputs = {random_tensor({n}, 91), random_tensor({n}, 92), random_tensor({n}, 93, -0.1f, 0.1f),
-                          random_tensor({n}, 94, 0.0f, 0.1f), sentinel};
-  const auto fused = [&](Tensors& t) {
-    adamw_update_runs(t[0], t[1], t[2], t[3], runs, hyper, 3e-4, 1, 0.5f, t[4]);
-    adamw_update_runs(t[0], t[1], t[2], t[3], runs, hyper, 3e-4, 2, 0.5f, t[4]);
-  };
-  const auto per_run = [&](Tensors& t) {
-    for (const int64_t step : {1, 2}) {
-      for (const AdamWRun& r : runs) {
-        Tensor p = t[0].slice_flat(r.offset, {r.numel}), g = t[1].slice_flat(r.offset, {r.numel});
-        Tensor m = t[2].slice_flat(r.offset, {r.numel}), v = t[3].slice_flat(r.offset, {r.numel});
-        ops::adamw_update(p, g, m, v,
-                          {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                           .weight_decay = r.decay ? 0.1f : 0.0f, .step = step, .grad_scale = 0.5f});
-        Tensor dst = t[4].slice_flat(r.offset, {r.numel});
-        ops::cast(p, dst);
+  // apart: the gradients and the copy addressed apart from the values and moments (AdamWRun::
+  // grad_offset), as the distributed optimizer's in-place reduce-scatter leaves them: in a buffer
+  // twice as long, each run at 2 × its offset + 11.
+  for (const bool apart : {false, true}) {
+    {
+      CAPTURE(apart);
+      // A model's runs: matrices with decay between vectors without, gaps of a shard's foreign elements.
+      std::vector<AdamWRun> runs;
+      int64_t at = 0;
+      for (int64_t l = 0; l < 70; ++l) {
+        const int64_t matrix = l % 3 == 0 ? 8192 + 7 : 3 * 1024 + 1;
+        runs.push_back({at, matrix, true, apart ? 2 * at + 11 : -1});
+        at += matrix;
+        runs.push_back({at, 768 + l, false, apart ? 2 * at + 11 : -1});
+        at += 768 + l + (l % 10 == 9 ? 5 : 0);
       }
+      const int64_t n = at + 3, grads_n = apart ? 2 * n + 11 : n;
+      const AdamWHyper hyper{0.9, 0.95, 1e-8, 0.1};
+      Tensor sentinel = Tensor::zeros({grads_n}, DType::kBF16);  // outside the runs the copy keeps it
+      ops::fill(sentinel, 7.0f);
+      const Tensors inputs = {random_tensor({n}, 91), random_tensor({grads_n}, 92),
+                              random_tensor({n}, 93, -0.1f, 0.1f), random_tensor({n}, 94, 0.0f, 0.1f), sentinel};
+      const auto fused = [&](Tensors& t) {
+        adamw_update_runs(t[0], t[1], t[2], t[3], runs, hyper, 3e-4, 1, 0.5f, t[4]);
+        adamw_update_runs(t[0], t[1], t[2], t[3], runs, hyper, 3e-4, 2, 0.5f, t[4]);
+      };
+      const auto per_run = [&](Tensors& t) {
+        for (const int64_t step : {1, 2}) {
+          for (const AdamWRun& r : runs) {
+            Tensor p = t[0].slice_flat(r.offset, {r.numel}), g = t[1].slice_flat(r.grads_at(), {r.numel});
+            Tensor m = t[2].slice_flat(r.offset, {r.numel}), v = t[3].slice_flat(r.offset, {r.numel});
+            ops::adamw_update(p, g, m, v,
+                              {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                               .weight_decay = r.decay ? 0.1f : 0.0f, .step = step, .grad_scale = 0.5f});
+            Tensor dst = t[4].slice_flat(r.grads_at(), {r.numel});
+            ops::cast(p, dst);
+          }
+        }
+      };
+      const Tensors got = run_on_gpu(inputs, fused);
+      const Tensors want = run_on_gpu(inputs, per_run);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        INFO("argument " << i << " " << inputs[i].describe());
+        REQUIRE(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
+      }
+      const char* label = apart ? "adamw_update_runs, 140 runs, gradients apart" : "adamw_update_runs, 140 runs, bf16 copy";
+      std::printf("  %-58s the bits of adamw_update per run, then cast\n", label);
+      const auto [cpu, gpu] = run_both(inputs, fused);
+      require_close(std::string(label) + ", two steps", cpu, gpu, {0, 2, 3}, 1e-6);
+      // The copy: the rounding of values within 1e-6 of the CPU's, so at most one bf16 ulp (2^-8) apart.
+      require_close(std::string(label) + ", the bf16 copy", cpu, gpu, {4}, 1.0 / 256);
     }
-  };
-  const Tensors got = run_on_gpu(inputs, fused);
-  const Tensors want = run_on_gpu(inputs, per_run);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    INFO("argument " << i << " " << inputs[i].describe());
-    REQUIRE(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
   }
-  std::printf("  %-58s the bits of adamw_update per run, then cast\n", "adamw_update_runs, 140 runs, bf16 copy");
-  const auto [cpu, gpu] = run_both(inputs, fused);
-  require_close("adamw_update_runs, 140 runs, two steps", cpu, gpu, {0, 2, 3}, 1e-6);
-  // The copy: the rounding of values within 1e-6 of the CPU's, so at most one bf16 ulp (2^-8) apart.
-  require_close("adamw_update_runs, 140 runs, the bf16 copy", cpu, gpu, {4}, 1.0 / 256);
 }
 
 TEST_CASE("initialization is bit-identical to the CPU's, whole tensor and shard") {

@@ -85,9 +85,16 @@ if [[ $GPUS -ge 2 ]]; then
   (export CUDA_DEVICE_MAX_CONNECTIONS=1 && train nccl-pp2v2-1queue 2 nccl "${v2[@]}") &&
     same_steps nccl-pp2v2-1queue mpi-pp2v2
   result "2 GPUs, pipeline=2 interleaved v=2, CUDA_DEVICE_MAX_CONNECTIONS=1: nccl = mpi" $?
+  # The distributed optimizer: each bucket reduce-scattered in place in the gradients, the bf16
+  # parameters all-gathered within themselves, overlapped with the next forward.
+  dopt=(--set parallel.data=2 --set parallel.distributed_optimizer=true --set parallel.overlap_param_gather=true
+    --set training.precision=bf16)
+  train nccl-dp2do 2 nccl "${dopt[@]}" && train mpi-dp2do 2 mpi "${dopt[@]}" && same_steps nccl-dp2do mpi-dp2do
+  result "2 GPUs, data=2, distributed optimizer (bf16, in-place buckets, overlapped gathers): nccl = mpi" $?
 else
   echo "NOT RUN: the 2-rank NCCL layouts (data=2, tensor=2, pipeline=2, pipeline=2 interleaved, and that with" \
-    "CUDA_DEVICE_MAX_CONNECTIONS=1, against the MPI path; auto's choice of NCCL for data=2): $GPUS GPU visible," \
+    "CUDA_DEVICE_MAX_CONNECTIONS=1, data=2 with the distributed optimizer, against the MPI path; auto's choice" \
+    "of NCCL for data=2): $GPUS GPU visible," \
     "and NCCL needs a GPU per rank"
 fi
 echo "nccl_train_test: $passed passed, $failed failed"

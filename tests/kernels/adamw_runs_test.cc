@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/adamw_runs.h"
+#include "kernels/bf16.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_context.h"
@@ -101,13 +102,13 @@ void recording_adamw_update_runs(float* param, const float* grad, float* exp_avg
   for (size_t i = 0; i < count; ++i) {
     ops::AdamWParams run_params = p;
     run_params.weight_decay = runs[i].decay ? p.weight_decay : 0.0f;
-    const int64_t o = runs[i].offset;
-    cpu.adamw_update(param + o, grad + o, exp_avg + o, exp_avg_sq + o, runs[i].numel, run_params);
+    const int64_t o = runs[i].offset, go = runs[i].grads_at();
+    cpu.adamw_update(param + o, grad + go, exp_avg + o, exp_avg_sq + o, runs[i].numel, run_params);
     if (copy.data == nullptr) continue;
     if (copy.bf16) {
-      cpu.f32_to_bf16(param + o, static_cast<uint16_t*>(copy.data) + o, runs[i].numel);
+      cpu.f32_to_bf16(param + o, static_cast<uint16_t*>(copy.data) + go, runs[i].numel);
     } else {
-      std::memcpy(static_cast<float*>(copy.data) + o, param + o, sizeof(float) * runs[i].numel);
+      std::memcpy(static_cast<float*>(copy.data) + go, param + o, sizeof(float) * runs[i].numel);
     }
   }
 }
@@ -140,6 +141,51 @@ TEST_CASE("adamw_update_runs steps each run as adamw_update alone and leaves the
     INFO("element " << i);
     CHECK((start.values.f32()[i] != want.values.f32()[i]) == in_a_run(i));
   }
+}
+
+// The distributed optimizer's in-place layout: each run's gradients, and its copy, at grad_offset of
+// a longer buffer (here 2 × offset + 3), apart from its values and moments. The same step as with the
+// gradients moved to the runs' offsets; the copy at the gradients' indices, the sentinel elsewhere.
+TEST_CASE("adamw_update_runs: gradients and copy at grad_offset, apart from the values and moments") {
+  const State start = random_state(11);
+  std::vector<AdamWRun> runs = kRuns;
+  for (AdamWRun& r : runs) r.grad_offset = 2 * r.offset + 3;
+  const int64_t grads_n = 2 * kNumel + 3;
+  const Tensor grads = test::Inputs(12).uniform({grads_n});
+  State want = copy_of(start);
+  for (const AdamWRun& r : runs) {
+    Tensor dst = want.grads.slice_flat(r.offset, {r.numel});
+    ops::copy(grads.slice_flat(r.grad_offset, {r.numel}), dst);
+  }
+  adamw_update_runs(want.values, want.grads, want.m, want.v, kRuns, kHyper, kLr, kStep, kGradScale);
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    Backend stand_in = test::cuda_stand_in();
+    stand_in.adamw_update_runs = &recording_adamw_update_runs;
+    test::ScopedBackend registered(Device::kCuda, &stand_in);
+    const DeviceContext ctx(fused ? Device::kCuda : Device::kCpu);
+    Tensor values = ctx.to_device(start.values), g = ctx.to_device(grads);
+    Tensor m = ctx.to_device(start.m), v = ctx.to_device(start.v);
+    Tensor copy = ctx.zeros({grads_n}, DType::kBF16);
+    ops::fill(copy, 7.0f);
+    adamw_update_runs(values, g, m, v, runs, kHyper, kLr, kStep, kGradScale, copy);
+    CHECK(test::same_bits(ctx.to_host(values), want.values));
+    CHECK(test::same_bits(ctx.to_host(m), want.m));
+    CHECK(test::same_bits(ctx.to_host(v), want.v));
+    const Tensor got = ctx.to_host(copy);
+    for (int64_t i = 0; i < grads_n; ++i) {
+      float expected = 7.0f;
+      for (const AdamWRun& r : runs) {
+        if (i >= r.grad_offset && i < r.grad_offset + r.numel) expected = want.values.f32()[r.offset + (i - r.grad_offset)];
+      }
+      INFO("copy element " << i);
+      CHECK(got.bf16()[i] == float_to_bfloat16(expected));
+    }
+  }
+  const std::vector<AdamWRun> past = {{0, 5, true, 2 * kNumel}};
+  State s = copy_of(start);
+  REQUIRE_THROWS_WITH(adamw_update_runs(s.values, grads, s.m, s.v, past, kHyper, kLr, 1, 1.0f),
+                      Catch::Contains("gradients [128, 133) outside the 131 gradients"));
 }
 
 TEST_CASE("a backend's fused adamw_update_runs gets the non-empty runs and the copy, with the same bits") {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <utility>
@@ -26,15 +27,25 @@ namespace {
 
 using testing::world;
 
-// Sizes chosen so that buckets and dp shards cut parameters in the middle and need padding.
+// Whether this run's shapes divide by 4 (dp_test.sh in_place: LATTICE_TEST_DIVISIBLE_SHAPES=1), so
+// that every bucket splits evenly over dp 2 and 4 and the distributed optimizer reduce-scatters and
+// gathers in place; the [sharded] tests then run on that layout.
+bool divisible_shapes() {
+  static const bool divisible = std::getenv("LATTICE_TEST_DIVISIBLE_SHAPES") != nullptr;
+  return divisible;
+}
+
+// Sizes chosen so that buckets and dp shards cut parameters in the middle and need padding (or,
+// divisible_shapes(), cut them in the middle without padding).
 std::vector<ParamSpec> specs() {
+  const bool d = divisible_shapes();
   return {
-      {"embed.weight", {7, 3}, InitKind::kNormal, 0.02f, true},
-      {"ln.weight", {5}, InitKind::kOnes, 0.02f, false},
+      {"embed.weight", {7, d ? 4 : 3}, InitKind::kNormal, 0.02f, true},
+      {"ln.weight", {d ? 8 : 5}, InitKind::kOnes, 0.02f, false},
       {"fc1.weight", {6, 4}, InitKind::kNormal, 0.02f, true},
-      {"fc1.bias", {13}, InitKind::kZeros, 0.02f, false},
-      {"fc2.weight", {3, 11}, InitKind::kNormal, 0.02f, true},
-      {"fc2.bias", {1}, InitKind::kZeros, 0.02f, false},
+      {"fc1.bias", {d ? 12 : 13}, InitKind::kZeros, 0.02f, false},
+      {"fc2.weight", {3, d ? 12 : 11}, InitKind::kNormal, 0.02f, true},
+      {"fc2.bias", {d ? 4 : 1}, InitKind::kZeros, 0.02f, false},
   };
 }
 
@@ -165,23 +176,27 @@ TEST_CASE("mark_ready launches a bucket only when complete, and buckets in order
   CHECK(max_rel_diff(store2.flat_grads().f32(), mean_grads(store2.numel(), w.size(), 1), 1.0) <= 1e-6);
 }
 
-TEST_CASE("reduce_scatter mode gives each rank its shard of the mean") {
+// In place (divisible shapes) each rank's shard is its block of the flat gradients; else packed.
+TEST_CASE("reduce_scatter mode gives each rank its shard of the mean", "[sharded]") {
   auto& w = world();
   for (double size : kSizes) {
     for (bool overlap : {false, true}) {
       CAPTURE(size, overlap);
       ParameterStore store(specs(), host_context());
       GradBuckets buckets(store, w, {size, overlap, true});
+      CHECK(buckets.in_place() == divisible_shapes());
       fill_grads(store, w.rank(), 0);
       for (size_t p = store.count(); p-- > 0;) buckets.mark_ready(p);
       buckets.finish();
       const auto mean = mean_grads(store.numel(), w.size(), 0);
-      const float* shard = buckets.shard_grads().f32();
-      for (const GradBucket& b : buckets.buckets()) {
+      for (size_t bi = 0; bi < buckets.buckets().size(); ++bi) {
+        const GradBucket& b = buckets.buckets()[bi];
+        const Tensor shard = buckets.shard(bi);
+        if (buckets.in_place()) CHECK(shard.f32() == store.flat_grads().f32() + b.begin + w.rank() * b.shard_numel);
         for (int64_t k = 0; k < b.shard_numel; ++k) {
           const int64_t flat = b.begin + w.rank() * b.shard_numel + k;
           const float expect = flat < b.end ? mean[flat] : 0.0f;
-          CHECK(std::fabs(shard[b.shard_offset + k] - expect) <= 1e-6f);
+          CHECK(std::fabs(shard.f32()[k] - expect) <= 1e-6f);
         }
       }
     }
@@ -199,11 +214,12 @@ std::vector<std::pair<int64_t, float>> reduced(GradBuckets& buckets) {
     for (int64_t i = 0; i < buckets.buffer().numel(); ++i) out.emplace_back(i, g[i]);
     return out;
   }
-  const float* shard = buckets.shard_grads().f32();
-  for (const GradBucket& b : buckets.buckets()) {
+  for (size_t bi = 0; bi < buckets.buckets().size(); ++bi) {
+    const GradBucket& b = buckets.buckets()[bi];
+    const Tensor shard = buckets.shard(bi);
     for (int64_t k = 0; k < b.shard_numel; ++k) {
       const int64_t flat = b.begin + buckets.dp_rank() * b.shard_numel + k;
-      out.emplace_back(flat < b.end ? flat : -1, shard[b.shard_offset + k]);
+      out.emplace_back(flat < b.end ? flat : -1, shard.f32()[k]);
     }
   }
   return out;
@@ -283,7 +299,7 @@ struct Reference {
 // (ops::adamw_update with the same hyper-parameters and step) in both runs; the only difference is
 // the mean gradient's summation order (MPI's reduction of x_r/dp vs the reference's double sum),
 // a few ulps that AdamW's normalised update m/sqrt(v) does not amplify.
-TEST_CASE("distributed optimizer: 3 AdamW steps equal one-process AdamW on the mean gradient") {
+TEST_CASE("distributed optimizer: 3 AdamW steps equal one-process AdamW on the mean gradient", "[sharded]") {
   auto& w = world();
   for (double size : kSizes) {
     for (bool overlap : {false, true}) {
@@ -313,7 +329,10 @@ TEST_CASE("distributed optimizer: 3 AdamW steps equal one-process AdamW on the m
         CHECK(opt.pending_param_gathers() == 0);
         ref.step(mean, step + 1, lr, scale, config);
         std::vector<float> expect(ref.store.flat_values().f32(), ref.store.flat_values().f32() + store.numel());
-        CHECK(max_rel_diff(store.flat_values().f32(), expect) <= 1e-6);
+        // The mean gradient's rounding (dp terms g/dp summed in float, against one mean in double)
+        // moves Adam's normalized update most where the mean nearly cancels: up to 3.3e-6 measured
+        // over 4 ranks on the divisible shapes, under 1e-6 on the others.
+        CHECK(max_rel_diff(store.flat_values().f32(), expect) <= 1e-5);
       }
       CHECK(opt.step_count() == 3);
     }
@@ -353,7 +372,7 @@ TEST_CASE("whole-model optimizer on all-reduced gradients: 3 AdamW steps equal o
 
 // A replica (another rank holds the counted copy: the tied head on the last pipeline stage, a
 // TP-duplicated norm gain on tp rank > 0) stays out of the gradient norm, wherever shards cut it.
-TEST_CASE("distributed optimizer: the grad norm skips replica parameters") {
+TEST_CASE("distributed optimizer: the grad norm skips replica parameters", "[sharded]") {
   auto& w = world();
   for (double size : kSizes) {
     CAPTURE(size);
@@ -385,7 +404,7 @@ TEST_CASE("distributed optimizer: the grad norm skips replica parameters") {
 // state; load_state of them into a fresh optimizer (of another bucket size: another shard layout)
 // puts back exactly the shard the first one had and the model's values: both optimizers step to the
 // same bits afterwards.
-TEST_CASE("distributed optimizer: state gathers to the flat layout and loads back into any shard layout") {
+TEST_CASE("distributed optimizer: state gathers to the flat layout and loads back into any shard layout", "[sharded]") {
   auto& w = world();
   for (double size : kSizes) {
     CAPTURE(size);
@@ -463,7 +482,7 @@ TEST_CASE("distributed optimizer: state gathers to the flat layout and loads bac
   }
 }
 
-TEST_CASE("distributed optimizer decays only decay parameters even where a shard cuts one") {
+TEST_CASE("distributed optimizer decays only decay parameters even where a shard cuts one", "[sharded]") {
   auto& w = world();
   // Zero gradients: Adam's update is 0, so only decay moves a parameter: p *= (1 - lr * wd).
   ParameterStore store(specs(), host_context());
@@ -509,7 +528,7 @@ bool shard_equals(const Optimizer& opt, const Tensor& main_shard, const Tensor& 
 // its bf16 all-gathers (padded buckets through bf16 staging, overlapped or not) the unsharded bf16
 // values, which are the rounding of the main parameters. The checkpoint state stays fp32 and loads
 // into another shard layout.
-TEST_CASE("distributed optimizer with bf16 parameters: fp32 main shards, bf16 gathers equal the unsharded optimizer") {
+TEST_CASE("distributed optimizer with bf16 parameters: fp32 main shards, bf16 gathers equal the unsharded optimizer", "[sharded]") {
   auto& w = world();
   const Tensor initial = exact_initial_values();
   int off_grid = 0;
@@ -531,10 +550,11 @@ TEST_CASE("distributed optimizer with bf16 parameters: fp32 main shards, bf16 ga
       for (int step = 0; step < 3; ++step) {
         const auto mean = mean_grads(buffer.numel(), w.size(), step);
         std::copy(mean.begin(), mean.end(), whole.flat_grads().f32());
-        for (const GradBucket& b : buckets.buckets()) {
+        for (size_t bi = 0; bi < buckets.buckets().size(); ++bi) {
+          const GradBucket& b = buckets.buckets()[bi];
           for (int64_t k = 0; k < b.shard_numel; ++k) {
             const int64_t flat = b.begin + w.rank() * b.shard_numel + k;
-            buckets.shard_grads().f32()[b.shard_offset + k] = flat < b.end ? mean[flat] : 0.0f;
+            buckets.shard(bi).f32()[k] = flat < b.end ? mean[flat] : 0.0f;
           }
         }
         ref.step(0.05, 1.0f);
@@ -568,7 +588,7 @@ TEST_CASE("distributed optimizer with bf16 parameters: fp32 main shards, bf16 ga
 // a quarter of the half-spacing). Ten steps move the fp32 main shard to 1.49 and the bf16 values to
 // its rounding, 1.4921875; without main parameters every step starts again from the rounded 1.5 and
 // rounds back to it: the values never move.
-TEST_CASE("distributed optimizer with bf16 parameters: updates below bf16 resolution accumulate in the main shard") {
+TEST_CASE("distributed optimizer with bf16 parameters: updates below bf16 resolution accumulate in the main shard", "[sharded]") {
   auto& w = world();
   for (bool disable : {false, true}) {
     CAPTURE(disable);
@@ -579,7 +599,10 @@ TEST_CASE("distributed optimizer with bf16 parameters: updates below bf16 resolu
     Tensor initial = Tensor::empty({buffer.numel()});
     ops::fill(initial, 1.5f);
     Optimizer opt(buckets, config, initial);
-    ops::fill(buckets.shard_grads(), 1.0f);  // constant gradient: each Adam step is lr
+    for (size_t b = 0; b < buckets.buckets().size(); ++b) {
+      Tensor shard = buckets.shard(b);
+      ops::fill(shard, 1.0f);  // constant gradient: each Adam step is lr
+    }
     for (int step = 0; step < 10; ++step) opt.step(1e-3, 1.0f);
     const float main_expect = disable ? 1.5f - 1e-3f : 1.5f - 1e-2f;
     for (const Optimizer::Run& run : opt.runs()) {
@@ -588,6 +611,41 @@ TEST_CASE("distributed optimizer with bf16 parameters: updates below bf16 resolu
     }
     const uint16_t values_expect = disable ? 0x3fc0 : 0x3fbf;  // 1.5; 1.4921875
     for (int64_t i = 0; i < buffer.numel(); ++i) CHECK(buffer.flat_values().bf16()[i] == values_expect);
+  }
+}
+
+// In place or into a packed shard buffer, the same collectives on the same data: the same bits, in
+// the gradient shards, the norm, the main shard and the parameters (f32 and bf16).
+TEST_CASE("distributed optimizer: in-place buckets step to the bits of packed ones", "[sharded]") {
+  auto& w = world();
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (double size : kSizes) {
+      CAPTURE(dtype_name(dtype), size);
+      const OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, true};
+      ParamGradBuffer in_place_buffer(specs(), dtype, host_context()), packed_buffer(specs(), dtype, host_context());
+      GradBuckets in_place(in_place_buffer, w, {size, true, true});
+      GradBuckets packed(packed_buffer, w, {size, true, true, DType::kF32, /*allow_in_place=*/false});
+      CHECK(in_place.in_place() == divisible_shapes());
+      CHECK_FALSE(packed.in_place());
+      const Tensor initial = exact_initial_values();
+      Optimizer a(in_place, config, initial), b(packed, config, initial);
+      for (int step = 0; step < 3; ++step) {
+        for (auto [buffer, buckets] : {std::pair{&in_place_buffer, &in_place}, {&packed_buffer, &packed}}) {
+          float* g = buffer->flat_grads().f32();
+          for (int64_t i = 0; i < buffer->numel(); ++i) g[i] = grad_of(i, w.rank(), step);
+          for (size_t p = buffer->count(); p-- > 0;) buckets->mark_ready(p);
+          buckets->finish();
+        }
+        for (size_t bi = 0; bi < in_place.buckets().size(); ++bi) CHECK(same_bits(in_place.shard(bi), packed.shard(bi)));
+        CHECK(dp_grad_norm(a, w) == dp_grad_norm(b, w));
+        a.step(0.05, 1.0f);
+        b.step(0.05, 1.0f);
+        a.wait_all();
+        b.wait_all();
+        CHECK(same_bits(a.main_params(), b.main_params()));
+        CHECK(same_bits(in_place_buffer.flat_values(), packed_buffer.flat_values()));
+      }
+    }
   }
 }
 
