@@ -75,7 +75,7 @@ GradBuckets::GradBuckets(ParamGradBuffer& buffer, Communicator& dp, const GradBu
 
 int64_t GradBuckets::reduced_offset(size_t b) const {
   const GradBucket& g = buckets_[b];
-  return in_place_ ? g.begin + dp_rank_ * g.shard_numel : g.shard_offset;
+  return in_place_ ? g.block_begin(dp_rank_) : g.shard_offset;
 }
 
 GradBuckets::~GradBuckets() {

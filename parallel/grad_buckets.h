@@ -32,6 +32,8 @@ struct GradBucket {
   int64_t shard_offset = 0;
   int64_t numel() const { return end - begin; }
   int64_t padded_numel(int dp) const { return shard_numel * dp; }
+  // Where dp rank r's block of the bucket starts in the flat layout.
+  int64_t block_begin(int rank) const { return begin + rank * shard_numel; }
 };
 
 // Splits the layout's parameters into buckets of at least bucket_size_mb MiB of fp32 (a bucket is

@@ -22,7 +22,7 @@ std::vector<Slice> shard_slices(const ParamLayout& layout, const GradBuckets* bu
   if (buckets == nullptr) return {{0, layout.numel(), 0}};
   std::vector<Slice> slices;
   for (const GradBucket& g : buckets->buckets()) {
-    const int64_t lo = g.begin + buckets->dp_rank() * g.shard_numel;
+    const int64_t lo = g.block_begin(buckets->dp_rank());
     slices.push_back({lo, std::min(g.end, lo + g.shard_numel), g.shard_offset});
   }
   return slices;
@@ -203,17 +203,24 @@ Event Optimizer::copy_state(const std::vector<StatePiece>& pieces, bool moments)
   return last;
 }
 
+std::vector<StatePiece> Optimizer::whole_state_pieces(StateKind kind, const Tensor& flat) const {
+  std::vector<StatePiece> pieces;
+  for (const GradBucket& g : buckets_->buckets()) {
+    if (g.numel() > 0) pieces.push_back({kind, g.begin, flat.slice_flat(g.begin, {g.numel()})});
+  }
+  return pieces;
+}
+
 FlatOptimizerState Optimizer::gather_state() {
   wait_all();
   if (buckets_ == nullptr) return {main_, exp_avg_, exp_avg_sq_};
   const DeviceContext& ctx = buffer_.context();
   FlatOptimizerState flat{ctx.zeros({buffer_.numel()}), ctx.zeros({buffer_.numel()}), ctx.zeros({buffer_.numel()})};
   std::vector<StatePiece> pieces;
-  for (const GradBucket& g : buckets_->buckets()) {
-    if (g.numel() == 0) continue;
-    pieces.push_back({StateKind::kMainParams, g.begin, flat.main_params.slice_flat(g.begin, {g.numel()})});
-    pieces.push_back({StateKind::kExpAvg, g.begin, flat.exp_avg.slice_flat(g.begin, {g.numel()})});
-    pieces.push_back({StateKind::kExpAvgSq, g.begin, flat.exp_avg_sq.slice_flat(g.begin, {g.numel()})});
+  for (auto [kind, t] : {std::pair{StateKind::kMainParams, &flat.main_params}, {StateKind::kExpAvg, &flat.exp_avg},
+                         {StateKind::kExpAvgSq, &flat.exp_avg_sq}}) {
+    const std::vector<StatePiece> more = whole_state_pieces(kind, *t);
+    pieces.insert(pieces.end(), more.begin(), more.end());
   }
   copy_state(pieces, /*moments=*/true).synchronize();
   return flat;
@@ -224,11 +231,7 @@ Tensor Optimizer::gather_main_params() {
   if (buffer_.param_dtype() == DType::kF32) return buffer_.flat_values();
   if (buckets_ == nullptr) return main_;
   Tensor flat = buffer_.context().zeros({buffer_.numel()});
-  std::vector<StatePiece> pieces;
-  for (const GradBucket& g : buckets_->buckets()) {
-    if (g.numel() > 0) pieces.push_back({StateKind::kMainParams, g.begin, flat.slice_flat(g.begin, {g.numel()})});
-  }
-  copy_state(pieces, /*moments=*/false).synchronize();
+  copy_state(whole_state_pieces(StateKind::kMainParams, flat), /*moments=*/false).synchronize();
   return flat;
 }
 
@@ -313,7 +316,7 @@ void Optimizer::write_back_params() {
     // The shard's bf16 rounding, which step() wrote into this rank's block of the parameters (in
     // place) or into send_ (its padding stays zero); fp32 parameters gather the main shard.
     Tensor in = values_gather_in_place()
-                    ? values.slice_flat(g.begin + buckets_->dp_rank() * g.shard_numel, {g.shard_numel})
+                    ? values.slice_flat(g.block_begin(buckets_->dp_rank()), {g.shard_numel})
                     : (send_.defined() ? send_ : main_).slice_flat(g.shard_offset, {g.shard_numel});
     Tensor out = g.padded_numel(dp.size()) != g.numel() ? staging_[b] : values.slice_flat(g.begin, {g.numel()});
     gathers_[b] = dp.all_gather_async(in, out);

@@ -146,6 +146,8 @@ class Optimizer {
   // runs, cast to f32. Padding elements are left as they are.
   void take_shard(const Tensor& flat, Tensor& shard) const;
   Tensor& state(StateKind kind);
+  // Sharded: copy_state's pieces that cover `flat` (the whole model's `kind`), one per bucket.
+  std::vector<StatePiece> whole_state_pieces(StateKind kind, const Tensor& flat) const;
   const Tensor& grads() const;
   // bf16 parameters over in-place buckets: the write-back all-gathers within the parameters.
   bool values_gather_in_place() const;
