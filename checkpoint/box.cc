@@ -33,6 +33,58 @@ Box intersect(const Box& a, const Box& b) {
   return out;
 }
 
+namespace {
+
+// Appends the boxes of elements [begin, end) of the sub-tensor at `prefix` (the leading indices)
+// whose dimensions are shape[d..].
+void append_range_boxes(const Shape& shape, size_t d, Shape prefix, int64_t begin, int64_t end,
+                        std::vector<Box>& out) {
+  if (begin >= end) return;
+  int64_t row = 1;  // elements per index of dimension d
+  for (size_t k = d + 1; k < shape.size(); ++k) row *= shape[k];
+  const auto box_of = [&](int64_t first, int64_t count) {
+    Box b;
+    b.offset = prefix;
+    b.shape = Shape(prefix.size(), 1);
+    b.offset.push_back(first);
+    b.shape.push_back(count);
+    for (size_t k = d + 1; k < shape.size(); ++k) {
+      b.offset.push_back(0);
+      b.shape.push_back(shape[k]);
+    }
+    return b;
+  };
+  const int64_t first = begin / row, last = (end - 1) / row;  // the indices of dimension d touched
+  // A partial first index, the whole indices between, a partial last index.
+  int64_t whole_begin = first, whole_end = last + 1;
+  if (begin % row != 0) {
+    prefix.push_back(first);
+    append_range_boxes(shape, d + 1, prefix, begin % row, first == last ? end - first * row : row, out);
+    prefix.pop_back();
+    whole_begin = first + 1;
+  }
+  if (whole_begin > last) return;
+  const bool last_partial = end % row != 0;
+  if (last_partial) whole_end = last;
+  if (whole_end > whole_begin) out.push_back(box_of(whole_begin, whole_end - whole_begin));
+  if (last_partial) {
+    prefix.push_back(last);
+    append_range_boxes(shape, d + 1, prefix, 0, end - last * row, out);
+  }
+}
+
+}  // namespace
+
+std::vector<Box> flat_range_boxes(const Shape& shape, int64_t begin, int64_t end) {
+  LATTICE_CHECK(0 <= begin && begin <= end && end <= shape_numel(shape), "flat_range_boxes: [{}, {}) of {} elements",
+                begin, end, shape_numel(shape));
+  std::vector<Box> out;
+  if (begin == end) return out;
+  if (shape.empty()) return {Box{}};
+  append_range_boxes(shape, 0, {}, begin, end, out);
+  return out;
+}
+
 bool box_fits(const Box& box, const Shape& global_shape) {
   if (box.offset.size() != global_shape.size() || box.shape.size() != global_shape.size()) return false;
   for (size_t d = 0; d < global_shape.size(); ++d)

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "kernels/tensor.h"
 
@@ -22,6 +23,12 @@ std::string box_string(const Box& box);
 
 // The common part of two boxes of one tensor (numel() == 0 when they are disjoint).
 Box intersect(const Box& a, const Box& b);
+
+// The boxes (coordinates within a row-major tensor of `shape`) that together hold its elements
+// [begin, end) in row-major order: at most two per dimension, none empty, in element order. A flat
+// range of a parameter — a distributed-optimizer shard cuts parameters anywhere — as boxes that
+// resharding can intersect.
+std::vector<Box> flat_range_boxes(const Shape& shape, int64_t begin, int64_t end);
 
 // Whether `box` lies inside a tensor of `global_shape`.
 bool box_fits(const Box& box, const Shape& global_shape);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -33,9 +34,37 @@ struct Piece {
   const StoredBox* stored;
   Box region;
   Tensor* target;      // flat host tensor it lands in
-  int64_t flat_offset; // of the parameter in the flat layout
+  int64_t dst_index;   // where in the target the element at global coordinates dst_origin lands
+  Shape dst_origin;
   const ParamSpec* spec;
 };
+
+// A box of a parameter's local tensor that a load fills (global coordinates) and where in the
+// target its first element lands (the rest follow in the local tensor's row-major order).
+struct Part {
+  Box box;
+  int64_t dst_index;
+};
+
+// The parts of parameter `spec`, at flat offset `flat`, that the targets take: the whole local
+// tensor, or its elements inside `ranges`.
+std::vector<Part> parts_of(const ParamSpec& spec, int64_t flat, const std::vector<LoadRange>& ranges) {
+  if (ranges.empty()) return {{Box{spec.offset, spec.shape}, flat}};
+  std::vector<Part> parts;
+  const int64_t n = shape_numel(spec.shape);
+  for (const LoadRange& r : ranges) {
+    const int64_t a = std::max(flat, r.flat_offset), b = std::min(flat + n, r.flat_offset + r.numel);
+    if (a >= b) continue;
+    int64_t dst = r.target_offset + (a - r.flat_offset);
+    for (Box box : flat_range_boxes(spec.shape, a - flat, b - flat)) {
+      const int64_t numel = box.numel();
+      for (size_t d = 0; d < box.offset.size(); ++d) box.offset[d] += spec.offset[d];
+      parts.push_back({std::move(box), dst});
+      dst += numel;  // the boxes are consecutive in the local tensor's element order
+    }
+  }
+  return parts;
+}
 
 // Host tensor that a flat target is filled through (the target itself when it is on the host).
 Tensor host_view(const Tensor& t) {
@@ -91,18 +120,24 @@ void check_model_config(const json& checkpoint_config, const json& config, const
 }
 
 CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json& config, const LoadTargets& targets) {
-  LATTICE_CHECK(targets.layout != nullptr && targets.values != nullptr &&
-                    targets.values->numel() == targets.layout->numel(),
-                "load_checkpoint needs a layout and its values");
-  LATTICE_CHECK((targets.exp_avg == nullptr) == (targets.exp_avg_sq == nullptr), "load both moments or neither");
+  LATTICE_CHECK(targets.layout != nullptr && targets.values != nullptr, "load_checkpoint needs a layout and values");
   const ParamLayout& layout = *targets.layout;
+  const int64_t target_numel = targets.ranges.empty() ? layout.numel() : targets.target_numel;
+  for (const LoadRange& r : targets.ranges)
+    LATTICE_CHECK(r.numel >= 0 && r.flat_offset >= 0 && r.flat_offset + r.numel <= layout.numel() &&
+                      r.target_offset >= 0 && r.target_offset + r.numel <= target_numel,
+                  "load_checkpoint: range of {} at flat {} into {} at {} (layout of {})", r.numel, r.flat_offset,
+                  target_numel, r.target_offset, layout.numel());
+  LATTICE_CHECK(targets.values->numel() == target_numel, "load_checkpoint: values {} for {} elements",
+                targets.values->describe(), target_numel);
+  LATTICE_CHECK((targets.exp_avg == nullptr) == (targets.exp_avg_sq == nullptr), "load both moments or neither");
   CheckpointMetadata m = read_checkpoint_metadata(checkpoint_dir);
   if (!config.is_null()) check_model_config(m.config, config, checkpoint_dir, "set these fields to the checkpoint's values");
   const bool moments = targets.exp_avg != nullptr;
   if (moments) {
-    LATTICE_CHECK(targets.exp_avg->numel() == layout.numel() && targets.exp_avg_sq->numel() == layout.numel(),
-                  "moments have {} and {} elements, the layout {}", targets.exp_avg->numel(),
-                  targets.exp_avg_sq->numel(), layout.numel());
+    LATTICE_CHECK(targets.exp_avg->numel() == target_numel && targets.exp_avg_sq->numel() == target_numel,
+                  "moments have {} and {} elements, the values {}", targets.exp_avg->numel(),
+                  targets.exp_avg_sq->numel(), target_numel);
     if (!m.optimizer_state)
       throw InputError(fmt::format("checkpoint '{}' holds no optimizer state (it was saved without AdamW moments); "
                                    "load it as weights only, or load another checkpoint",
@@ -122,8 +157,9 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
   std::set<std::string> needed_files;
   for (size_t i = 0; i < layout.count(); ++i) {
     const ParamSpec& spec = layout.spec(i);
-    const int64_t flat = layout.offset(i);
-    const Box local{spec.offset, spec.box};
+    const Box real{spec.offset, spec.box};  // the local tensor less its padding rows
+    const std::vector<Part> parts = parts_of(spec, layout.offset(i), targets.ranges);
+    if (parts.empty()) continue;
     for (const auto& [kind, target] : kinds) {
       const std::string key = tensor_key(kind, spec.name);
       auto it = m.tensors.find(key);
@@ -138,16 +174,20 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
                                      "check model.* in the config",
                                      checkpoint_dir, key, shape_string(stored.global_shape),
                                      shape_string(spec.global_shape)));
-      int64_t covered = 0;
-      for (const StoredBox& sb : stored.boxes) {
-        Box region = intersect(sb.box, local);
-        if (region.numel() == 0 || local.numel() == 0) continue;
-        covered += region.numel();
-        needed_files.insert(sb.file);
-        pieces.push_back({&sb, std::move(region), target, flat, &spec});
+      for (const Part& part : parts) {
+        const Box wanted = intersect(part.box, real);
+        if (wanted.numel() == 0) continue;
+        int64_t covered = 0;
+        for (const StoredBox& sb : stored.boxes) {
+          Box region = intersect(sb.box, wanted);
+          if (region.numel() == 0) continue;
+          covered += region.numel();
+          needed_files.insert(sb.file);
+          pieces.push_back({&sb, std::move(region), target, part.dst_index, part.box.offset, &spec});
+        }
+        LATTICE_CHECK(covered == wanted.numel(), "tensor '{}': stored boxes cover {} of this rank's {} elements in {}",
+                      key, covered, wanted.numel(), box_string(wanted));
       }
-      LATTICE_CHECK(covered == local.numel(), "tensor '{}': stored boxes cover {} of this rank's {} elements", key,
-                    covered, local.numel());
     }
   }
 
@@ -187,12 +227,12 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
                                    shape_string(p.stored->box.shape)));
   }
 
-  // 3. Copy. Padding rows (past each box) end up zero.
+  // 3. Copy. Padding rows (past each box), and what no range covers, end up zero.
   for (const auto& [kind, target] : kinds) ops::fill(*target, 0.0f);
   for (const Piece& p : pieces) {
     const SafetensorsFile& f = *files.at(p.stored->file);
-    float* dst = p.target->f32() + p.flat_offset;
-    copy_region(f.raw(p.stored->key), p.stored->box, dst, p.spec->offset, p.spec->shape, p.region, sizeof(float));
+    float* dst = p.target->f32() + p.dst_index;
+    copy_region(f.raw(p.stored->key), p.stored->box, dst, p.dst_origin, p.spec->shape, p.region, sizeof(float));
   }
   if (values.raw() != targets.values->raw()) ops::copy(values, *targets.values);
   if (moments) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,14 +29,26 @@ CheckpointMetadata read_checkpoint_metadata(const std::string& checkpoint_dir);
 void check_model_config(const nlohmann::json& checkpoint_config, const nlohmann::json& config,
                         const std::string& checkpoint_dir, const std::string& what_to_do);
 
-// What a load fills, in the flat order of this rank's `layout` (numel == layout->numel() each): the
-// parameter values (replicas too; in training, the optimizer's fp32 main parameters) and, when
-// given, the AdamW moments.
+// A part of the flat layout a load fills: elements [flat_offset, flat_offset + numel) land at
+// target_offset of the targets.
+struct LoadRange {
+  int64_t flat_offset = 0;
+  int64_t numel = 0;
+  int64_t target_offset = 0;
+};
+
+// What a load fills: the parameter values (replicas too; in training, the optimizer's fp32 main
+// parameters) and, when given, the AdamW moments. Without `ranges`, all of this rank's `layout`, in
+// its flat order (numel == layout->numel() each). With them, only those disjoint ranges, into
+// targets of `target_numel` elements each (a distributed-optimizer rank's shard: nothing holds the
+// whole model's state); the rest of the targets ends up zero.
 struct LoadTargets {
   const ParamLayout* layout = nullptr;
   Tensor* values = nullptr;
   Tensor* exp_avg = nullptr;
   Tensor* exp_avg_sq = nullptr;
+  std::vector<LoadRange> ranges;
+  int64_t target_numel = 0;
 };
 
 // Loads the iteration directory `checkpoint_dir` into `targets`, whatever layout wrote it.

@@ -127,7 +127,7 @@ void Optimizer::take_shard(const Tensor& flat, Tensor& shard) const {
   for (const Run& run : runs_) {
     Tensor dst = shard.slice_flat(run.shard_offset, {run.numel});
     const Tensor src = flat.slice_flat(run.flat_offset, {run.numel});
-    // A host flat state (a checkpoint load) copies into the device shard; a bf16 one is widened.
+    // bf16 values (test_disable_main_params) are widened.
     if (src.dtype() == dst.dtype())
       ops::copy(src, dst);
     else
@@ -235,43 +235,33 @@ Tensor Optimizer::gather_main_params() {
   return flat;
 }
 
-FlatOptimizerState Optimizer::load_buffers() const {
-  if (buckets_ == nullptr) return {main_, exp_avg_, exp_avg_sq_};
-  const Shape shape{buffer_.numel()};
-  return {Tensor::zeros(shape), Tensor::zeros(shape), Tensor::zeros(shape)};
+std::vector<Optimizer::StateRange> Optimizer::state_ranges() const {
+  std::vector<StateRange> ranges;
+  for (const Slice& s : shard_slices(buffer_, buckets_))
+    if (s.hi > s.lo) ranges.push_back({s.lo, s.hi - s.lo, s.shard_offset});
+  return ranges;
 }
 
-void Optimizer::load_state(const FlatOptimizerState& flat) {
+void Optimizer::params_from_main() {
   wait_all();
-  for (const Tensor* t : {&flat.main_params, &flat.exp_avg, &flat.exp_avg_sq}) {
-    LATTICE_CHECK(t->dtype() == DType::kF32 && t->numel() == buffer_.numel(),
-                  "Optimizer::load_state: {} is not the f32 flat state of {} elements", t->describe(), buffer_.numel());
-  }
-  for (auto [mine, in] : {std::pair<Tensor*, const Tensor*>{&main_, &flat.main_params}, {&exp_avg_, &flat.exp_avg},
-                          {&exp_avg_sq_, &flat.exp_avg_sq}}) {
-    if (buckets_ != nullptr) {
-      ops::fill(*mine, 0.0f);
-      take_shard(*in, *mine);
-    } else if (mine->raw() != in->raw()) {
-      ops::copy(*in, *mine);
-    }
-  }
   if (main_is_params_) return;
-  // The model's parameters from the whole model's main parameters (every rank holds them here: no
-  // gather), bucket by bucket through copy_state's buffer when those are on another device.
   Tensor& values = buffer_.flat_values();
-  if (buckets_ == nullptr || flat.main_params.device() == buffer_.device()) {
-    ops::cast(buckets_ == nullptr ? main_ : flat.main_params, values);
+  if (buckets_ == nullptr) {
+    ops::cast(main_, values);
     return;
   }
-  reserve_state_copies();
-  state_copies_.synchronize();
-  for (const GradBucket& g : buckets_->buckets()) {
-    Tensor part = state_buffer_.slice_flat(0, {g.numel()});
-    ops::copy(flat.main_params.slice_flat(g.begin, {g.numel()}), part);
-    Tensor dst = values.slice_flat(g.begin, {g.numel()});
-    ops::cast(part, dst);
+  // Each rank rounds its shard to where the write-back's all-gathers read it, as step() does (fp32
+  // parameters gather the main shard itself), and the gathers bring every rank the whole model.
+  if (send_.defined()) {
+    ops::cast(main_, send_);
+  } else if (values_gather_in_place()) {
+    for (const Run& run : runs_) {
+      Tensor dst = values.slice_flat(run.flat_offset, {run.numel});
+      ops::cast(main_.slice_flat(run.shard_offset, {run.numel}), dst);
+    }
   }
+  write_back_params();
+  wait_all();
 }
 
 void Optimizer::set_step_count(int64_t steps) {

@@ -101,13 +101,18 @@ class Optimizer {
   FlatOptimizerState gather_state();
   // Allocates copy_state's bucket buffer now (sharded), rather than in the first save.
   void reserve_state_copies();
-  // Where a checkpoint load puts the whole model's state before load_state(): unsharded, the
-  // optimizer's own tensors; sharded, new host tensors that load_state() takes this rank's shard
-  // from (the device never holds the whole model's state).
-  FlatOptimizerState load_buffers() const;
-  // Sets this rank's state from the whole model's (load_buffers(), filled), padding zero, and the
-  // model's parameters from the main parameters. No communication.
-  void load_state(const FlatOptimizerState& flat);
+  // Checkpoint loads fill this rank's state in place: main_params(), exp_avg() and exp_avg_sq() at
+  // state_ranges() from the whole model's flat state, the rest (padding) zero — sharded, only the
+  // shard is ever read or held (Megatron's distributed checkpoints load so too) — then call
+  // params_from_main(): the model's parameters from the main parameters (sharded: each rank rounds
+  // its shard and the write-back all-gathers them, a collective over dp).
+  struct StateRange {
+    int64_t flat_offset;   // in the buffer's flat layout
+    int64_t numel;
+    int64_t state_offset;  // in main_params() and the moments
+  };
+  std::vector<StateRange> state_ranges() const;
+  void params_from_main();
   // The whole model's fp32 master weights in the buffer's flat layout (what an export writes): fp32
   // parameters are them (once the write-back's gathers are waited for); bf16 ones are only their
   // rounding, so unsharded main_params(), sharded the main shards gathered into a new tensor (a

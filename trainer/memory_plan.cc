@@ -122,11 +122,11 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
   const DType reduce = precision_dtype(c.parallel.grad_reduce_dtype);
   const int64_t reduce_size = static_cast<int64_t>(dtype_size(reduce));
   std::vector<GradBucket> buckets;
+  int64_t shard = 0;  // the distributed optimizer's state elements on this rank
   if (dp > 1) {
     buckets = make_grad_buckets(params, c.parallel.bucket_size_mb, dp);
     const bool narrow = reduce != DType::kF32;
     const int64_t rs = reduce_size;
-    int64_t shard = 0;
     bool padded = false;
     for (const GradBucket& g : buckets) {
       shard += g.shard_numel;
@@ -220,9 +220,7 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
 
   // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes (on a
   // GPU pinned host memory, not the device's), and, with the distributed optimizer, the one bucket
-  // its state is gathered through (Optimizer::copy_state). A resume loads the whole model's state
-  // into host memory first and frees it once the shard is taken: not in the peak (the plan cannot
-  // know whether the run resumes).
+  // its state is gathered through (Optimizer::copy_state).
   if (!c.checkpoint.dir.empty()) {
     const int64_t snapshot = rounded(plan_shard(params, true, 0, dp).staging_numel * 4);
     (config_device(c) == Device::kCpu ? r.checkpoint_bytes : r.host_snapshot_bytes) = snapshot;
@@ -230,9 +228,14 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
       int64_t largest = 0;
       for (const GradBucket& g : buckets) largest = std::max(largest, g.padded_numel(dp));
       r.checkpoint_bytes += rounded(largest * 4);
-      r.resume_host_bytes = 3 * rounded(P * 4);
     }
   }
+  // A resume on a GPU reads this rank's state (sharded: its shard) into host memory, then copies it
+  // to the device; on the CPU it reads straight into the state. Not in the peak: the plan cannot
+  // know whether the run resumes.
+  const bool may_resume =
+      !c.checkpoint.dir.empty() || (c.checkpoint.load != "auto" && c.checkpoint.load != "none");
+  if (may_resume && config_device(c) != Device::kCpu) r.resume_host_bytes = 3 * rounded((sharded ? shard : P) * 4);
   // bf16 with the distributed optimizer: the exact fp32 init values (model/parameter_store.cc) live
   // until the optimizer has copied its shard out of them, beside the parameters, the gradients, the
   // optimizer's state and the data-parallel buffers, but before the activations, the scratch and the

@@ -38,9 +38,8 @@ struct RankMemoryPlan {
                                        // as the device sizes it (cuDNN's; plan_memory's argument)
   int64_t checkpoint_bytes = 0;        // checkpoint.dir: the async writer's snapshot (+ the distributed
                                        // optimizer's gather bucket)
-  // Host memory beside a GPU's (not in storage_bytes): on a GPU, the checkpoint writer's pinned
-  // snapshot; with the distributed optimizer, a resume's whole fp32 state of the rank's share until
-  // each rank has taken its shard (CPU too: the plan cannot know whether a run resumes).
+  // Host memory beside a GPU's (not in storage_bytes): the checkpoint writer's pinned snapshot, and
+  // what a resume reads before it copies to the device: the rank's fp32 state (sharded: its shard).
   int64_t host_snapshot_bytes = 0;
   int64_t resume_host_bytes = 0;
   int64_t transient_bytes = 0;         // bf16 + distributed optimizer: the fp32 init values, freed before the activations exist

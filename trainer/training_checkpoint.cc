@@ -196,12 +196,13 @@ int64_t TrainingCheckpoint::resume() {
     return 0;
   }
   const CheckpointMetadata meta = check_checkpoint_fits(config_, *dir);
-  {
-    FlatOptimizerState flat = optimizer_.load_buffers();  // sharded: host tensors, freed after the load
-    load_checkpoint(*dir, config_to_json(config_),
-                    LoadTargets{&optimizer_.buffer(), &flat.main_params, &flat.exp_avg, &flat.exp_avg_sq});
-    optimizer_.load_state(flat);
-  }
+  // This rank's state straight from the files (sharded: its shard alone), then the parameters from it.
+  LoadTargets targets{&optimizer_.buffer(), &optimizer_.main_params(), &optimizer_.exp_avg(), &optimizer_.exp_avg_sq()};
+  for (const Optimizer::StateRange& r : optimizer_.state_ranges())
+    targets.ranges.push_back({r.flat_offset, r.numel, r.state_offset});
+  targets.target_numel = optimizer_.main_params().numel();
+  load_checkpoint(*dir, config_to_json(config_), targets);
+  optimizer_.params_from_main();
   optimizer_.set_step_count(meta.state.optimizer_step_count);
   // Nothing left to train (the loop says so): no "continues at step N+1 of N".
   const int64_t iters = config_.training.train_iters;

@@ -296,6 +296,58 @@ TEST_CASE("TP2 checkpoint loads into one process, and one process into TP2") {
   }
 }
 
+// A distributed-optimizer rank loads only its shard: ranges of the flat layout that cut parameters
+// anywhere (mid-row, across parameters) land in a smaller target, out of order, with gaps. Each
+// loaded element equals the whole load's at its flat index; the gaps are zero. From a TP2
+// checkpoint into one process, and from one process into a TP2 rank, whose padding rows stay zero.
+TEST_CASE("a load of flat ranges fills exactly them, from any layout") {
+  const std::string tp2 = fresh_dir("ranges_tp2");
+  write_tp2_by_hand(tp2, 7, 3);  // values only
+  const std::string one = fresh_dir("ranges_one");
+  save_one_process(one, make_run(model_parameter_specs(model()), 4), 2);
+  struct Case {
+    std::string dir;
+    std::vector<ParamSpec> specs;
+    bool moments;
+  };
+  for (const Case& c : {Case{tp2, model_parameter_specs(model()), false}, Case{one, tp_shard_specs(model(), 1, 2), true}}) {
+    CAPTURE(c.dir);
+    Run whole = make_run(c.specs, 9);
+    load_checkpoint(resolve_checkpoint(c.dir), json(), whole.targets(c.moments));
+    const int64_t n = whole.store->numel();
+    const int64_t la = (n - 5) - (n / 2 + 3), lb = (n / 3 + 1) - 7;
+    const std::vector<LoadRange> ranges = {{n / 2 + 3, la, 0}, {7, lb, la + 4}, {n / 3 + 2, 1, la + 4 + lb}};
+    const int64_t target_numel = la + 4 + lb + 1 + 3;
+    Tensor values = Tensor::zeros({target_numel}), m = Tensor::zeros({target_numel}), v = Tensor::zeros({target_numel});
+    for (Tensor* t : {&values, &m, &v})
+      for (int64_t i = 0; i < target_numel; ++i) t->f32()[i] = 42.0f;
+    LoadTargets targets{whole.store.get(), &values, c.moments ? &m : nullptr, c.moments ? &v : nullptr, ranges,
+                        target_numel};
+    load_checkpoint(resolve_checkpoint(c.dir), json(), targets);
+    std::vector<int64_t> source(target_numel, -1);  // the flat index each target element holds, -1: a gap
+    for (const LoadRange& r : ranges)
+      for (int64_t k = 0; k < r.numel; ++k) source[r.target_offset + k] = r.flat_offset + k;
+    int64_t bad = 0, padding_zero = 0;
+    for (auto [got, want] : {std::pair{&values, &whole.store->flat_values()}, {&m, &whole.exp_avg}, {&v, &whole.exp_avg_sq}}) {
+      if (!c.moments && got != &values) break;
+      for (int64_t i = 0; i < target_numel; ++i) {
+        const float expect = source[i] < 0 ? 0.0f : want->f32()[source[i]];
+        bad += std::memcmp(&got->f32()[i], &expect, sizeof(float)) != 0;
+        padding_zero += source[i] >= 0 && expect == 0.0f;
+      }
+    }
+    CHECK(bad == 0);
+    if (c.moments) CHECK(padding_zero > 0);  // the TP2 rank's ranges include vocabulary padding
+  }
+  // Ranges past the layout are a programming error, not a damaged checkpoint.
+  Run one_process = make_run(model_parameter_specs(model()), 9);
+  Tensor t = Tensor::zeros({4});
+  CHECK_THROWS_WITH(load_checkpoint(resolve_checkpoint(one), json(),
+                                    LoadTargets{one_process.store.get(), &t, nullptr, nullptr,
+                                                {{one_process.store->numel() - 2, 4, 0}}, 4}),
+                    Catch::Contains("load_checkpoint: range"));
+}
+
 TEST_CASE("every corruption class is one InputError naming the file or field; nothing changes") {
   const std::string dir = fresh_dir("corrupt");
   save_one_process(dir, make_run(model_parameter_specs(model()), 1), 5);
@@ -579,6 +631,27 @@ TEST_CASE("box arithmetic and the region copy") {
   CHECK(dst[1 * 10 + 6] == 8.0f);
   CHECK(dst[1 * 10 + 7] == 9.0f);
   CHECK(dst[0] == -1.0f);
+
+  // flat_range_boxes: for every range of a [3, 4, 5] tensor, the boxes' elements in order are
+  // exactly the range, at most two per dimension.
+  const Shape shape{3, 4, 5};
+  for (int64_t begin = 0; begin <= 60; ++begin) {
+    for (int64_t end = begin; end <= 60; ++end) {
+      std::vector<int64_t> elements;
+      const std::vector<Box> boxes = flat_range_boxes(shape, begin, end);
+      CHECK(boxes.size() <= 5);
+      for (const Box& b : boxes) {
+        CHECK(b.numel() > 0);
+        for (int64_t i = b.offset[0]; i < b.offset[0] + b.shape[0]; ++i)
+          for (int64_t j = b.offset[1]; j < b.offset[1] + b.shape[1]; ++j)
+            for (int64_t k = b.offset[2]; k < b.offset[2] + b.shape[2]; ++k) elements.push_back((i * 4 + j) * 5 + k);
+      }
+      std::vector<int64_t> want(static_cast<size_t>(end - begin));
+      for (int64_t e = begin; e < end; ++e) want[static_cast<size_t>(e - begin)] = e;
+      if (elements != want) FAIL_CHECK("flat_range_boxes(" << begin << ", " << end << ")");
+    }
+  }
+  CHECK(flat_range_boxes({}, 0, 1).size() == 1);  // a 0-d tensor
 }
 
 TEST_CASE("data-parallel replicas split the boxes, each exactly once, balanced by bytes") {

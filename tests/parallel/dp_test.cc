@@ -399,9 +399,23 @@ TEST_CASE("distributed optimizer: the grad norm skips replica parameters", "[sha
   }
 }
 
+// What a checkpoint load does (trainer/training_checkpoint.cc, there from the files), from the whole
+// model's flat state in memory: the state at state_ranges(), the rest zero, then the parameters
+// from the main ones.
+void load_flat_state(Optimizer& opt, const Tensor& main, const Tensor& m, const Tensor& v) {
+  for (auto [mine, flat] : {std::pair{&opt.main_params(), &main}, {&opt.exp_avg(), &m}, {&opt.exp_avg_sq(), &v}}) {
+    ops::fill(*mine, 0.0f);
+    for (const Optimizer::StateRange& r : opt.state_ranges()) {
+      Tensor dst = mine->slice_flat(r.state_offset, {r.numel});
+      ops::copy(flat->slice_flat(r.flat_offset, {r.numel}), dst);
+    }
+  }
+  opt.params_from_main();
+}
+
 // Checkpoints: gather_state gives every rank the one-process AdamW's flat-layout main parameters and
 // moments; copy_state gives any rank's pieces of them (a save's boxes, on the host) without the whole
-// state; load_state of them into a fresh optimizer (of another bucket size: another shard layout)
+// state; a load of them into a fresh optimizer (of another bucket size: another shard layout)
 // puts back exactly the shard the first one had and the model's values: both optimizers step to the
 // same bits afterwards.
 TEST_CASE("distributed optimizer: state gathers to the flat layout and loads back into any shard layout", "[sharded]") {
@@ -460,11 +474,7 @@ TEST_CASE("distributed optimizer: state gathers to the flat layout and loads bac
     ParameterStore store2(specs(), host_context());
     GradBuckets buckets2(store2, w, {0.0, true, true});
     Optimizer opt2(buckets2, config);
-    FlatOptimizerState loaded = opt2.load_buffers();
-    ops::copy(state.main_params, loaded.main_params);
-    ops::copy(m, loaded.exp_avg);
-    ops::copy(v, loaded.exp_avg_sq);
-    opt2.load_state(loaded);
+    load_flat_state(opt2, state.main_params, m, v);
     opt2.set_step_count(opt.step_count());
     CHECK(std::equal(store.flat_values().f32(), store.flat_values().f32() + store.numel(), store2.flat_values().f32()));
     const FlatOptimizerState state2 = opt2.gather_state();
@@ -573,11 +583,7 @@ TEST_CASE("distributed optimizer with bf16 parameters: fp32 main shards, bf16 ga
       ParamGradBuffer buffer2(specs(), DType::kBF16, host_context());
       GradBuckets buckets2(buffer2, w, {0.0, true, true});
       Optimizer opt2(buckets2, config);
-      FlatOptimizerState loaded = opt2.load_buffers();
-      ops::copy(ref.main_params(), loaded.main_params);
-      ops::copy(ref.exp_avg(), loaded.exp_avg);
-      ops::copy(ref.exp_avg_sq(), loaded.exp_avg_sq);
-      opt2.load_state(loaded);
+      load_flat_state(opt2, ref.main_params(), ref.exp_avg(), ref.exp_avg_sq());
       CHECK(shard_equals(opt2, opt2.main_params(), ref.main_params()));
       CHECK(same_bits(buffer2.flat_values(), whole.flat_values()));
     }
