@@ -87,16 +87,26 @@ json metadata_to_json(const CheckpointMetadata& m) {
   doc["optimizer_state"] = m.optimizer_state;
   doc["config"] = m.config;
   json files = json::object();
-  for (const auto& [name, f] : m.files) files[name] = {{"bytes", f.bytes}, {"crc32", f.crc32}, {"rank", f.rank}};
+  for (const auto& [name, f] : m.files) {
+    files[name] = {{"bytes", f.bytes}, {"crc32", f.crc32}, {"rank", f.rank}};
+    if (f.header) {
+      files[name]["header_bytes"] = f.header->bytes;
+      files[name]["header_crc32"] = f.header->crc32;
+    }
+  }
   doc["files"] = std::move(files);
   json tensors = json::object();
   for (const auto& [key, t] : m.tensors) {
     json boxes = json::array();
-    for (const StoredBox& b : t.boxes)
-      boxes.push_back({{"offset", b.box.offset}, {"shape", b.box.shape}, {"file", b.file}, {"key", b.key}});
+    for (const StoredBox& b : t.boxes) {
+      json box = {{"offset", b.box.offset}, {"shape", b.box.shape}, {"file", b.file}, {"key", b.key}};
+      if (b.crc32) box["crc32"] = *b.crc32;
+      boxes.push_back(std::move(box));
+    }
     tensors[key] = {{"dtype", t.dtype}, {"global_shape", t.global_shape}, {"boxes", std::move(boxes)}};
   }
   doc["tensors"] = std::move(tensors);
+  if (m.box_crc32_chunk_bytes > 0) doc["box_crc32_chunk_bytes"] = m.box_crc32_chunk_bytes;
   return doc;
 }
 
@@ -182,9 +192,23 @@ CheckpointMetadata metadata_from_json(const json& doc, const std::string& source
     f.bytes = bytes.get<uint64_t>();
     f.crc32 = static_cast<uint32_t>(crc.get<uint64_t>());
     f.rank = static_cast<int>(need_int(it.value(), "rank", source, where));
+    if (it.value().contains("header_bytes") || it.value().contains("header_crc32")) {
+      const json& hb = need(it.value(), "header_bytes", source, where);
+      const json& hc = need(it.value(), "header_crc32", source, where);
+      if (!hb.is_number_unsigned() || hb.get<uint64_t>() > f.bytes)
+        bad(source, where + ".header_bytes", "is not a byte count within the file");
+      if (!hc.is_number_unsigned() || hc.get<uint64_t>() > 0xffffffffull)
+        bad(source, where + ".header_crc32", "is not a 32-bit checksum");
+      f.header = FileChecksum{hb.get<uint64_t>(), static_cast<uint32_t>(hc.get<uint64_t>())};
+    }
     m.files[it.key()] = f;
   }
 
+  if (auto chunk = doc.find("box_crc32_chunk_bytes"); chunk != doc.end()) {
+    if (!chunk->is_number_unsigned() || chunk->get<uint64_t>() == 0 || chunk->get<uint64_t>() % 4 != 0)
+      bad(source, "box_crc32_chunk_bytes", "is not a positive multiple of 4 bytes");
+    m.box_crc32_chunk_bytes = chunk->get<uint64_t>();
+  }
   const json& tensors = need(doc, "tensors", source, "");
   if (!tensors.is_object()) bad(source, "tensors", "is not an object");
   for (auto it = tensors.begin(); it != tensors.end(); ++it) {
@@ -211,6 +235,24 @@ CheckpointMetadata metadata_from_json(const json& doc, const std::string& source
                                     t.global_shape.size()));
       b.file = need_string(boxes[i], "file", source, bw);
       b.key = need_string(boxes[i], "key", source, bw);
+      if (auto crc = boxes[i].find("crc32"); crc != boxes[i].end()) {
+        // The box must fit its tensor (so that numel() cannot overflow) before its chunks are counted.
+        const uint64_t chunk = m.box_crc32_chunk_bytes;
+        if (chunk == 0) bad(source, bw + ".crc32", "is given without box_crc32_chunk_bytes");
+        if (!box_fits(b.box, t.global_shape))
+          bad(source, bw, fmt::format("box {} does not fit the global shape {}", box_string(b.box),
+                                      shape_string(t.global_shape)));
+        const uint64_t chunks = (static_cast<uint64_t>(b.box.numel()) * 4 + chunk - 1) / chunk;
+        if (!crc->is_array() || crc->size() != chunks)
+          bad(source, bw + ".crc32", fmt::format("is not a list of {} checksums (one per {} bytes of the box)", chunks, chunk));
+        std::vector<uint32_t> sums;
+        for (const json& c : *crc) {
+          if (!c.is_number_unsigned() || c.get<uint64_t>() > 0xffffffffull)
+            bad(source, bw + ".crc32", "holds a value that is not a 32-bit checksum");
+          sums.push_back(static_cast<uint32_t>(c.get<uint64_t>()));
+        }
+        b.crc32 = std::move(sums);
+      }
       t.boxes.push_back(std::move(b));
     }
     m.tensors[it.key()] = std::move(t);

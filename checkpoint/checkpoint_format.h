@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/box.h"
+#include "checkpoint/crc32.h"
 
 namespace lattice {
 
@@ -67,6 +69,10 @@ struct StoredBox {
   Box box;
   std::string file;  // file name inside the iteration directory
   std::string key;   // tensor name inside that file
+  // The CRC-32 of each CheckpointMetadata::box_crc32_chunk_bytes of the tensor's bytes in the file
+  // (the last chunk shorter; none for an empty box): a load verifies only the chunks it reads.
+  // Absent in checkpoints written before them, whose loads verify whole files (StoredFile::crc32).
+  std::optional<std::vector<uint32_t>> crc32;
 };
 
 struct StoredTensor {
@@ -79,6 +85,9 @@ struct StoredFile {
   uint64_t bytes = 0;
   uint32_t crc32 = 0;
   int rank = 0;  // the world rank that wrote it
+  // Its safetensors header (the first header_bytes bytes) and their CRC-32: with the boxes'
+  // checksums, what a load verifies instead of the whole file. Absent in older checkpoints.
+  std::optional<FileChecksum> header;
 };
 
 struct CheckpointMetadata {
@@ -88,7 +97,13 @@ struct CheckpointMetadata {
   bool optimizer_state = false;      // exp_avg / exp_avg_sq tensors are present
   std::map<std::string, StoredTensor> tensors;  // by tensor_key
   std::map<std::string, StoredFile> files;      // by file name
+  uint64_t box_crc32_chunk_bytes = 0;           // the boxes' checksum chunks; 0: no box checksums
 };
+
+// What a save checksums a box's bytes by: a rank that loads its distributed-optimizer shard
+// verifies and reads about that share of each box (a parameter split over 32 dp ranks: 1/32 of it,
+// rounded up to whole chunks), while the metadata of a 70B model's state stays near 200,000 CRCs.
+inline constexpr uint64_t kBoxCrc32ChunkBytes = uint64_t{4} << 20;
 
 nlohmann::json metadata_to_json(const CheckpointMetadata& metadata);
 // metadata_to_json plus "metadata_crc32": the CRC-32 of the rest, compact (dump()), so that a change

@@ -71,6 +71,14 @@ Tensor host_view(const Tensor& t) {
   return t.device() == Device::kCpu ? t : Tensor::zeros(t.shape(), t.dtype());
 }
 
+// Where global coordinates `at` (inside `box`) lie in the box's row-major order.
+uint64_t row_major_index(const Box& box, const Shape& at) {
+  uint64_t index = 0;
+  for (size_t d = 0; d < at.size(); ++d)
+    index = index * static_cast<uint64_t>(box.shape[d]) + static_cast<uint64_t>(at[d] - box.offset[d]);
+  return index;
+}
+
 }  // namespace
 
 CheckpointMetadata read_checkpoint_metadata(const std::string& checkpoint_dir) {
@@ -191,7 +199,14 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
     }
   }
 
-  // 2. Verify every file before trusting any: present, its size, its checksum, its structure.
+  // 2. Verify what the load reads before trusting any of it: every file present, its size, its
+  // header's checksum and structure, and the checksum of every box read (of every whole file, for
+  // checkpoints written without header and box checksums).
+  const bool box_checksums =
+      std::all_of(pieces.begin(), pieces.end(), [](const Piece& p) { return p.stored->crc32.has_value(); }) &&
+      std::all_of(needed_files.begin(), needed_files.end(),
+                  [&](const std::string& name) { return m.files.at(name).header.has_value(); });
+  uint64_t bytes_read = 0;
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
   for (const std::string& name : needed_files) {
     const StoredFile& expect = m.files.at(name);
@@ -206,11 +221,23 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
                                    "damaged; restore it or load another checkpoint",
                                    path, st.st_size, expect.bytes,
                                    static_cast<uint64_t>(st.st_size) < expect.bytes ? "truncated" : "grown"));
-    const FileChecksum sum = file_checksum(path);
-    if (sum.crc32 != expect.crc32 || sum.bytes != expect.bytes)
-      throw InputError(fmt::format("checkpoint shard '{}' fails its checksum (CRC-32 {:08x}, metadata.json says "
-                                   "{:08x}): the file is corrupt; restore it or load another checkpoint",
-                                   path, sum.crc32, expect.crc32));
+    if (box_checksums) {
+      const FileChecksum& want = *expect.header;
+      const FileChecksum sum = file_checksum(path, want.bytes);
+      if (sum.crc32 != want.crc32)
+        throw InputError(fmt::format("checkpoint shard '{}' fails its checksum in its header (CRC-32 {:08x}, "
+                                     "metadata.json says {:08x}): the file is corrupt; restore it or load another "
+                                     "checkpoint",
+                                     path, sum.crc32, want.crc32));
+      bytes_read += sum.bytes;
+    } else {
+      const FileChecksum sum = file_checksum(path);
+      if (sum.crc32 != expect.crc32 || sum.bytes != expect.bytes)
+        throw InputError(fmt::format("checkpoint shard '{}' fails its checksum (CRC-32 {:08x}, metadata.json says "
+                                     "{:08x}): the file is corrupt; restore it or load another checkpoint",
+                                     path, sum.crc32, expect.crc32));
+      bytes_read += sum.bytes;
+    }
     files[name] = std::make_unique<SafetensorsFile>(path);
   }
   for (const Piece& p : pieces) {
@@ -225,6 +252,39 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
                                    "checkpoint is damaged; load another",
                                    f.path(), p.stored->key, e.dtype, shape_string(e.shape),
                                    shape_string(p.stored->box.shape)));
+  }
+  if (box_checksums) {
+    // The chunks of each stored box that the pieces read from: those holding the bytes between the
+    // piece's first and last element in the box's row-major order.
+    const uint64_t chunk = m.box_crc32_chunk_bytes;
+    std::set<std::pair<const StoredBox*, uint64_t>> verified;
+    for (const Piece& p : pieces) {
+      const StoredBox& sb = *p.stored;
+      Shape last = p.region.offset;
+      for (size_t d = 0; d < last.size(); ++d) last[d] += p.region.shape[d] - 1;
+      const uint64_t first_byte = row_major_index(sb.box, p.region.offset) * sizeof(float);
+      const uint64_t end_byte = (row_major_index(sb.box, last) + 1) * sizeof(float);
+      const SafetensorsFile& f = *files.at(sb.file);
+      const auto* bytes = static_cast<const unsigned char*>(f.raw(sb.key));
+      const uint64_t box_bytes = static_cast<uint64_t>(sb.box.numel()) * sizeof(float);
+      for (uint64_t c = first_byte / chunk; c * chunk < end_byte; ++c) {
+        if (!verified.insert({&sb, c}).second) continue;
+        const uint64_t begin = c * chunk, len = std::min(chunk, box_bytes - begin);
+        Crc32 crc;
+        crc.update(bytes + begin, len);
+        if (crc.value() != (*sb.crc32)[c])
+          throw InputError(fmt::format("checkpoint shard '{}' fails its checksum in tensor '{}', bytes {} to {} of "
+                                       "it (CRC-32 {:08x}, metadata.json says {:08x}): the file is corrupt; restore it "
+                                       "or load another checkpoint",
+                                       f.path(), sb.key, begin, begin + len, crc.value(), (*sb.crc32)[c]));
+        bytes_read += len;
+      }
+    }
+  }
+  if (targets.report != nullptr) {
+    targets.report->bytes_read = bytes_read;
+    targets.report->checkpoint_bytes = 0;
+    for (const auto& [name, file] : m.files) targets.report->checkpoint_bytes += file.bytes;
   }
 
   // 3. Copy. Padding rows (past each box), and what no range covers, end up zero.

@@ -37,6 +37,12 @@ struct LoadRange {
   int64_t target_offset = 0;
 };
 
+// What a load read: the checksums it verified cover these bytes, and it copies only from them.
+struct LoadReport {
+  uint64_t bytes_read = 0;        // the boxes it reads (whole files for checkpoints without box checksums)
+  uint64_t checkpoint_bytes = 0;  // all of the checkpoint's files
+};
+
 // What a load fills: the parameter values (replicas too; in training, the optimizer's fp32 main
 // parameters) and, when given, the AdamW moments. Without `ranges`, all of this rank's `layout`, in
 // its flat order (numel == layout->numel() each). With them, only those disjoint ranges, into
@@ -49,6 +55,7 @@ struct LoadTargets {
   Tensor* exp_avg_sq = nullptr;
   std::vector<LoadRange> ranges;
   int64_t target_numel = 0;
+  LoadReport* report = nullptr;  // when set, what the load read
 };
 
 // Loads the iteration directory `checkpoint_dir` into `targets`, whatever layout wrote it.
@@ -56,6 +63,10 @@ struct LoadTargets {
 // null. Padding rows past each box are zero afterwards. Missing/truncated/corrupt files, a missing
 // tensor, a different global shape, moments asked of a checkpoint without them: InputError naming
 // the file or tensor, and the targets are untouched (everything is verified before any copy).
+// Every file it reads from is checked for presence, size and structure; checksums are verified
+// for the boxes it reads (so a rank loading its shard reads about its share of the checkpoint,
+// and a damaged box is found by the ranks that need it), or for whole files where the checkpoint
+// has no box checksums.
 // Returns the metadata: the training state, the layout and the config that wrote it.
 CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const nlohmann::json& config,
                                    const LoadTargets& targets);

@@ -65,7 +65,7 @@ struct CheckpointWriter::Job {
   json boxes = json::array();  // this rank's boxes, for the metadata
   std::string partial_dir;
   std::string file_name;       // empty: this rank writes nothing this time
-  FileChecksum file;
+  StoredFile file;
   std::thread thread;
   // overlap_snapshot: the copies the background thread makes before writing, and the fence the
   // caller waits on (wait_snapshot) before it changes the sources.
@@ -310,19 +310,35 @@ void CheckpointWriter::write_shard(Job& job) {
     make_directories(job.partial_dir);
     if (!job.file_name.empty()) {
       std::map<std::string, Tensor> tensors;
+      std::map<std::string, std::vector<uint32_t>> tensor_crcs;  // every box's chunks (none when empty)
       for (size_t k = 0; k < job.plan.items.size(); ++k) {
         const ShardItem& item = job.plan.items[k];
         const json& box = job.boxes[k];
         tensors.emplace(box["key"].get<std::string>(),
                         staging_.slice_flat(item.staging_offset, box["shape"].get<Shape>()));
+        tensor_crcs[box["key"].get<std::string>()] = {};
       }
-      Crc32 crc;
+      // One pass over the bytes: each tensor's chunks' CRCs as they go by, the file's combined from them.
+      Crc32 crc, header;
       uint64_t bytes = 0;
       double pause_s = slow_save_seconds(job.state.step);
       write_safetensors((fs::path(job.partial_dir) / job.file_name).string(), tensors,
                         {{"format", kCheckpointFormat}, {"step", std::to_string(job.state.step)}},
-                        [&](const void* data, size_t n) {
-                          crc.update(data, n);
+                        [&](const std::string& tensor, const void* data, size_t n) {
+                          if (tensor.empty()) {
+                            crc.update(data, n);
+                            header.update(data, n);
+                          } else {
+                            std::vector<uint32_t>& chunks = tensor_crcs.at(tensor);
+                            const uint64_t chunk = options_.box_crc32_chunk_bytes;
+                            for (uint64_t at = 0; at < n; at += chunk) {
+                              const uint64_t len = std::min<uint64_t>(chunk, n - at);
+                              Crc32 part;
+                              part.update(static_cast<const char*>(data) + at, len);
+                              chunks.push_back(part.value());
+                              crc.append(part.value(), len);
+                            }
+                          }
                           bytes += n;
                           if (pause_s > 0 && bytes > 8) {  // the header is out, the data not yet
                             spdlog::warn("LATTICE_TEST_SLOW_SAVE: pausing the write of step {} for {} s",
@@ -331,7 +347,12 @@ void CheckpointWriter::write_shard(Job& job) {
                             pause_s = 0;
                           }
                         });
-      job.file = {bytes, crc.value()};
+      uint64_t header_bytes = bytes;
+      for (const auto& [name, t] : tensors) header_bytes -= t.bytes();
+      job.file.bytes = bytes;
+      job.file.crc32 = crc.value();
+      job.file.header = FileChecksum{header_bytes, header.value()};
+      for (json& box : job.boxes) box["crc32"] = tensor_crcs.at(box["key"].get<std::string>());
     }
     job.timings.bytes = job.file.bytes;
     job.timings.write_s = seconds_since(t0);
@@ -393,7 +414,11 @@ void CheckpointWriter::commit(int flag) {
                  {"optimizer_state", job->optimizer_state},
                  {"boxes", job->boxes}};
   if (!job->file_name.empty())
-    report["file"] = {{"name", job->file_name}, {"bytes", job->file.bytes}, {"crc32", job->file.crc32}};
+    report["file"] = {{"name", job->file_name},
+                      {"bytes", job->file.bytes},
+                      {"crc32", job->file.crc32},
+                      {"header_bytes", job->file.header->bytes},
+                      {"header_crc32", job->file.header->crc32}};
   const std::vector<json> reports = gather_reports(report);
 
   int ok = 1;
@@ -424,6 +449,7 @@ void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>&
   m.layout = layout_;
   m.state = job.state;
   m.optimizer_state = job.optimizer_state;
+  m.box_crc32_chunk_bytes = options_.box_crc32_chunk_bytes;
   for (const json& r : reports) {
     if (r["optimizer_state"].get<bool>() != job.optimizer_state)
       throw Error(fmt::format("rank {} saved {} optimizer state, rank 0 {}: every rank must pass moments or none",
@@ -433,7 +459,8 @@ void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>&
     if (r.contains("file")) {
       const json& f = r["file"];
       file = f["name"].get<std::string>();
-      m.files[file] = {f["bytes"].get<uint64_t>(), f["crc32"].get<uint32_t>(), r["rank"].get<int>()};
+      m.files[file] = {f["bytes"].get<uint64_t>(), f["crc32"].get<uint32_t>(), r["rank"].get<int>(),
+                       FileChecksum{f["header_bytes"].get<uint64_t>(), f["header_crc32"].get<uint32_t>()}};
     }
     for (const json& b : r["boxes"]) {
       const std::string key = b["key"].get<std::string>();
@@ -445,7 +472,8 @@ void CheckpointWriter::finalize_on_root(const Job& job, const std::vector<json>&
         throw Error(fmt::format("tensor '{}' has global shape {} on rank {} but {} elsewhere", key,
                                 shape_string(global), r["rank"].get<int>(), shape_string(it->second.global_shape)));
       }
-      it->second.boxes.push_back({Box{b["offset"].get<Shape>(), b["shape"].get<Shape>()}, file, key});
+      it->second.boxes.push_back({Box{b["offset"].get<Shape>(), b["shape"].get<Shape>()}, file, key,
+                                  b["crc32"].get<std::vector<uint32_t>>()});
     }
   }
   // Every element of every tensor exactly once: catches a parameter no rank wrote (a wrong replica

@@ -53,6 +53,9 @@ struct CheckpointWriterOptions {
   // beside the next step's kernels, and wait_snapshot() orders the compute stream after it on the
   // device instead of blocking the host.
   Device device = Device::kCpu;
+  // Box checksums per this many bytes (checkpoint_format.h); the same on every rank. Tests make
+  // it small, to cut small tensors into several chunks.
+  uint64_t box_crc32_chunk_bytes = kBoxCrc32ChunkBytes;
 };
 
 // The groups a save needs; nullptr world = one process (no communication at all).

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -19,15 +20,19 @@ void Crc32::update(const void* data, size_t bytes) {
   crc_ = static_cast<uint32_t>(crc32_z(crc_, static_cast<const Bytef*>(data), bytes));
 }
 
-FileChecksum file_checksum(const std::string& path) {
+void Crc32::append(uint32_t next, uint64_t bytes) {
+  crc_ = static_cast<uint32_t>(crc32_combine(crc_, next, static_cast<z_off_t>(bytes)));
+}
+
+FileChecksum file_checksum(const std::string& path, uint64_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   std::vector<char> buffer(size_t{8} << 20);
   FileChecksum sum;
   Crc32 crc;
-  while (true) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+  while (sum.bytes < max_bytes) {
+    const ssize_t n = ::read(fd, buffer.data(), static_cast<size_t>(std::min<uint64_t>(buffer.size(), max_bytes - sum.bytes)));
     if (n < 0) {
       if (errno == EINTR) continue;
       const std::string why = std::strerror(errno);

@@ -1,5 +1,6 @@
 // CRC-32 (zlib's, the checksum gzip/PNG use) of byte runs and of whole files: the per-file
-// checksum of sharded checkpoints, computed while writing and verified before a load trusts a file.
+// and per-tensor checksums of sharded checkpoints, computed while writing and verified before a load
+// trusts the bytes.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,9 @@ namespace lattice {
 class Crc32 {
  public:
   void update(const void* data, size_t bytes);
+  // Extends the CRC by a run of `bytes` bytes whose own CRC is `next` (zlib's crc32_combine): a
+  // file's CRC from its tensors' CRCs, without a second pass over the data.
+  void append(uint32_t next, uint64_t bytes);
   uint32_t value() const { return crc_; }
 
  private:
@@ -23,7 +27,8 @@ struct FileChecksum {
   uint32_t crc32 = 0;
 };
 
-// Reads `path` once. Throws InputError naming the file when it cannot be opened or read.
-FileChecksum file_checksum(const std::string& path);
+// Reads `path` once: its first `max_bytes` bytes (all of it by default; a file's header). Throws
+// InputError naming the file when it cannot be opened or read.
+FileChecksum file_checksum(const std::string& path, uint64_t max_bytes = UINT64_MAX);
 
 }  // namespace lattice

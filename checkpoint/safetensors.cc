@@ -360,14 +360,14 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   const uint64_t header_len = text.size();
 
   AtomicFile file(path);
-  auto put = [&](const void* data, size_t bytes) {
+  auto put = [&](const std::string& tensor, const void* data, size_t bytes) {
     file.write(data, bytes);
-    if (observer) observer(data, bytes);
+    if (observer) observer(tensor, data, bytes);
   };
-  put(&header_len, 8);
-  put(text.data(), text.size());
+  put("", &header_len, 8);
+  put("", text.data(), text.size());
   for (const auto& [name, t] : tensors)
-    if (t.bytes() > 0) put(t.raw(), t.bytes());
+    if (t.bytes() > 0) put(name, t.raw(), t.bytes());
   file.commit();
 }
 

@@ -66,9 +66,9 @@ class SafetensorsFile {
   uint64_t data_start_ = 0;  // 8 + header length
 };
 
-// Sees every run of bytes written to a file, in file order (to checksum a file without reading it
-// back).
-using WriteObserver = std::function<void(const void* data, size_t bytes)>;
+// Sees every run of bytes written to a file, in file order (to checksum a file and its tensors
+// without reading them back): `tensor` names the tensor whose data the run is, empty for the header.
+using WriteObserver = std::function<void(const std::string& tensor, const void* data, size_t bytes)>;
 
 // Writes host tensors (f32, bf16 or i32, any shape including 0-d) to `path` in the safetensors format:
 // header padded with spaces to 8-byte alignment, "__metadata__" first, tensors laid out in name

@@ -201,15 +201,18 @@ int64_t TrainingCheckpoint::resume() {
   for (const Optimizer::StateRange& r : optimizer_.state_ranges())
     targets.ranges.push_back({r.flat_offset, r.numel, r.state_offset});
   targets.target_numel = optimizer_.main_params().numel();
+  LoadReport read;
+  targets.report = &read;
   load_checkpoint(*dir, config_to_json(config_), targets);
   optimizer_.params_from_main();
   optimizer_.set_step_count(meta.state.optimizer_step_count);
   // Nothing left to train (the loop says so): no "continues at step N+1 of N".
   const int64_t iters = config_.training.train_iters;
   const bool continues = meta.state.step < iters;
-  spdlog::info("resumed from {}: step {}, {} samples consumed, optimizer step {}; written by {}{}", *dir,
-               meta.state.step, meta.state.consumed_samples, meta.state.optimizer_step_count,
-               describe_checkpoint_layout(meta.layout),
+  spdlog::info("resumed from {}: step {}, {} samples consumed, optimizer step {}; written by {}; this rank read "
+               "{:.1f} of its {:.1f} MB{}",
+               *dir, meta.state.step, meta.state.consumed_samples, meta.state.optimizer_step_count,
+               describe_checkpoint_layout(meta.layout), read.bytes_read / 1e6, read.checkpoint_bytes / 1e6,
                continues ? fmt::format("; training continues at step {} of {}", meta.state.step + 1, iters) : "");
   // A path that is not the newest of checkpoint.dir: a rollback, or a fine-tune from another run's
   // checkpoint. A requeued job with the same arguments would go back there every time.

@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_format.h"
@@ -457,6 +458,105 @@ TEST_CASE("every corruption class is one InputError naming the file or field; no
   CHECK(fs::exists(iter));
   restore();
   CHECK_NOTHROW(load());
+}
+
+// Box checksums, here per 64 bytes: each box's list in metadata.json holds the CRC-32 of each
+// 64-byte chunk of its bytes in the file, the header's that of the bytes before them, and the
+// file's (combined from them while writing) is still that of the whole file. A load verifies the
+// header and only the chunks it reads: a range load beside a damaged chunk it does not need
+// succeeds, having read only its part of the checkpoint; a load that needs the chunk names it;
+// header damage fails every load. A checkpoint written before boxes carried checksums is verified
+// file by file.
+TEST_CASE("box checksums: a load verifies the chunks it reads; older checkpoints whole files") {
+  const std::string dir = fresh_dir("box_crc");
+  {
+    CheckpointWriterOptions o{dir, false, 0, 1};
+    o.box_crc32_chunk_bytes = 64;
+    CheckpointWriter writer(o, {}, model_json(model()), CheckpointLayout{});
+    const Run run = make_run(model_parameter_specs(model()), 1);
+    writer.save(*run.store, run.sources(true), state_at(5));
+    writer.finish();
+  }
+  const std::string iter = resolve_checkpoint(dir);
+  const std::string shard = (fs::path(iter) / shard_file_name(0)).string();
+  const std::string meta_path = (fs::path(iter) / kMetadataFile).string();
+  const CheckpointMetadata m = read_checkpoint_metadata(iter);
+  CHECK(m.box_crc32_chunk_bytes == 64);
+  const StoredFile& stored = m.files.at(shard_file_name(0));
+  CHECK(stored.crc32 == file_checksum(shard).crc32);
+  REQUIRE(stored.header.has_value());
+  CHECK(stored.header->crc32 == file_checksum(shard, stored.header->bytes).crc32);
+  {
+    SafetensorsFile f(shard);
+    int64_t chunks = 0;
+    for (const auto& [key, t] : m.tensors) {
+      for (const StoredBox& b : t.boxes) {
+        REQUIRE(b.crc32.has_value());
+        const SafetensorsEntry& e = f.entry(b.key);
+        const auto* bytes = static_cast<const Bytef*>(f.raw(b.key));
+        REQUIRE(b.crc32->size() == (e.end - e.begin + 63) / 64);
+        for (size_t c = 0; c < b.crc32->size(); ++c)
+          CHECK((*b.crc32)[c] == static_cast<uint32_t>(::crc32(0, bytes + 64 * c, std::min<uint64_t>(64, e.end - e.begin - 64 * c))));
+        chunks += static_cast<int64_t>(b.crc32->size());
+      }
+    }
+    CHECK(chunks > 3 * 100);
+  }
+  // Damage byte 5 of chunk 3 (elements 48-63) of the word embeddings' exp_avg_sq.
+  const std::string damaged_key = tensor_key(kExpAvgSqKind, "embedding.word_embeddings.weight");
+  {
+    SafetensorsFile f(shard);
+    const uint64_t at = stored.header->bytes + f.entry(damaged_key).begin + 3 * 64 + 5;
+    std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(at));
+    const char c = static_cast<char>(file.get());
+    file.seekp(static_cast<std::streamoff>(at));
+    file.put(static_cast<char>(c ^ 0x5a));
+  }
+  Run part = make_run(model_parameter_specs(model()), 9);
+  REQUIRE(part.store->spec(0).name == "embedding.word_embeddings.weight");
+  const int64_t rest = part.store->offset(1), n = part.store->numel();
+  // Elements 0-31 of the word embeddings (chunks 0 and 1) and every later parameter: loads.
+  const int64_t k = 32 + (n - rest);
+  Tensor values = Tensor::zeros({k}), ea = Tensor::zeros({k}), eas = Tensor::zeros({k});
+  LoadReport report;
+  LoadTargets targets{part.store.get(), &values, &ea, &eas, {{0, 32, 0}, {rest, n - rest, 32}}, k, &report};
+  CHECK_NOTHROW(load_checkpoint(iter, model_json(model()), targets));
+  CHECK(report.checkpoint_bytes == stored.bytes);
+  CHECK(report.bytes_read == stored.header->bytes + static_cast<uint64_t>(3 * k * 4));  // the header, its chunks
+  CHECK(std::memcmp(values.f32(), part.store->flat_values().f32(), 4) != 0);  // it loaded them
+  // Element 50 lies in the damaged chunk: so does any load that reads it.
+  Run target = make_run(model_parameter_specs(model()), 9);
+  const std::string expected = "fails its checksum in tensor '" + damaged_key + "', bytes 192 to 256 of it";
+  targets.ranges = {{50, 1, 0}};
+  CHECK_THAT(message_of([&] { load_checkpoint(iter, model_json(model()), targets); }),
+             Catch::Contains(shard) && Catch::Contains(expected));
+  CHECK_THAT(message_of([&] { load_checkpoint(iter, model_json(model()), target.targets()); }),
+             Catch::Contains(shard) && Catch::Contains(expected));
+  CHECK(count_mismatches(*target.store, target.store->flat_values(), 9) == 0);  // untouched
+  // Damage in the header (the safetensors JSON and its length): every load reads the header.
+  targets.ranges = {{rest, n - rest, 0}};
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(stored.header->bytes - 1));  // the header's last byte: a space or '}'
+    f.put('\t');
+  }
+  CHECK_THAT(message_of([&] { load_checkpoint(iter, model_json(model()), targets); }),
+             Catch::Contains(shard) && Catch::Contains("fails its checksum in its header"));
+  // Without header and box checksums (an older checkpoint), the file's checksum finds the damage
+  // even for the range load, which then reads the whole file.
+  json doc = json::parse(std::ifstream(meta_path));
+  doc.erase("metadata_crc32");
+  doc.erase("box_crc32_chunk_bytes");
+  for (auto& [key, t] : doc["tensors"].items())
+    for (json& b : t["boxes"]) b.erase("crc32");
+  for (auto& [name, f] : doc["files"].items()) {
+    f.erase("header_bytes");
+    f.erase("header_crc32");
+  }
+  std::ofstream(meta_path) << doc.dump(1);
+  CHECK_THAT(message_of([&] { load_checkpoint(iter, model_json(model()), targets); }),
+             Catch::Contains(shard) && Catch::Contains("fails its checksum (CRC-32"));
 }
 
 TEST_CASE("keep_last deletes older checkpoints only after a commit, never what `latest` names") {
