@@ -29,6 +29,14 @@ using json = nlohmann::json;
 
 namespace {
 
+// Where global coordinates `at` (inside `box`) lie in the box's row-major order.
+uint64_t row_major_index(const Box& box, const Shape& at) {
+  uint64_t index = 0;
+  for (size_t d = 0; d < at.size(); ++d)
+    index = index * static_cast<uint64_t>(box.shape[d]) + static_cast<uint64_t>(at[d] - box.offset[d]);
+  return index;
+}
+
 // One stored box's part of one local tensor.
 struct Piece {
   const StoredBox* stored;
@@ -37,7 +45,19 @@ struct Piece {
   int64_t dst_index;   // where in the target the element at global coordinates dst_origin lands
   Shape dst_origin;
   const ParamSpec* spec;
+  // The bytes of the stored box the region's elements lie between (its first and last element).
+  uint64_t first_byte = 0;
+  uint64_t end_byte = 0;
 };
+
+Piece make_piece(const StoredBox& stored, Box region, Tensor* target, int64_t dst_index, Shape dst_origin,
+                 const ParamSpec& spec) {
+  Shape last = region.offset;
+  for (size_t d = 0; d < last.size(); ++d) last[d] += region.shape[d] - 1;
+  const uint64_t first_byte = row_major_index(stored.box, region.offset) * sizeof(float);
+  const uint64_t end_byte = (row_major_index(stored.box, last) + 1) * sizeof(float);
+  return {&stored, std::move(region), target, dst_index, std::move(dst_origin), &spec, first_byte, end_byte};
+}
 
 // A box of a parameter's local tensor that a load fills (global coordinates) and where in the
 // target its first element lands (the rest follow in the local tensor's row-major order).
@@ -69,14 +89,6 @@ std::vector<Part> parts_of(const ParamSpec& spec, int64_t flat, const std::vecto
 // Host tensor that a flat target is filled through (the target itself when it is on the host).
 Tensor host_view(const Tensor& t) {
   return t.device() == Device::kCpu ? t : Tensor::zeros(t.shape(), t.dtype());
-}
-
-// Where global coordinates `at` (inside `box`) lie in the box's row-major order.
-uint64_t row_major_index(const Box& box, const Shape& at) {
-  uint64_t index = 0;
-  for (size_t d = 0; d < at.size(); ++d)
-    index = index * static_cast<uint64_t>(box.shape[d]) + static_cast<uint64_t>(at[d] - box.offset[d]);
-  return index;
 }
 
 }  // namespace
@@ -191,7 +203,7 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
           if (region.numel() == 0) continue;
           covered += region.numel();
           needed_files.insert(sb.file);
-          pieces.push_back({&sb, std::move(region), target, part.dst_index, part.box.offset, &spec});
+          pieces.push_back(make_piece(sb, std::move(region), target, part.dst_index, part.box.offset, spec));
         }
         LATTICE_CHECK(covered == wanted.numel(), "tensor '{}': stored boxes cover {} of this rank's {} elements in {}",
                       key, covered, wanted.numel(), box_string(wanted));
@@ -254,20 +266,15 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
                                    shape_string(p.stored->box.shape)));
   }
   if (box_checksums) {
-    // The chunks of each stored box that the pieces read from: those holding the bytes between the
-    // piece's first and last element in the box's row-major order.
+    // The chunks of each stored box that the pieces read from.
     const uint64_t chunk = m.box_crc32_chunk_bytes;
     std::set<std::pair<const StoredBox*, uint64_t>> verified;
     for (const Piece& p : pieces) {
       const StoredBox& sb = *p.stored;
-      Shape last = p.region.offset;
-      for (size_t d = 0; d < last.size(); ++d) last[d] += p.region.shape[d] - 1;
-      const uint64_t first_byte = row_major_index(sb.box, p.region.offset) * sizeof(float);
-      const uint64_t end_byte = (row_major_index(sb.box, last) + 1) * sizeof(float);
       const SafetensorsFile& f = *files.at(sb.file);
       const auto* bytes = static_cast<const unsigned char*>(f.raw(sb.key));
       const uint64_t box_bytes = static_cast<uint64_t>(sb.box.numel()) * sizeof(float);
-      for (uint64_t c = first_byte / chunk; c * chunk < end_byte; ++c) {
+      for (uint64_t c = p.first_byte / chunk; c * chunk < p.end_byte; ++c) {
         if (!verified.insert({&sb, c}).second) continue;
         const uint64_t begin = c * chunk, len = std::min(chunk, box_bytes - begin);
         Crc32 crc;
@@ -277,6 +284,7 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
                                        "it (CRC-32 {:08x}, metadata.json says {:08x}): the file is corrupt; restore it "
                                        "or load another checkpoint",
                                        f.path(), sb.key, begin, begin + len, crc.value(), (*sb.crc32)[c]));
+        f.release(bytes + begin, len);
         bytes_read += len;
       }
     }
@@ -292,7 +300,9 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
   for (const Piece& p : pieces) {
     const SafetensorsFile& f = *files.at(p.stored->file);
     float* dst = p.target->f32() + p.dst_index;
-    copy_region(f.raw(p.stored->key), p.stored->box, dst, p.dst_origin, p.spec->shape, p.region, sizeof(float));
+    const void* src = f.raw(p.stored->key);
+    copy_region(src, p.stored->box, dst, p.dst_origin, p.spec->shape, p.region, sizeof(float));
+    f.release(static_cast<const char*>(src) + p.first_byte, p.end_byte - p.first_byte);
   }
   if (values.raw() != targets.values->raw()) ops::copy(values, *targets.values);
   if (moments) {

@@ -346,6 +346,24 @@ void warn_on_hf_config_differences(const ModelConfig& c, const std::string& dir)
 }  // namespace
 
 void import_hf(const ModelConfig& config, const std::string& path, ParameterStore& store) {
+  std::vector<bool> filled(store.count(), false);
+  read_hf(
+      config, path, [&](const std::string& name) { return store.contains(name); },
+      [&](const std::string& name, const Tensor& value) {
+        const size_t idx = store.index(name);
+        Tensor& v = store.value(idx);
+        check_host(v, name);
+        LATTICE_CHECK(v.shape() == value.shape(), "parameter '{}' is {} but the config says {}", name, v.describe(),
+                      shape_string(value.shape()));
+        ops::copy(value, v);
+        filled[idx] = true;
+      });
+  for (size_t i = 0; i < store.count(); ++i)
+    LATTICE_CHECK(filled[i], "parameter '{}' has no counterpart in the {} mapping (store and config differ)",
+                  store.spec(i).name, mapping_for(config).family_name);
+}
+
+void read_hf(const ModelConfig& config, const std::string& path, const HfWanted& wanted, const HfTake& take) {
   const Mapping m = mapping_for(config);
   const HfWeights file(path);
   warn_on_hf_config_differences(config, path);
@@ -369,7 +387,7 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
                                  config.num_layers));
 
   std::set<std::string> used;
-  std::vector<bool> filled(store.count(), false);
+  int64_t read = 0;
   for (const HfTensor& t : m.tensors) {
     const std::string name = (t.prefixed ? prefix : std::string()) + t.name;
     if (!file.contains(name)) {
@@ -386,17 +404,16 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
       throw InputError(fmt::format("HF tensor '{}' in '{}' has shape {} but this config expects {}: {}", name, path,
                                    shape_string(e.shape), shape_string(t.shape), shape_hint(t, e.shape)));
     used.insert(name);
-    Tensor hf;  // read lazily: a subset store (one pipeline stage) may need none of the parts
+    Tensor hf;  // read lazily: a rank (one pipeline stage) may need none of the parts
     for (const Part& p : t.parts) {
-      if (!store.contains(p.internal)) continue;
-      const size_t idx = store.index(p.internal);
-      Tensor& v = store.value(idx);
-      check_host(v, p.internal);
-      LATTICE_CHECK(v.shape() == p.internal_shape, "parameter '{}' is {} but the config says {}", p.internal,
-                    v.describe(), shape_string(p.internal_shape));
-      if (!hf.defined()) hf = file.read_f32(name);
-      copy_into_ours(p, hf.f32(), t.shape, v.f32());
-      filled[idx] = true;
+      if (!wanted(p.internal)) continue;
+      if (!hf.defined()) {
+        hf = file.read_f32(name);
+        ++read;
+      }
+      Tensor value = Tensor::empty(p.internal_shape);
+      copy_into_ours(p, hf.f32(), t.shape, value.f32());
+      take(p.internal, value);
     }
   }
 
@@ -432,10 +449,7 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
                                  extra.size() > shown ? ", ..." : "", hint));
   }
 
-  for (size_t i = 0; i < store.count(); ++i)
-    LATTICE_CHECK(filled[i], "parameter '{}' has no counterpart in the {} mapping (store and config differ)",
-                  store.spec(i).name, m.family_name);
-  spdlog::info("imported {} {} tensors from '{}'{}", used.size(), m.family_name, path,
+  spdlog::info("imported {} of the {} {} tensors from '{}'{}", read, used.size(), m.family_name, path,
                prefix.empty() ? std::string() : fmt::format(" (prefix '{}')", prefix));
 }
 

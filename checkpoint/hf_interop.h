@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,6 +25,15 @@ HfFamily hf_family(const ModelConfig& config);
 // count and unexpected extra tensors (e.g. a file of the other family) are InputErrors (exit 2)
 // naming the HF tensor, the file and the model field that likely differs.
 void import_hf(const ModelConfig& config, const std::string& path, ParameterStore& store);
+
+// What import_hf does, one parameter at a time and only for those `wanted` accepts (by our name):
+// `take(name, value)` gets each one's whole (one-process) value, a host f32 tensor valid during the
+// call, so that a rank can keep its box of it. The file is checked as import_hf says whatever is
+// wanted; only the HF tensors behind wanted parameters are read (besides a tied lm_head's check).
+// Host memory: one HF tensor and one parameter at a time, not the model.
+using HfWanted = std::function<bool(const std::string& name)>;
+using HfTake = std::function<void(const std::string& name, const Tensor& value)>;
+void read_hf(const ModelConfig& config, const std::string& path, const HfWanted& wanted, const HfTake& take);
 
 // Writes `output_dir/model.safetensors` (F32, or BF16 rounded to nearest even when `dtype` is bf16;
 // HF names; GPT-2 without the "transformer." prefix, Conv1D weights transposed back, c_attn fused) and `output_dir/config.json` (HF style). Each file

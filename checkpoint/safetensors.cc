@@ -308,6 +308,7 @@ Tensor SafetensorsFile::read_f32(const std::string& name) const {
   } else {
     bad_tensor(path_, name, fmt::format("dtype {} cannot be read as floats (F32, F16 and BF16 can)", e.dtype));
   }
+  release(src, e.end - e.begin);
   return t;
 }
 
@@ -331,7 +332,18 @@ Tensor SafetensorsFile::read(const std::string& name) const {
   }
   Tensor t = Tensor::empty(e.shape, dtype);
   if (t.numel() > 0) std::memcpy(t.raw(), data(e), t.bytes());
+  release(data(e), e.end - e.begin);
   return t;
+}
+
+void SafetensorsFile::release(const void* data, size_t bytes) const {
+  if (map_ == nullptr || bytes == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(map_);
+  const uintptr_t begin = std::max(base, reinterpret_cast<uintptr_t>(data) / page * page);
+  const uintptr_t end = std::min(base + map_bytes_, (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) / page * page);
+  // Read-only, never written: the pages are the file's, so dropping them loses nothing.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,

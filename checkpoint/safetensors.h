@@ -43,6 +43,7 @@ class SafetensorsFile {
   // Throws InputError naming the file when the tensor is absent.
   const SafetensorsEntry& entry(const std::string& name) const;
 
+  // The reads below copy: they release the tensor's pages of the mapping afterwards (release()).
   // The tensor as a host f32 tensor: F32 is copied, F16 and BF16 are widened exactly.
   // Other dtypes are an InputError naming the tensor.
   Tensor read_f32(const std::string& name) const;
@@ -54,6 +55,10 @@ class SafetensorsFile {
   // The tensor's bytes in the mapping (entry(name).end - begin of them), valid while this object
   // lives: for readers that copy only part of a tensor (checkpoint resharding).
   const void* raw(const std::string& name) const { return data(entry(name)); }
+  // Drops the mapping's pages over [data, data + bytes) from this process's memory: they stay in
+  // the page cache, and reading them again maps them again. A reader done with a range keeps its
+  // resident memory at what it still reads, not at what it has read of the file.
+  void release(const void* data, size_t bytes) const;
 
  private:
   const uint8_t* data(const SafetensorsEntry& e) const;

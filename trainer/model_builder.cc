@@ -58,12 +58,19 @@ std::unique_ptr<ParameterStore> build_parameters(const Config& config, const Mod
     params->initialize(config.training.seed);
     return params;
   }
-  spdlog::info("loading weights from {} (the whole file, then this rank's boxes)", config.model.init_from);
-  const auto full = build_parameters(config, host_context());  // the file's whole model, on the host, in fp32
-  for (size_t i = 0; i < params->count(); ++i) {
-    const ParamSpec& spec = params->spec(i);
-    copy_box_from_global(full->value(spec.name), spec, params->fp32_value(i));
-  }
+  // One parameter at a time, only this rank's: the host never holds the model (70B in fp32 is 282 GB,
+  // on each of a node's ranks).
+  spdlog::info("loading weights from {} (this rank's boxes, one parameter at a time)", config.model.init_from);
+  std::vector<bool> filled(params->count(), false);
+  read_hf(
+      config.model, config.model.init_from, [&](const std::string& name) { return params->contains(name); },
+      [&](const std::string& name, const Tensor& value) {
+        const size_t i = params->index(name);
+        copy_box_from_global(value, params->spec(i), params->fp32_value(i));
+        filled[i] = true;
+      });
+  for (size_t i = 0; i < params->count(); ++i)
+    LATTICE_CHECK(filled[i], "parameter '{}' is not in model.init_from's mapping", params->spec(i).name);
   params->commit_fp32_values();
   return params;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The memory plan (trainer/memory_plan.h) against what runs measure: GPT-2 124M's shape with short
 # sequences, one process and TP2, PP2 (1f1b and interleaved), DP2 (with and without the distributed
-# optimizer), TP2 + SP, full and selective recomputation, bf16, and a checkpointing run. For each
+# optimizer), TP2 + SP, full and selective recomputation, bf16, a checkpointing run, its resume, and
+# PP2 from Hugging Face weights (model.init_from). For each
 # run, on its largest rank: the allocations' high mark (every tensor's storage, counted by
 # Storage::host) must be within 1% of the prediction — the plan mirrors the allocations item by
 # item, so a missed buffer shows here — and the peak RSS within 10% of the plan plus the process's
@@ -62,6 +63,14 @@ check bf16_dp2_distributed_opt 2 --set training.precision=bf16 --set parallel.da
   --set parallel.distributed_optimizer=true --set parallel.grad_reduce_dtype=bf16
 check checkpointing_dp2_distributed_opt 2 --set parallel.data=2 --set parallel.distributed_optimizer=true \
   --set checkpoint.dir="$WORK/ckpt" --set checkpoint.save_interval=1
+# A resume loads each rank's shard straight into its state, and model.init_from each rank's boxes one
+# parameter at a time: neither may allocate past the plan (both once held the whole model's state or
+# weights on every rank).
+check resume_dp2_distributed_opt 2 --set parallel.data=2 --set parallel.distributed_optimizer=true \
+  --set checkpoint.dir="$WORK/ckpt" --set checkpoint.save_interval=1 --set training.train_iters=3
+grep -q "resumed from $WORK/ckpt/iter_0000002" "$WORK/resume_dp2_distributed_opt.log" || fail "resume: did not resume"
+$LATTICE export --checkpoint "$WORK/ckpt" --format hf --output "$WORK/hf" >"$WORK/export.log" 2>&1 || fail "export"
+check init_from_pp2 2 --set parallel.pipeline=2 --set model.init_from="$WORK/hf"
 [[ $runs -ge 8 ]] || fail "only $runs runs"
 
 # validate prints the plan for the layout it is given (not one process's memory). The tiny dataset's
