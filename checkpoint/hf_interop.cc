@@ -345,6 +345,12 @@ void warn_on_hf_config_differences(const ModelConfig& c, const std::string& dir)
 
 }  // namespace
 
+int64_t largest_hf_tensor_numel(const ModelConfig& config) {
+  int64_t largest = 0;
+  for (const HfTensor& t : mapping_for(config).tensors) largest = std::max(largest, shape_numel(t.shape));
+  return largest;
+}
+
 void import_hf(const ModelConfig& config, const std::string& path, ParameterStore& store) {
   std::vector<bool> filled(store.count(), false);
   read_hf(

@@ -31,6 +31,10 @@ void import_hf(const ModelConfig& config, const std::string& path, ParameterStor
 // call, so that a rank can keep its box of it. The file is checked as import_hf says whatever is
 // wanted; only the HF tensors behind wanted parameters are read (besides a tied lm_head's check).
 // Host memory: one HF tensor and one parameter at a time, not the model.
+// The elements of the largest HF tensor a model of `config` reads (what read_hf holds at once,
+// besides a parameter cut from it, which is at most as large).
+int64_t largest_hf_tensor_numel(const ModelConfig& config);
+
 using HfWanted = std::function<bool(const std::string& name)>;
 using HfTake = std::function<void(const std::string& name, const Tensor& value)>;
 void read_hf(const ModelConfig& config, const std::string& path, const HfWanted& wanted, const HfTake& take);

@@ -10,46 +10,40 @@ namespace lattice {
 uint64_t name_stream(const std::string& name) { return fnv1a_64(name); }
 
 ParameterStore::ParameterStore(std::vector<ParamSpec> specs, const DeviceContext& ctx, DType param_dtype)
-    : ParamGradBuffer(std::move(specs), param_dtype, ctx) {
-  if (param_dtype == DType::kF32) {
-    fp32_flat_ = flat_values();
-    for (size_t i = 0; i < count(); ++i) fp32_views_.push_back(value(i));
-    return;
+    : ParamGradBuffer(std::move(specs), param_dtype, ctx) {}
+
+void ParameterStore::initial_value(size_t i, uint64_t seed, Tensor& dst) const {
+  const ParamSpec& s = spec(i);
+  LATTICE_CHECK(dst.dtype() == DType::kF32 && dst.shape() == s.shape, "initial value of '{}' into {}, not f32{}",
+                s.name, dst.describe(), shape_string(s.shape));
+  switch (s.init) {
+    case InitKind::kZeros: ops::fill(dst, 0.0f); break;
+    case InitKind::kOnes: ops::fill(dst, 1.0f); break;
+    case InitKind::kNormal: {
+      // Keyed by the global element index, so every layout holds the same weights; padding rows
+      // past the box stay zero.
+      ops::fill(dst, 0.0f);
+      if (s.box_numel() == 0) break;
+      Tensor box = dst.slice_flat(0, s.box);
+      ops::fill_normal(box, s.global_shape, s.offset, seed, name_stream(s.name), s.init_std);
+      break;
+    }
   }
-  fp32_flat_ = ctx.zeros({numel()}, DType::kF32);
-  for (size_t i = 0; i < count(); ++i) fp32_views_.push_back(fp32_flat_.slice_flat(offset(i), spec(i).shape));
-}
-
-void ParameterStore::commit_fp32_values() {
-  LATTICE_CHECK(fp32_flat_.defined(), "ParameterStore: the fp32 values were already released");
-  if (param_dtype() != DType::kF32) ops::cast(fp32_flat_, flat_values());
-}
-
-void ParameterStore::release_fp32_values() {
-  if (param_dtype() == DType::kF32) return;  // they are the values
-  fp32_flat_ = Tensor();
-  fp32_views_.clear();
 }
 
 void ParameterStore::initialize(uint64_t seed) {
+  Tensor scratch;
   for (size_t i = 0; i < count(); ++i) {
-    const ParamSpec& s = spec(i);
-    Tensor& v = fp32_value(i);
-    switch (s.init) {
-      case InitKind::kZeros: ops::fill(v, 0.0f); break;
-      case InitKind::kOnes: ops::fill(v, 1.0f); break;
-      case InitKind::kNormal: {
-        // Keyed by the global element index, so every layout holds the same weights; padding
-        // rows past the box stay zero.
-        ops::fill(v, 0.0f);
-        if (s.box_numel() == 0) break;
-        Tensor box = v.slice_flat(0, s.box);
-        ops::fill_normal(box, s.global_shape, s.offset, seed, name_stream(s.name), s.init_std);
-        break;
-      }
+    Tensor& v = value(i);
+    if (param_dtype() == DType::kF32) {
+      initial_value(i, seed, v);
+      continue;
     }
+    if (!scratch.defined()) scratch = context().zeros({largest_param_numel()}, DType::kF32);
+    Tensor fp32 = scratch.slice_flat(0, spec(i).shape);
+    initial_value(i, seed, fp32);
+    ops::cast(fp32, v);
   }
-  commit_fp32_values();
 }
 
 }  // namespace lattice

@@ -18,22 +18,14 @@ class ParameterStore : public ParamGradBuffer {
   // device; gradients in fp32. `ctx` must outlive this.
   ParameterStore(std::vector<ParamSpec> specs, const DeviceContext& ctx, DType param_dtype = DType::kF32);
 
-  // Initialization and loading write exact fp32 values, which become the optimizer's fp32 master
-  // weights; the compute copy is rounded from them. For an f32 store these are the values
-  // themselves; otherwise a separate fp32 flat buffer, kept until release_fp32_values().
-  Tensor& fp32_value(size_t i) { return fp32_views_[i]; }
-  const Tensor& fp32_values() const { return fp32_flat_; }
-  // After writing fp32_value(i): the compute copy takes their values (a cast to bf16; nothing for f32).
-  void commit_fp32_values();
-  // Frees the separate fp32 buffer once the optimizer has taken its master weights from it.
-  void release_fp32_values();
-
-  // Counter-based init keyed by (seed, name, global element index), then commit_fp32_values().
+  // The exact fp32 initial values of parameter i into `dst` (f32, its local shape, on the store's
+  // device): counter-based, keyed by (seed, name, global element index), so every layout holds the
+  // weights one process would; padding rows past the box are zero. They are the optimizer's fp32
+  // master weights; a bf16 compute copy is their rounding.
+  void initial_value(size_t i, uint64_t seed, Tensor& dst) const;
+  // Every parameter's initial_value: f32 values in place, bf16 ones rounded from it (through one
+  // parameter-sized scratch).
   void initialize(uint64_t seed);
-
- private:
-  Tensor fp32_flat_;
-  std::vector<Tensor> fp32_views_;
 };
 
 // Stable 64-bit hash of a parameter name (FNV-1a), the RNG stream of its init.

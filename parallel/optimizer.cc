@@ -37,17 +37,16 @@ Event copy_piece(const Tensor& src, Tensor& dst) {
 
 }  // namespace
 
-Optimizer::Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options, const Tensor& initial_main)
-    : Optimizer(buffer, nullptr, options, initial_main) {}
+Optimizer::Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options)
+    : Optimizer(buffer, nullptr, options) {}
 
-Optimizer::Optimizer(GradBuckets& buckets, const OptimizerOptions& options, const Tensor& initial_main)
-    : Optimizer(buckets.buffer(), &buckets, options, initial_main) {
+Optimizer::Optimizer(GradBuckets& buckets, const OptimizerOptions& options)
+    : Optimizer(buckets.buffer(), &buckets, options) {
   LATTICE_CHECK(buckets.options().reduce_scatter,
                 "a sharded Optimizer needs gradient buckets built with reduce_scatter = true");
 }
 
-Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options,
-                     const Tensor& initial_main)
+Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options)
     : buffer_(buffer), buckets_(buckets), options_(options) {
   // Runs of the weight-decay and replica properties cut to this rank's slices; a piece extends
   // the previous one when both continue it. The gradients lie at the shard offsets, or, when the
@@ -83,24 +82,15 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
   const int64_t n = buckets != nullptr ? buckets->shard_numel() : buffer.numel();
   exp_avg_ = ctx.zeros({n}, DType::kF32);
   exp_avg_sq_ = ctx.zeros({n}, DType::kF32);
-  if (initial_main.defined()) {
-    LATTICE_CHECK(initial_main.dtype() == DType::kF32 && initial_main.numel() == buffer.numel() &&
-                      initial_main.device() == buffer.device(),
-                  "Optimizer: initial_main {} must be f32 in the flat layout of the parameters {}",
-                  initial_main.describe(), buffer.flat_values().describe());
-    ops::cast(initial_main, buffer.flat_values());
-  }
   // Unsharded fp32 parameters are their own main parameters: no second fp32 copy of the model
   // (Megatron keeps none either). Otherwise the main parameters are a copy, which
   // write_back_params casts from.
   main_is_params_ = buckets == nullptr && buffer.param_dtype() == DType::kF32;
   if (main_is_params_) {
     main_ = buffer.flat_values();
-  } else if (buckets == nullptr && initial_main.defined()) {
-    main_ = initial_main;  // unsharded, the exact fp32 init is the main parameters' layout: adopt it, no copy
   } else {
     main_ = ctx.zeros({n}, DType::kF32);
-    take_shard(initial_main.defined() ? initial_main : buffer.flat_values(), main_);
+    take_shard(buffer.flat_values(), main_);
   }
   if (buckets == nullptr) return;
   const int dp = buckets->dp_size();
@@ -123,11 +113,26 @@ Optimizer::~Optimizer() {
   }
 }
 
+void Optimizer::set_initial_value(size_t param, const Tensor& fp32) {
+  Tensor& value = buffer_.value(param);
+  LATTICE_CHECK(fp32.dtype() == DType::kF32 && fp32.shape() == value.shape(),
+                "Optimizer::set_initial_value: {} for parameter {}", fp32.describe(), value.describe());
+  if (fp32.raw() != value.raw()) ops::cast(fp32, value);
+  if (main_is_params_) return;
+  const int64_t begin = buffer_.offset(param), end = begin + fp32.numel();
+  for (const Run& run : runs_) {
+    const int64_t a = std::max(begin, run.flat_offset), b = std::min(end, run.flat_offset + run.numel);
+    if (a >= b) continue;
+    Tensor dst = main_.slice_flat(run.shard_offset + (a - run.flat_offset), {b - a});
+    ops::copy(fp32.slice_flat(a - begin, {b - a}), dst);
+  }
+}
+
 void Optimizer::take_shard(const Tensor& flat, Tensor& shard) const {
   for (const Run& run : runs_) {
     Tensor dst = shard.slice_flat(run.shard_offset, {run.numel});
     const Tensor src = flat.slice_flat(run.flat_offset, {run.numel});
-    // bf16 values (test_disable_main_params) are widened.
+    // bf16 values are widened.
     if (src.dtype() == dst.dtype())
       ops::copy(src, dst);
     else

@@ -47,28 +47,30 @@ struct StatePiece {
   Tensor dst;
 };
 
-// initial_main (both constructors): the exact fp32 initial parameters, an f32 tensor in the buffer's
-// flat layout (buffer.numel() elements, on its device, not sharing the buffer's storage; the same on
-// every dp rank). The main parameters start from it and the buffer's values are set to it (rounded
-// when they are bf16), with no communication — for bf16 parameters, whose values alone would start
-// the fp32 master weights at the rounded values. Unsharded bf16, the optimizer adopts initial_main's
-// storage as its main parameters (no second fp32 copy of the model at start): the caller must not
-// use the tensor afterwards. Undefined: the main parameters start from the buffer's values (widened
-// when bf16).
+// The main parameters start from the buffer's values (widened when bf16); set_initial_value()
+// then gives them, parameter by parameter, the exact fp32 initial values, which bf16 values alone
+// would only hold rounded.
 class Optimizer {
  public:
   // Whole model: steps every parameter on the buffer's gradients (one process, or data parallel
   // with all-reduced gradients: every rank takes the same step). `buffer` must outlive this.
-  Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options, const Tensor& initial_main = {});
+  Optimizer(ParamGradBuffer& buffer, const OptimizerOptions& options);
   // Sharded (distributed optimizer): `buckets` must be in reduce_scatter mode; this rank owns its
   // slice of every bucket (see GradBucket). They, their buffer and communicator must outlive this.
   // The write-back all-gathers the parameters in their dtype (bf16: half the bytes of fp32).
-  Optimizer(GradBuckets& buckets, const OptimizerOptions& options, const Tensor& initial_main = {});
+  Optimizer(GradBuckets& buckets, const OptimizerOptions& options);
   ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
   bool sharded() const { return buckets_ != nullptr; }
+
+  // Start-up, one parameter at a time (so that the rank's parameters never exist in fp32 beside
+  // the optimizer's state): parameter i's exact fp32 initial values, f32 of its local shape on the
+  // buffer's device, the same on every dp rank. The model's value takes them (rounded when bf16)
+  // and the main parameters the part this rank holds (sharded: its shard's), with no
+  // communication. `fp32` may be the parameter itself (f32).
+  void set_initial_value(size_t param, const Tensor& fp32);
 
   // The views of this rank's part of the (reduced) gradient that the global norm counts, in a fixed
   // order: their sums of squares, added in that order, are this rank's share of the norm. Sharded,
@@ -141,8 +143,7 @@ class Optimizer {
   const std::vector<Run>& runs() const { return runs_; }
 
  private:
-  Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options,
-            const Tensor& initial_main);
+  Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const OptimizerOptions& options);
   // How a step's main parameters reach the model's parameters, after step()'s AdamW has written
   // their bf16 rounding (unsharded: into the parameters; sharded: into send_): nothing more
   // unsharded; sharded, each bucket's all-gather of this rank's shard (send_, or fp32 main_).

@@ -1,6 +1,8 @@
 // Flat offsets and property runs of a parameter list.
 #include "parallel/param_layout.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "kernels/error.h"
@@ -38,6 +40,12 @@ bool ParamLayout::contains(const std::string& name) const {
   for (const auto& s : specs_)
     if (s.name == name) return true;
   return false;
+}
+
+int64_t ParamLayout::largest_param_numel() const {
+  int64_t largest = 0;
+  for (size_t i = 0; i < count(); ++i) largest = std::max(largest, offset(i + 1) - offset(i));
+  return largest;
 }
 
 size_t ParamLayout::index(const std::string& name) const {

@@ -34,6 +34,8 @@ class ParamLayout {
   // Flat offset of parameter i; offset(count()) is the total.
   int64_t offset(size_t i) const { return offsets_[i]; }
   int64_t numel() const { return offsets_.back(); }
+  // The largest parameter's elements (0 without parameters): what a per-parameter scratch holds.
+  int64_t largest_param_numel() const;
 
   // Index of a parameter by name; throws lattice::Error when absent.
   size_t index(const std::string& name) const;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/hf_interop.h"
 #include "checkpoint/shard_plan.h"
 #include "kernels/cuda_workspace.h"
 #include "kernels/f32_staging.h"
@@ -236,12 +237,15 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
   const bool may_resume =
       !c.checkpoint.dir.empty() || (c.checkpoint.load != "auto" && c.checkpoint.load != "none");
   if (may_resume && config_device(c) != Device::kCpu) r.resume_host_bytes = 3 * rounded((sharded ? shard : P) * 4);
-  // bf16 with the distributed optimizer: the exact fp32 init values (model/parameter_store.cc) live
-  // until the optimizer has copied its shard out of them, beside the parameters, the gradients, the
-  // optimizer's state and the data-parallel buffers, but before the activations, the scratch and the
-  // pipeline's buffers exist (trainer/training_session.cc builds the model chunks after the
-  // optimizer). (Unsharded, the optimizer adopts them as its main parameters.)
-  if (bf16 && sharded) r.transient_bytes = rounded(P * 4);
+  // At start-up, beside the parameters, the gradients, the optimizer's state and the data-parallel
+  // buffers, but before the activations, the scratch and the pipeline's buffers exist
+  // (trainer/training_session.cc builds the model chunks after the optimizer's initial values).
+  // bf16: the exact fp32 init values of one parameter at a time (trainer/model_builder.cc's
+  // initial_values), in a scratch the size of the largest.
+  if (bf16) r.transient_bytes = rounded(params.largest_param_numel() * 4);
+  // model.init_from on the CPU: the HF tensor being read and the parameter cut from it, both host
+  // tensors, each at most the file's largest tensor (on a GPU they are host memory beside it).
+  if (!m.init_from.empty() && config_device(c) == Device::kCpu) r.transient_bytes += 2 * rounded(largest_hf_tensor_numel(m) * 4);
 
   const int64_t steady = r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes + r.activation_bytes +
                          r.scratch_bytes + r.comm_bytes + r.workspace_bytes;
@@ -361,7 +365,7 @@ std::string format_memory_plan(const MemoryPlan& plan, const Config& config, con
          r.workspace_bytes);
   }
   if (r.checkpoint_bytes > 0) line("checkpoint buffers", r.checkpoint_bytes);
-  if (r.transient_bytes > 0) line("fp32 init values (at start-up)", r.transient_bytes);
+  if (r.transient_bytes > 0) line("init scratch (at start-up)", r.transient_bytes);
   if (r.mpi_temporary_bytes > 0) line("MPI collective temporary", r.mpi_temporary_bytes);
   line("peak", r.total_bytes);
   // Host memory outside the peak (see RankMemoryPlan).

@@ -42,7 +42,8 @@ struct RankMemoryPlan {
   // what a resume reads before it copies to the device: the rank's fp32 state (sharded: its shard).
   int64_t host_snapshot_bytes = 0;
   int64_t resume_host_bytes = 0;
-  int64_t transient_bytes = 0;         // bf16 + distributed optimizer: the fp32 init values, freed before the activations exist
+  int64_t transient_bytes = 0;         // at start-up, freed before the activations exist: bf16's fp32 init scratch
+                                       // (the largest parameter), model.init_from's HF tensor and parameter (CPU)
   // The tensors' high mark: the steady state (everything above but the transient) or, at start, the
   // steady state before the checkpoint buffers and the first step's workspace, plus the transient.
   int64_t storage_bytes = 0;

@@ -50,29 +50,40 @@ std::vector<ParamSpec> rank_parameter_specs(const Config& config, const ModelLay
   return specs;
 }
 
-std::unique_ptr<ParameterStore> build_parameters(const Config& config, const ModelLayout& layout,
-                                                 const DeviceContext& ctx) {
-  auto params = std::make_unique<ParameterStore>(rank_parameter_specs(config, layout), ctx,
-                                                 precision_dtype(config.training.precision));
+std::unique_ptr<ParameterStore> rank_parameters(const Config& config, const ModelLayout& layout,
+                                                const DeviceContext& ctx) {
+  return std::make_unique<ParameterStore>(rank_parameter_specs(config, layout), ctx,
+                                          precision_dtype(config.training.precision));
+}
+
+void initial_values(const Config& config, ParameterStore& params, const InitialValueSink& take) {
+  const bool in_place = params.param_dtype() == DType::kF32;
+  Tensor scratch;  // bf16: one parameter's fp32 values at a time
+  if (!in_place) scratch = params.context().zeros({params.largest_param_numel()}, DType::kF32);
+  auto fp32_of = [&](size_t i) { return in_place ? params.value(i) : scratch.slice_flat(0, params.spec(i).shape); };
   if (config.model.init_from.empty()) {
-    params->initialize(config.training.seed);
-    return params;
+    for (size_t i = 0; i < params.count(); ++i) {
+      Tensor fp32 = fp32_of(i);
+      params.initial_value(i, config.training.seed, fp32);
+      take(i, fp32);
+    }
+    return;
   }
-  // One parameter at a time, only this rank's: the host never holds the model (70B in fp32 is 282 GB,
-  // on each of a node's ranks).
+  // The HF tensors behind this rank's parameters, one at a time: the host never holds the model
+  // (70B in fp32 is 282 GB, on each of a node's ranks).
   spdlog::info("loading weights from {} (this rank's boxes, one parameter at a time)", config.model.init_from);
-  std::vector<bool> filled(params->count(), false);
+  std::vector<bool> filled(params.count(), false);
   read_hf(
-      config.model, config.model.init_from, [&](const std::string& name) { return params->contains(name); },
+      config.model, config.model.init_from, [&](const std::string& name) { return params.contains(name); },
       [&](const std::string& name, const Tensor& value) {
-        const size_t i = params->index(name);
-        copy_box_from_global(value, params->spec(i), params->fp32_value(i));
+        const size_t i = params.index(name);
+        Tensor fp32 = fp32_of(i);
+        copy_box_from_global(value, params.spec(i), fp32);
+        take(i, fp32);
         filled[i] = true;
       });
-  for (size_t i = 0; i < params->count(); ++i)
-    LATTICE_CHECK(filled[i], "parameter '{}' is not in model.init_from's mapping", params->spec(i).name);
-  params->commit_fp32_values();
-  return params;
+  for (size_t i = 0; i < params.count(); ++i)
+    LATTICE_CHECK(filled[i], "parameter '{}' is not in model.init_from's mapping", params.spec(i).name);
 }
 
 }  // namespace lattice

@@ -172,22 +172,11 @@ void TrainingSession::check_output_paths_on_every_rank(const Config& c, const st
                       ExitCode::kBadInput);
 }
 
-// This rank's parameters, and the action lists with the activation slots each chunk needs for them
-// (its peak micro-batches between forward and backward in the list).
+// This rank's parameters (set by build_optimizer), and the action lists with the activation slots
+// each chunk needs for them (its peak micro-batches between forward and backward in the list).
 void TrainingSession::build_model() {
   const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
-  // A resumed run takes its weights from the checkpoint: model.init_from's file (maybe tens of GB)
-  // is not read, as Megatron-LM skips --pretrained-checkpoint when --load has a checkpoint.
-  Config init = c_;
-  if (!init.model.init_from.empty()) {
-    if (const std::optional<std::string> resume = checkpoint_to_load(c_.checkpoint)) {
-      if (rc_.grid.rank() == 0)
-        spdlog::info("model.init_from {} is not read: the run resumes from {}, which holds its weights",
-                     init.model.init_from, *resume);
-      init.model.init_from.clear();
-    }
-  }
-  params_ = build_parameters(init, layout, *device_);
+  params_ = rank_parameters(c_, layout, *device_);
   actions_ = make_schedule(pl_.schedule, p_, v_, m_, rc_.grid.pp_rank());
   eval_actions_ = make_forward_only_schedule(p_, v_, m_, rc_.grid.pp_rank());
   const std::vector<int> pools = activation_slot_pools(c_.model, layout);
@@ -195,8 +184,8 @@ void TrainingSession::build_model() {
   eval_slots_ = plan_activation_slots(eval_actions_, v_, m_, pools);
 }
 
-// The model chunks with their activation slots: after the optimizer, which frees bf16's fp32 init
-// values (the whole rank's parameters) before the activations exist, so that the two never add up.
+// The model chunks with their activation slots: after the optimizer, whose start-up scratch (one
+// parameter's fp32 init values, bf16 only) is freed before the activations exist.
 void TrainingSession::build_chunks() {
   const ModelLayout layout = model_layout(c_, rc_.grid, rc_.grid.coords());
   const TensorParallel tp{rc_.grid.tp_size() > 1 ? rc_.tp : nullptr, c_.parallel.sequence_parallel,
@@ -232,12 +221,23 @@ void TrainingSession::build_optimizer() {
                  dtype_name(params_->param_dtype()));
     oo.test_disable_main_params = true;
   }
-  // The fp32 master weights start from the exact fp32 init (or loaded weights), not the rounded copy
-  // (fp32 parameters are their own master weights).
-  const Tensor initial_main = params_->param_dtype() == DType::kF32 ? Tensor() : params_->fp32_values();
-  optimizer_ = sharded_ ? std::make_unique<Optimizer>(*buckets_, oo, initial_main)
-                        : std::make_unique<Optimizer>(*params_, oo, initial_main);
-  params_->release_fp32_values();
+  optimizer_ = sharded_ ? std::make_unique<Optimizer>(*buckets_, oo) : std::make_unique<Optimizer>(*params_, oo);
+  // The fp32 master weights start from the exact fp32 init (or loaded weights), not the rounded
+  // copy, one parameter at a time: the rank's parameters never exist in fp32 beside the optimizer's
+  // state (Megatron-LM starts its master weights from the bf16 values instead). A resumed run takes
+  // its weights from the checkpoint: model.init_from's file (maybe tens of GB) is not read, as
+  // Megatron-LM skips --pretrained-checkpoint when --load has a checkpoint.
+  Config init = c_;
+  if (!init.model.init_from.empty()) {
+    if (const std::optional<std::string> resume = checkpoint_to_load(c_.checkpoint)) {
+      if (rc_.grid.rank() == 0)
+        spdlog::info("model.init_from {} is not read: the run resumes from {}, which holds its weights",
+                     init.model.init_from, *resume);
+      init.model.init_from.clear();
+    }
+  }
+  initial_values(init, *params_,
+                 [this](size_t param, const Tensor& fp32) { optimizer_->set_initial_value(param, fp32); });
 }
 
 // Gradient sync, the micro-batches, each chunk as a pipeline stage, the executor and the norm.

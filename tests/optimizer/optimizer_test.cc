@@ -105,6 +105,13 @@ Tensor off_grid_values(int64_t n) {
   return t;
 }
 
+// The trainer's start-up (trainer/model_builder.cc's initial_values): each parameter's exact fp32
+// initial values, one parameter at a time, from `flat` (the buffer's flat layout).
+void set_initial_values(Optimizer& opt, const ParamGradBuffer& buffer, const Tensor& flat) {
+  for (size_t p = 0; p < buffer.count(); ++p)
+    opt.set_initial_value(p, flat.slice_flat(buffer.offset(p), buffer.spec(p).shape));
+}
+
 void check_values_round_main(const ParamGradBuffer& buffer, Optimizer& opt) {
   for (int64_t i = 0; i < buffer.numel(); ++i) {
     INFO("element " << i);
@@ -117,13 +124,13 @@ void check_values_round_main(const ParamGradBuffer& buffer, Optimizer& opt) {
 // The fp32 master weights of bf16 parameters start at the exact initial values (not at their
 // rounding) and step exactly as fp32 AdamW on fp32 parameters does (the reference: ops::adamw_update
 // per parameter on a copy of the initial values); the bf16 values are their rounding throughout.
-TEST_CASE("bf16 parameters: fp32 main parameters from initial_main, the values their rounding") {
+TEST_CASE("bf16 parameters: fp32 main parameters from the exact initial values, the values their rounding") {
   ParamGradBuffer buffer(specs(), DType::kBF16, host_context());
   const Tensor initial = off_grid_values(buffer.numel());
   for (int64_t i = 0; i < initial.numel(); ++i) REQUIRE(initial.f32()[i] != round_bf16(initial.f32()[i]));
-  Optimizer opt(buffer, opt_config(), initial);
+  Optimizer opt(buffer, opt_config());
+  set_initial_values(opt, buffer, initial);
   REQUIRE(opt.main_params().dtype() == DType::kF32);
-  CHECK(opt.main_params().raw() == initial.raw());  // adopted, not copied: no second fp32 model at start
   CHECK(std::memcmp(opt.main_params().raw(), initial.raw(), initial.bytes()) == 0);
   check_values_round_main(buffer, opt);
 
@@ -145,10 +152,10 @@ TEST_CASE("bf16 parameters: fp32 main parameters from initial_main, the values t
   }
 }
 
-// Without initial_main the master weights start from the (bf16) values, widened exactly; fp32
-// parameters given initial_main take it (they are their own main parameters); a malformed
-// initial_main is an error.
-TEST_CASE("initial_main: default from the values, copied into fp32 parameters, checked") {
+// Without set_initial_value the master weights start from the (bf16) values, widened exactly; fp32
+// parameters take the initial values themselves (they are their own main parameters); a malformed
+// initial value is an error.
+TEST_CASE("initial values: default from the values, written into fp32 parameters, checked") {
   ParamGradBuffer bf16(specs(), DType::kBF16, host_context());
   ops::cast(off_grid_values(bf16.numel()), bf16.flat_values());
   Optimizer from_values(bf16, opt_config());
@@ -157,13 +164,14 @@ TEST_CASE("initial_main: default from the values, copied into fp32 parameters, c
 
   ParameterStore store(specs(), host_context());
   const Tensor initial = off_grid_values(store.numel());
-  Optimizer fp32(store, opt_config(), initial);
+  Optimizer fp32(store, opt_config());
+  set_initial_values(fp32, store, initial);
   CHECK(fp32.main_params().raw() == store.flat_values().raw());
   CHECK(std::memcmp(store.flat_values().raw(), initial.raw(), initial.bytes()) == 0);
 
-  CHECK_THROWS_WITH(Optimizer(bf16, opt_config(), Tensor::zeros({3})), Catch::Contains("initial_main"));
-  CHECK_THROWS_WITH(Optimizer(bf16, opt_config(), Tensor::zeros({bf16.numel()}, DType::kBF16)),
-                    Catch::Contains("initial_main"));
+  CHECK_THROWS_WITH(from_values.set_initial_value(0, Tensor::zeros({3})), Catch::Contains("set_initial_value"));
+  CHECK_THROWS_WITH(from_values.set_initial_value(0, Tensor::zeros(bf16.spec(0).shape, DType::kBF16)),
+                    Catch::Contains("set_initial_value"));
 }
 
 // A checkpoint load (checkpoints hold fp32 main parameters) fills the main parameters, and
@@ -192,7 +200,8 @@ TEST_CASE("bf16 parameters: updates below bf16 resolution accumulate in the main
     ParamGradBuffer buffer(specs(), DType::kBF16, host_context());
     Tensor initial = Tensor::empty({buffer.numel()});
     ops::fill(initial, 1.5f);
-    Optimizer opt(buffer, config, initial);
+    Optimizer opt(buffer, config);
+    set_initial_values(opt, buffer, initial);
     ops::fill(buffer.flat_grads(), 1.0f);  // constant gradient: each Adam step is lr
     for (int step = 0; step < 10; ++step) opt.step(1e-3, 1.0f);
     for (int64_t i = 0; i < buffer.numel(); ++i) {

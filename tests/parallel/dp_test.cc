@@ -519,6 +519,13 @@ Tensor exact_initial_values() {
   return init.flat_values();
 }
 
+// The trainer's start-up (trainer/model_builder.cc's initial_values): each parameter's exact fp32
+// initial values, one parameter at a time, from `flat` (the buffer's flat layout).
+void set_initial_values(Optimizer& opt, const ParamGradBuffer& buffer, const Tensor& flat) {
+  for (size_t p = 0; p < buffer.count(); ++p)
+    opt.set_initial_value(p, flat.slice_flat(buffer.offset(p), buffer.spec(p).shape));
+}
+
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.numel() == b.numel() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
@@ -549,10 +556,12 @@ TEST_CASE("distributed optimizer with bf16 parameters: fp32 main shards, bf16 ga
       CAPTURE(size, overlap);
       const OptimizerOptions config{0.9, 0.95, 1e-8, 0.5, overlap};
       ParamGradBuffer whole(specs(), DType::kBF16, host_context());
-      Optimizer ref(whole, config, initial);
+      Optimizer ref(whole, config);
+      set_initial_values(ref, whole, initial);
       ParamGradBuffer buffer(specs(), DType::kBF16, host_context());
       GradBuckets buckets(buffer, w, {size, true, true});
-      Optimizer opt(buckets, config, initial);
+      Optimizer opt(buckets, config);
+      set_initial_values(opt, buffer, initial);
       CHECK(shard_equals(opt, opt.main_params(), initial));
       CHECK(same_bits(ref.main_params(), initial));
       for (int64_t i = 0; i < buffer.numel(); ++i)
@@ -604,7 +613,8 @@ TEST_CASE("distributed optimizer with bf16 parameters: updates below bf16 resolu
     GradBuckets buckets(buffer, w, {100.0 * 4 / (1024.0 * 1024.0), true, true});
     Tensor initial = Tensor::empty({buffer.numel()});
     ops::fill(initial, 1.5f);
-    Optimizer opt(buckets, config, initial);
+    Optimizer opt(buckets, config);
+    set_initial_values(opt, buffer, initial);
     for (size_t b = 0; b < buckets.buckets().size(); ++b) {
       Tensor shard = buckets.shard(b);
       ops::fill(shard, 1.0f);  // constant gradient: each Adam step is lr
@@ -634,7 +644,9 @@ TEST_CASE("distributed optimizer: in-place buckets step to the bits of packed on
       CHECK(in_place.in_place() == divisible_shapes());
       CHECK_FALSE(packed.in_place());
       const Tensor initial = exact_initial_values();
-      Optimizer a(in_place, config, initial), b(packed, config, initial);
+      Optimizer a(in_place, config), b(packed, config);
+      set_initial_values(a, in_place_buffer, initial);
+      set_initial_values(b, packed_buffer, initial);
       for (int step = 0; step < 3; ++step) {
         for (auto [buffer, buckets] : {std::pair{&in_place_buffer, &in_place}, {&packed_buffer, &packed}}) {
           float* g = buffer->flat_grads().f32();

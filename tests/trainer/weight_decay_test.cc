@@ -61,7 +61,7 @@ TEST_CASE("the model builder decays embedding and linear weight matrices only") 
       const Config c = config_for(m.model, tp, pp);
       for (int rank = 0; rank < tp * pp; ++rank) {
         const RankGrid grid(tp * pp, rank, tp, pp, 1);
-        const auto params = build_parameters(c, model_layout(c, grid, grid.coords()), host_context());
+        const auto params = rank_parameters(c, model_layout(c, grid, grid.coords()), host_context());
         int decayed = 0, kept = 0;
         for (const ParamSpec& s : params->specs()) {
           INFO(m.label << ", tp " << tp << ", pp " << pp << ", rank " << rank << ": " << s.name);
