@@ -3,11 +3,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -233,23 +233,14 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
                                    "damaged; restore it or load another checkpoint",
                                    path, st.st_size, expect.bytes,
                                    static_cast<uint64_t>(st.st_size) < expect.bytes ? "truncated" : "grown"));
-    if (box_checksums) {
-      const FileChecksum& want = *expect.header;
-      const FileChecksum sum = file_checksum(path, want.bytes);
-      if (sum.crc32 != want.crc32)
-        throw InputError(fmt::format("checkpoint shard '{}' fails its checksum in its header (CRC-32 {:08x}, "
-                                     "metadata.json says {:08x}): the file is corrupt; restore it or load another "
-                                     "checkpoint",
-                                     path, sum.crc32, want.crc32));
-      bytes_read += sum.bytes;
-    } else {
-      const FileChecksum sum = file_checksum(path);
-      if (sum.crc32 != expect.crc32 || sum.bytes != expect.bytes)
-        throw InputError(fmt::format("checkpoint shard '{}' fails its checksum (CRC-32 {:08x}, metadata.json says "
-                                     "{:08x}): the file is corrupt; restore it or load another checkpoint",
-                                     path, sum.crc32, expect.crc32));
-      bytes_read += sum.bytes;
-    }
+    // The header (the boxes' chunks follow), or the whole file.
+    const FileChecksum want = box_checksums ? *expect.header : FileChecksum{expect.bytes, expect.crc32};
+    const FileChecksum sum = file_checksum(path, want.bytes);
+    if (sum.crc32 != want.crc32 || sum.bytes != want.bytes)
+      throw InputError(fmt::format("checkpoint shard '{}' fails its checksum{} (CRC-32 {:08x}, metadata.json says "
+                                   "{:08x}): the file is corrupt; restore it or load another checkpoint",
+                                   path, box_checksums ? " in its header" : "", sum.crc32, want.crc32));
+    bytes_read += sum.bytes;
     files[name] = std::make_unique<SafetensorsFile>(path);
   }
   for (const Piece& p : pieces) {

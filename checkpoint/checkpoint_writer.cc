@@ -320,7 +320,7 @@ void CheckpointWriter::write_shard(Job& job) {
       }
       // One pass over the bytes: each tensor's chunks' CRCs as they go by, the file's combined from them.
       Crc32 crc, header;
-      uint64_t bytes = 0;
+      uint64_t bytes = 0, header_bytes = 0;
       double pause_s = slow_save_seconds(job.state.step);
       write_safetensors((fs::path(job.partial_dir) / job.file_name).string(), tensors,
                         {{"format", kCheckpointFormat}, {"step", std::to_string(job.state.step)}},
@@ -328,6 +328,7 @@ void CheckpointWriter::write_shard(Job& job) {
                           if (tensor.empty()) {
                             crc.update(data, n);
                             header.update(data, n);
+                            header_bytes += n;
                           } else {
                             std::vector<uint32_t>& chunks = tensor_crcs.at(tensor);
                             const uint64_t chunk = options_.box_crc32_chunk_bytes;
@@ -347,8 +348,6 @@ void CheckpointWriter::write_shard(Job& job) {
                             pause_s = 0;
                           }
                         });
-      uint64_t header_bytes = bytes;
-      for (const auto& [name, t] : tensors) header_bytes -= t.bytes();
       job.file.bytes = bytes;
       job.file.crc32 = crc.value();
       job.file.header = FileChecksum{header_bytes, header.value()};
