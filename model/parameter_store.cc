@@ -32,18 +32,11 @@ void ParameterStore::initial_value(size_t i, uint64_t seed, Tensor& dst) const {
 }
 
 void ParameterStore::initialize(uint64_t seed) {
-  Tensor scratch;
-  for (size_t i = 0; i < count(); ++i) {
-    Tensor& v = value(i);
-    if (param_dtype() == DType::kF32) {
-      initial_value(i, seed, v);
-      continue;
-    }
-    if (!scratch.defined()) scratch = context().zeros({largest_param_numel()}, DType::kF32);
-    Tensor fp32 = scratch.slice_flat(0, spec(i).shape);
-    initial_value(i, seed, fp32);
-    ops::cast(fp32, v);
-  }
+  LATTICE_CHECK(param_dtype() == DType::kF32,
+                "ParameterStore::initialize: {} parameters take their fp32 init through trainer/model_builder.h's "
+                "initial_values",
+                dtype_name(param_dtype()));
+  for (size_t i = 0; i < count(); ++i) initial_value(i, seed, value(i));
 }
 
 }  // namespace lattice

@@ -23,8 +23,8 @@ class ParameterStore : public ParamGradBuffer {
   // weights one process would; padding rows past the box are zero. They are the optimizer's fp32
   // master weights; a bf16 compute copy is their rounding.
   void initial_value(size_t i, uint64_t seed, Tensor& dst) const;
-  // Every parameter's initial_value: f32 values in place, bf16 ones rounded from it (through one
-  // parameter-sized scratch).
+  // Every parameter's initial_value, in place: f32 stores only (a bf16 store's parameters take
+  // theirs one at a time through trainer/model_builder.h's initial_values and the optimizer).
   void initialize(uint64_t seed);
 };
 

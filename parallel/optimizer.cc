@@ -90,7 +90,7 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
     main_ = buffer.flat_values();
   } else {
     main_ = ctx.zeros({n}, DType::kF32);
-    take_shard(buffer.flat_values(), main_);
+    take_shard(buffer.flat_values(), 0, main_);
   }
   if (buckets == nullptr) return;
   const int dp = buckets->dp_size();
@@ -118,20 +118,16 @@ void Optimizer::set_initial_value(size_t param, const Tensor& fp32) {
   LATTICE_CHECK(fp32.dtype() == DType::kF32 && fp32.shape() == value.shape(),
                 "Optimizer::set_initial_value: {} for parameter {}", fp32.describe(), value.describe());
   if (fp32.raw() != value.raw()) ops::cast(fp32, value);
-  if (main_is_params_) return;
-  const int64_t begin = buffer_.offset(param), end = begin + fp32.numel();
-  for (const Run& run : runs_) {
-    const int64_t a = std::max(begin, run.flat_offset), b = std::min(end, run.flat_offset + run.numel);
-    if (a >= b) continue;
-    Tensor dst = main_.slice_flat(run.shard_offset + (a - run.flat_offset), {b - a});
-    ops::copy(fp32.slice_flat(a - begin, {b - a}), dst);
-  }
+  if (!main_is_params_) take_shard(fp32, buffer_.offset(param), main_);
 }
 
-void Optimizer::take_shard(const Tensor& flat, Tensor& shard) const {
+void Optimizer::take_shard(const Tensor& part, int64_t part_begin, Tensor& shard) const {
+  const int64_t part_end = part_begin + part.numel();
   for (const Run& run : runs_) {
-    Tensor dst = shard.slice_flat(run.shard_offset, {run.numel});
-    const Tensor src = flat.slice_flat(run.flat_offset, {run.numel});
+    const int64_t a = std::max(part_begin, run.flat_offset), b = std::min(part_end, run.flat_offset + run.numel);
+    if (a >= b) continue;
+    Tensor dst = shard.slice_flat(run.shard_offset + (a - run.flat_offset), {b - a});
+    const Tensor src = part.slice_flat(a - part_begin, {b - a});
     // bf16 values are widened.
     if (src.dtype() == dst.dtype())
       ops::copy(src, dst);
@@ -285,7 +281,7 @@ void Optimizer::step(double lr, float grad_scale) {
   wait_all();
   ++step_count_;
   if (options_.test_disable_main_params && buffer_.param_dtype() != DType::kF32) {
-    take_shard(buffer_.flat_values(), main_);
+    take_shard(buffer_.flat_values(), 0, main_);
   }
   // bf16 parameters take the updated main parameters' rounding in the same pass (unsharded: the
   // model's own; sharded: this rank's blocks of them, which the all-gathers read in place, or the

@@ -148,9 +148,10 @@ class Optimizer {
   // their bf16 rounding (unsharded: into the parameters; sharded: into send_): nothing more
   // unsharded; sharded, each bucket's all-gather of this rank's shard (send_, or fp32 main_).
   void write_back_params();
-  // shard (this rank's state layout) = flat (the buffer's flat layout, on any device) at this rank's
-  // runs, cast to f32. Padding elements are left as they are.
-  void take_shard(const Tensor& flat, Tensor& shard) const;
+  // shard (this rank's state layout) at this rank's runs = `part`, flat elements [part_begin,
+  // part_begin + part.numel()) of the buffer's layout (the whole of it, or one parameter; on any
+  // device), cast to f32. Elements outside it, and padding, are left as they are.
+  void take_shard(const Tensor& part, int64_t part_begin, Tensor& shard) const;
   Tensor& state(StateKind kind);
   // Sharded: copy_state's pieces that cover `flat` (the whole model's `kind`), one per bucket.
   std::vector<StatePiece> whole_state_pieces(StateKind kind, const Tensor& flat) const;
