@@ -4,6 +4,7 @@
 #include "parallel/optimizer.h"
 
 #include <algorithm>
+#include <array>
 
 #include "kernels/error.h"
 #include "kernels/ops.h"
@@ -146,11 +147,17 @@ Tensor& Optimizer::state(StateKind kind) {
   return kind == StateKind::kMainParams ? main_ : kind == StateKind::kExpAvg ? exp_avg_ : exp_avg_sq_;
 }
 
+int64_t state_gather_numel(const std::vector<GradBucket>& buckets, int dp, int64_t gather_bytes) {
+  int64_t largest = 0;
+  for (const GradBucket& g : buckets) largest = std::max(largest, g.padded_numel(dp));
+  const int64_t per_rank = std::max<int64_t>(1, gather_bytes / static_cast<int64_t>(sizeof(float)) / dp);
+  return std::min(largest, per_rank * dp);
+}
+
 void Optimizer::reserve_state_copies() {
   if (buckets_ == nullptr || state_buffer_.defined()) return;
-  int64_t largest = 0;
-  for (const GradBucket& g : buckets_->buckets()) largest = std::max(largest, g.padded_numel(buckets_->dp_size()));
-  state_buffer_ = buffer_.context().zeros({largest}, DType::kF32);
+  state_buffer_ = buffer_.context().zeros(
+      {state_gather_numel(buckets_->buckets(), buckets_->dp_size(), options_.state_gather_bytes)}, DType::kF32);
 }
 
 Event Optimizer::copy_state(const std::vector<StatePiece>& pieces, bool moments) {
@@ -184,19 +191,35 @@ Event Optimizer::copy_state(const std::vector<StatePiece>& pieces, bool moments)
   reserve_state_copies();
   state_copies_.synchronize();  // the last call's copies out of the buffer (a save's may overlap training)
   Communicator& dp = buckets_->comm();
+  const int64_t per_rank = state_buffer_.numel() / dp.size();  // shard elements of each rank per gather
   for (StateKind kind : kinds) {
-    // The same bucket order on every rank: rank r's slice lands at r × shard_numel of the bucket,
-    // which is its place in the flat layout (the padding falls past the bucket's end).
+    // The same bucket order and chunks on every rank: gathering elements [k, k + len) of every rank's
+    // slice puts rank r's at r × len of the buffer; they are bucket elements r × shard_numel + k on.
+    // A whole slice (len = shard_numel) lands as the padded bucket itself, in one run.
     for (size_t b = bs.size(); b-- > 0;) {
       const GradBucket& g = bs[b];
       if (g.numel() == 0) continue;
-      last.synchronize();  // the previous bucket's copies out of the buffer are done
-      Tensor gathered = state_buffer_.slice_flat(0, {g.padded_numel(dp.size())});
-      dp.all_gather(state(kind).slice_flat(g.shard_offset, {g.shard_numel}), gathered);
-      for (const StatePiece* p : in_bucket[b]) {
-        if (p->kind != kind) continue;
-        Tensor dst = p->dst;
-        last = copy_piece(gathered.slice_flat(p->flat_offset - g.begin, {dst.numel()}), dst);
+      for (int64_t k = 0; k < g.shard_numel; k += per_rank) {
+        const int64_t len = std::min(per_rank, g.shard_numel - k);
+        last.synchronize();  // the previous gather's copies out of the buffer are done
+        Tensor gathered = state_buffer_.slice_flat(0, {len * dp.size()});
+        dp.all_gather(state(kind).slice_flat(g.shard_offset + k, {len}), gathered);
+        // Runs of the buffer: (first flat element, buffer offset, elements).
+        std::vector<std::array<int64_t, 3>> runs;
+        if (len == g.shard_numel) {
+          runs.push_back({g.begin, 0, len * dp.size()});
+        } else {
+          for (int r = 0; r < dp.size(); ++r) runs.push_back({g.block_begin(r) + k, r * len, len});
+        }
+        for (const StatePiece* p : in_bucket[b]) {
+          if (p->kind != kind) continue;
+          for (const auto& [flat, at, n] : runs) {
+            const int64_t lo = std::max(flat, p->flat_offset), hi = std::min(flat + n, p->flat_offset + p->dst.numel());
+            if (lo >= hi) continue;
+            Tensor dst = p->dst.slice_flat(lo - p->flat_offset, {hi - lo});
+            last = copy_piece(gathered.slice_flat(at + (lo - flat), {hi - lo}), dst);
+          }
+        }
       }
     }
   }

@@ -15,6 +15,9 @@
 
 namespace lattice {
 
+// The default OptimizerOptions::state_gather_bytes: large enough that a 25 MB bucket is one gather.
+inline constexpr int64_t kStateGatherBytes = int64_t{64} << 20;
+
 // The AdamW hyper-parameters (parallel/ does not depend on trainer/'s config; the trainer copies
 // its OptimizerConfig into this). Decay applies only where ParamSpec::weight_decay.
 struct OptimizerOptions {
@@ -27,6 +30,10 @@ struct OptimizerOptions {
   // master-weights test shows it fails. With non-f32 parameters every step first re-reads the main
   // parameters from the (rounded) buffer values, so updates below their resolution are lost.
   bool test_disable_main_params = false;
+  // Sharded: a save gathers the state through one buffer of at most this many bytes (a bucket at a
+  // time, in chunks of each rank's shard), not a whole bucket: a bucket holding one large parameter
+  // (the embedding) would otherwise size it (1002 MiB for Llama 3 8B at TP2).
+  int64_t state_gather_bytes = kStateGatherBytes;
 };
 
 // The optimizer state as checkpoints hold it, in the buffer's flat layout (numel() elements each).
@@ -94,8 +101,9 @@ class Optimizer {
   // Checkpoints. copy_state() copies the whole model's state at `pieces` (main parameters, and the
   // moments when `moments`); sharded, it is a collective over dp (every rank passes the same
   // `moments`, each its own pieces): bucket by bucket, each state's shards are all-gathered into one
-  // bucket-sized buffer and the pieces copied out of it, so no rank ever holds the whole model's
-  // state (Megatron's distributed optimizer saves without one too). Copies to the host may still be
+  // buffer (state_gather_numel(), a chunk of every rank's shard at a time where a bucket is larger)
+  // and the pieces copied out of it, so no rank ever holds the whole model's state (Megatron's
+  // distributed optimizer saves without one too). Copies to the host may still be
   // in flight on return: they are complete once the returned event is (not recorded: complete).
   // gather_state(): the whole state in new flat tensors (sharded: copy_state into them); for tests
   // and small models. Unsharded it returns the optimizer's own tensors, no copy.
@@ -170,11 +178,16 @@ class Optimizer {
   Tensor exp_avg_;
   Tensor exp_avg_sq_;
   std::vector<Tensor> staging_;         // per bucket whose numel % dp != 0: padded gather output, param dtype
-  Tensor state_buffer_;                 // copy_state's: f32, the largest padded bucket
+  Tensor state_buffer_;                 // copy_state's: f32, state_gather_numel() elements
   Event state_copies_;                  // the last copy_state's copies out of state_buffer_
   Tensor send_;                         // non-f32 parameters, not in place: this rank's shard cast for the gather
   std::vector<CommHandle> gathers_;     // per bucket
   int64_t step_count_ = 0;
 };
+
+// The elements of the buffer a sharded Optimizer's copy_state() gathers through (for the memory
+// plan too): the largest padded bucket, or fewer (a whole number of elements per dp rank) where that
+// is more than `gather_bytes` of f32.
+int64_t state_gather_numel(const std::vector<GradBucket>& buckets, int dp, int64_t gather_bytes);
 
 }  // namespace lattice

@@ -17,6 +17,7 @@
 #include "model/model_parameters.h"
 #include "parallel/activation_slots.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/optimizer.h"
 #include "parallel/param_layout.h"
 #include "parallel/schedule.h"
 #include "trainer/model_builder.h"
@@ -220,16 +221,12 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
   }
 
   // Checkpoints (checkpoint.dir set): the async writer's host snapshot of this rank's boxes (on a
-  // GPU pinned host memory, not the device's), and, with the distributed optimizer, the one bucket
-  // its state is gathered through (Optimizer::copy_state).
+  // GPU pinned host memory, not the device's), and, with the distributed optimizer, the buffer its
+  // state is gathered through (Optimizer::copy_state: a bucket, or a chunk of one, at a time).
   if (!c.checkpoint.dir.empty()) {
     const int64_t snapshot = rounded(plan_shard(params, true, 0, dp).staging_numel * 4);
     (config_device(c) == Device::kCpu ? r.checkpoint_bytes : r.host_snapshot_bytes) = snapshot;
-    if (sharded) {
-      int64_t largest = 0;
-      for (const GradBucket& g : buckets) largest = std::max(largest, g.padded_numel(dp));
-      r.checkpoint_bytes += rounded(largest * 4);
-    }
+    if (sharded) r.checkpoint_bytes += rounded(state_gather_numel(buckets, dp, kStateGatherBytes) * 4);
   }
   // A resume on a GPU reads this rank's state (sharded: its shard) into host memory, then copies it
   // to the device; on the CPU it reads straight into the state. Not in the peak: the plan cannot
