@@ -64,23 +64,25 @@ Piece make_piece(const StoredBox& stored, Box region, Tensor* target, int64_t ds
 struct Part {
   Box box;
   int64_t dst_index;
+  int64_t values_dst_index;  // the same in the values target (LoadRange::values_offset)
 };
 
 // The parts of parameter `spec`, at flat offset `flat`, that the targets take: the whole local
 // tensor, or its elements inside `ranges`.
 std::vector<Part> parts_of(const ParamSpec& spec, int64_t flat, const std::vector<LoadRange>& ranges) {
-  if (ranges.empty()) return {{Box{spec.offset, spec.shape}, flat}};
+  if (ranges.empty()) return {{Box{spec.offset, spec.shape}, flat, flat}};
   std::vector<Part> parts;
   const int64_t n = shape_numel(spec.shape);
   for (const LoadRange& r : ranges) {
     const int64_t a = std::max(flat, r.flat_offset), b = std::min(flat + n, r.flat_offset + r.numel);
     if (a >= b) continue;
-    int64_t dst = r.target_offset + (a - r.flat_offset);
+    int64_t dst = r.target_offset + (a - r.flat_offset), values_dst = r.values_at() + (a - r.flat_offset);
     for (Box box : flat_range_boxes(spec.shape, a - flat, b - flat)) {
       const int64_t numel = box.numel();
       for (size_t d = 0; d < box.offset.size(); ++d) box.offset[d] += spec.offset[d];
-      parts.push_back({std::move(box), dst});
+      parts.push_back({std::move(box), dst, values_dst});
       dst += numel;  // the boxes are consecutive in the local tensor's element order
+      values_dst += numel;
     }
   }
   return parts;
@@ -143,13 +145,20 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
   LATTICE_CHECK(targets.layout != nullptr && targets.values != nullptr, "load_checkpoint needs a layout and values");
   const ParamLayout& layout = *targets.layout;
   const int64_t target_numel = targets.ranges.empty() ? layout.numel() : targets.target_numel;
+  // Values apart: the ranges place the values elsewhere than the moments, or in a target of another size.
+  const bool values_apart =
+      targets.values->numel() != target_numel ||
+      std::any_of(targets.ranges.begin(), targets.ranges.end(),
+                  [](const LoadRange& r) { return r.values_at() != r.target_offset; });
   for (const LoadRange& r : targets.ranges)
     LATTICE_CHECK(r.numel >= 0 && r.flat_offset >= 0 && r.flat_offset + r.numel <= layout.numel() &&
-                      r.target_offset >= 0 && r.target_offset + r.numel <= target_numel,
-                  "load_checkpoint: range of {} at flat {} into {} at {} (layout of {})", r.numel, r.flat_offset,
-                  target_numel, r.target_offset, layout.numel());
-  LATTICE_CHECK(targets.values->numel() == target_numel, "load_checkpoint: values {} for {} elements",
-                targets.values->describe(), target_numel);
+                      r.target_offset >= 0 && r.target_offset + r.numel <= target_numel &&
+                      r.values_at() + r.numel <= targets.values->numel(),
+                  "load_checkpoint: range of {} at flat {} into {} at {} (values {} at {}; layout of {})", r.numel,
+                  r.flat_offset, target_numel, r.target_offset, targets.values->numel(), r.values_at(),
+                  layout.numel());
+  LATTICE_CHECK(!targets.ranges.empty() || targets.values->numel() == target_numel,
+                "load_checkpoint: values {} for {} elements", targets.values->describe(), target_numel);
   LATTICE_CHECK((targets.exp_avg == nullptr) == (targets.exp_avg_sq == nullptr), "load both moments or neither");
   CheckpointMetadata m = read_checkpoint_metadata(checkpoint_dir);
   if (!config.is_null()) check_model_config(m.config, config, checkpoint_dir, "set these fields to the checkpoint's values");
@@ -164,8 +173,11 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
                                    checkpoint_dir));
   }
 
-  // 1. Plan: which part of which stored box lands where.
-  Tensor values = host_view(*targets.values);
+  // 1. Plan: which part of which stored box lands where. Values apart on a device go through a host
+  // tensor laid out as the moments, then to their places (a host one of the device's size would hold
+  // the whole flat layout); on the host they land in place.
+  const bool values_in_place = values_apart && targets.values->device() == Device::kCpu;
+  Tensor values = values_apart && !values_in_place ? Tensor::zeros({target_numel}) : host_view(*targets.values);
   Tensor exp_avg = moments ? host_view(*targets.exp_avg) : Tensor();
   Tensor exp_avg_sq = moments ? host_view(*targets.exp_avg_sq) : Tensor();
   std::vector<std::pair<const char*, Tensor*>> kinds = {{kModelKind, &values}};
@@ -203,7 +215,8 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
           if (region.numel() == 0) continue;
           covered += region.numel();
           needed_files.insert(sb.file);
-          pieces.push_back(make_piece(sb, std::move(region), target, part.dst_index, part.box.offset, spec));
+          const int64_t dst = target == &values && values_in_place ? part.values_dst_index : part.dst_index;
+          pieces.push_back(make_piece(sb, std::move(region), target, dst, part.box.offset, spec));
         }
         LATTICE_CHECK(covered == wanted.numel(), "tensor '{}': stored boxes cover {} of this rank's {} elements in {}",
                       key, covered, wanted.numel(), box_string(wanted));
@@ -295,7 +308,15 @@ CheckpointMetadata load_checkpoint(const std::string& checkpoint_dir, const json
     copy_region(src, p.stored->box, dst, p.dst_origin, p.spec->shape, p.region, sizeof(float));
     f.release(static_cast<const char*>(src) + p.first_byte, p.end_byte - p.first_byte);
   }
-  if (values.raw() != targets.values->raw()) ops::copy(values, *targets.values);
+  if (values_apart && !values_in_place) {
+    ops::fill(*targets.values, 0.0f);
+    for (const LoadRange& r : targets.ranges) {
+      Tensor dst = targets.values->slice_flat(r.values_at(), {r.numel});
+      ops::copy(values.slice_flat(r.target_offset, {r.numel}), dst);
+    }
+  } else if (values.raw() != targets.values->raw()) {
+    ops::copy(values, *targets.values);
+  }
   if (moments) {
     if (exp_avg.raw() != targets.exp_avg->raw()) ops::copy(exp_avg, *targets.exp_avg);
     if (exp_avg_sq.raw() != targets.exp_avg_sq->raw()) ops::copy(exp_avg_sq, *targets.exp_avg_sq);

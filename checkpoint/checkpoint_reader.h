@@ -30,11 +30,14 @@ void check_model_config(const nlohmann::json& checkpoint_config, const nlohmann:
                         const std::string& checkpoint_dir, const std::string& what_to_do);
 
 // A part of the flat layout a load fills: elements [flat_offset, flat_offset + numel) land at
-// target_offset of the targets.
+// target_offset of the targets — of the values at values_offset instead, when that is set (the
+// distributed optimizer's fp32 main parameters, which are the flat parameters themselves).
 struct LoadRange {
   int64_t flat_offset = 0;
   int64_t numel = 0;
   int64_t target_offset = 0;
+  int64_t values_offset = -1;  // -1: target_offset
+  int64_t values_at() const { return values_offset < 0 ? target_offset : values_offset; }
 };
 
 // What a load read: the checksums it verified cover these bytes, and it copies only from them.
@@ -47,7 +50,8 @@ struct LoadReport {
 // parameters) and, when given, the AdamW moments. Without `ranges`, all of this rank's `layout`, in
 // its flat order (numel == layout->numel() each). With them, only those disjoint ranges, into
 // targets of `target_numel` elements each (a distributed-optimizer rank's shard: nothing holds the
-// whole model's state); the rest of the targets ends up zero.
+// whole model's state) — the values of any size their ranges' values_offset reach, where those are
+// set; the rest of the targets ends up zero.
 struct LoadTargets {
   const ParamLayout* layout = nullptr;
   Tensor* values = nullptr;

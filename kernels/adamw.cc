@@ -10,15 +10,15 @@
 namespace lattice {
 
 void check_adamw_operands(const char* op, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                          const Tensor& exp_avg_sq, int64_t step, bool grad_apart) {
+                          const Tensor& exp_avg_sq, int64_t step, bool by_runs) {
   LATTICE_CHECK(param.defined() && grad.defined() && exp_avg.defined() && exp_avg_sq.defined(),
                 "{}: every tensor must be defined", op);
   LATTICE_CHECK(param.dtype() == DType::kF32 && grad.dtype() == DType::kF32 && exp_avg.dtype() == DType::kF32 &&
                     exp_avg_sq.dtype() == DType::kF32,
                 "{}: expected f32 tensors, got param {}, grad {}, exp_avg {}, exp_avg_sq {}", op, param.describe(),
                 grad.describe(), exp_avg.describe(), exp_avg_sq.describe());
-  LATTICE_CHECK((grad_apart || grad.numel() == param.numel()) && exp_avg.numel() == param.numel() &&
-                    exp_avg_sq.numel() == param.numel(),
+  LATTICE_CHECK(by_runs || (grad.numel() == param.numel() && exp_avg.numel() == param.numel() &&
+                             exp_avg_sq.numel() == param.numel()),
                 "{}: sizes differ: param {}, grad {}, exp_avg {}, exp_avg_sq {}", op, param.describe(),
                 grad.describe(), exp_avg.describe(), exp_avg_sq.describe());
   LATTICE_CHECK(step >= 1, "{}: step is 1-based, got {}", op, step);

@@ -8,9 +8,9 @@
 
 namespace lattice {
 
-// grad_apart: the gradients are addressed apart from the rest (AdamWRun::grad_offset): their count
-// is not checked.
+// by_runs: the tensors are addressed by runs (adamw_update_runs checks each run's bounds): their
+// counts are not compared.
 void check_adamw_operands(const char* op, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                          const Tensor& exp_avg_sq, int64_t step, bool grad_apart = false);
+                          const Tensor& exp_avg_sq, int64_t step, bool by_runs = false);
 
 }  // namespace lattice

@@ -229,7 +229,7 @@ struct Backend {
   // null, each updated element is also stored at its index of copy, in copy's dtype: the bf16
   // parameters' write-back without a second pass over the fp32 ones.
   void (*adamw_update_runs)(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, const AdamWRun* runs,
-                            size_t count, const ops::AdamWParams& p, DataOut copy);
+                            size_t count, const ops::AdamWParams& p, DataOut copy, bool values_at_grads);
 
   // ---- bf16 without staging (optional) ----
   // A device's kernels that load and store bf16 operands themselves (kernels/typed_kernels.h). Where

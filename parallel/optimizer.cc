@@ -83,10 +83,11 @@ Optimizer::Optimizer(ParamGradBuffer& buffer, GradBuckets* buckets, const Optimi
   const int64_t n = buckets != nullptr ? buckets->shard_numel() : buffer.numel();
   exp_avg_ = ctx.zeros({n}, DType::kF32);
   exp_avg_sq_ = ctx.zeros({n}, DType::kF32);
-  // Unsharded fp32 parameters are their own main parameters: no second fp32 copy of the model
-  // (Megatron keeps none either). Otherwise the main parameters are a copy, which
-  // write_back_params casts from.
-  main_is_params_ = buckets == nullptr && buffer.param_dtype() == DType::kF32;
+  // fp32 parameters are their own main parameters, unsharded or, with in-place buckets, sharded (a
+  // rank's shard is its blocks of the flat values, beside its gradients'): no second fp32 copy of
+  // them (Megatron keeps none either). Otherwise the main parameters are a copy, which the bf16
+  // rounding or the write-back's gathers read.
+  main_is_params_ = buffer.param_dtype() == DType::kF32 && (buckets == nullptr || grads_in_place);
   if (main_is_params_) {
     main_ = buffer.flat_values();
   } else {
@@ -139,12 +140,17 @@ void Optimizer::take_shard(const Tensor& part, int64_t part_begin, Tensor& shard
 
 const Tensor& Optimizer::grads() const { return buckets_ != nullptr ? buckets_->reduced_grads() : buffer_.flat_grads(); }
 
-bool Optimizer::values_gather_in_place() const {
-  return buckets_ != nullptr && buckets_->in_place() && buffer_.param_dtype() != DType::kF32;
-}
+bool Optimizer::values_gather_in_place() const { return buckets_ != nullptr && buckets_->in_place(); }
 
 Tensor& Optimizer::state(StateKind kind) {
   return kind == StateKind::kMainParams ? main_ : kind == StateKind::kExpAvg ? exp_avg_ : exp_avg_sq_;
+}
+
+Tensor Optimizer::bucket_shard(StateKind kind, const GradBucket& g) {
+  // Sharded fp32 main parameters are the flat values: the shard is this rank's block of the bucket.
+  if (kind == StateKind::kMainParams && main_is_params_)
+    return main_.slice_flat(g.block_begin(buckets_->dp_rank()), {g.shard_numel});
+  return state(kind).slice_flat(g.shard_offset, {g.shard_numel});
 }
 
 int64_t state_gather_numel(const std::vector<GradBucket>& buckets, int dp, int64_t gather_bytes) {
@@ -203,7 +209,7 @@ Event Optimizer::copy_state(const std::vector<StatePiece>& pieces, bool moments)
         const int64_t len = std::min(per_rank, g.shard_numel - k);
         last.synchronize();  // the previous gather's copies out of the buffer are done
         Tensor gathered = state_buffer_.slice_flat(0, {len * dp.size()});
-        dp.all_gather(state(kind).slice_flat(g.shard_offset + k, {len}), gathered);
+        dp.all_gather(bucket_shard(kind, g).slice_flat(k, {len}), gathered);
         // Runs of the buffer: (first flat element, buffer offset, elements).
         std::vector<std::array<int64_t, 3>> runs;
         if (len == g.shard_numel) {
@@ -262,13 +268,13 @@ Tensor Optimizer::gather_main_params() {
 std::vector<Optimizer::StateRange> Optimizer::state_ranges() const {
   std::vector<StateRange> ranges;
   for (const Slice& s : shard_slices(buffer_, buckets_))
-    if (s.hi > s.lo) ranges.push_back({s.lo, s.hi - s.lo, s.shard_offset});
+    if (s.hi > s.lo) ranges.push_back({s.lo, s.hi - s.lo, s.shard_offset, main_is_params_ ? s.lo : s.shard_offset});
   return ranges;
 }
 
 void Optimizer::params_from_main() {
   wait_all();
-  if (main_is_params_) return;
+  if (main_is_params_ && buckets_ == nullptr) return;
   Tensor& values = buffer_.flat_values();
   if (buckets_ == nullptr) {
     ops::cast(main_, values);
@@ -278,7 +284,7 @@ void Optimizer::params_from_main() {
   // parameters gather the main shard itself), and the gathers bring every rank the whole model.
   if (send_.defined()) {
     ops::cast(main_, send_);
-  } else if (values_gather_in_place()) {
+  } else if (values_gather_in_place() && !main_is_params_) {
     for (const Run& run : runs_) {
       Tensor dst = values.slice_flat(run.flat_offset, {run.numel});
       ops::cast(main_.slice_flat(run.shard_offset, {run.numel}), dst);
@@ -308,13 +314,13 @@ void Optimizer::step(double lr, float grad_scale) {
   }
   // bf16 parameters take the updated main parameters' rounding in the same pass (unsharded: the
   // model's own; sharded: this rank's blocks of them, which the all-gathers read in place, or the
-  // send buffer); fp32 ones are the main parameters (unsharded) or gather them as they are.
-  const Tensor rounded = buckets_ == nullptr || values_gather_in_place()
-                             ? (main_is_params_ ? Tensor{} : buffer_.flat_values())
-                             : send_;
+  // send buffer); fp32 ones are the main parameters (unsharded, or in place at the gradients'
+  // offsets), or gather the packed main shard as it is.
+  Tensor rounded;
+  if (!main_is_params_) rounded = buckets_ == nullptr || values_gather_in_place() ? buffer_.flat_values() : send_;
   adamw_update_runs(main_, grads(), exp_avg_, exp_avg_sq_, shard_runs_,
                     {options_.beta1, options_.beta2, options_.eps, options_.weight_decay}, lr, step_count_,
-                    grad_scale, rounded);
+                    grad_scale, rounded, main_is_params_ ? ValuesAt::kGradients : ValuesAt::kMoments);
   write_back_params();
 }
 
@@ -328,7 +334,8 @@ void Optimizer::write_back_params() {
     const GradBucket& g = bs[b];
     if (g.numel() == 0) continue;
     // The shard's bf16 rounding, which step() wrote into this rank's block of the parameters (in
-    // place) or into send_ (its padding stays zero); fp32 parameters gather the main shard.
+    // place) or into send_ (its padding stays zero); fp32 parameters gather the main shard, in
+    // place the block itself.
     Tensor in = values_gather_in_place()
                     ? values.slice_flat(g.block_begin(buckets_->dp_rank()), {g.shard_numel})
                     : (send_.defined() ? send_ : main_).slice_flat(g.shard_offset, {g.shard_numel});

@@ -119,7 +119,8 @@ class Optimizer {
   struct StateRange {
     int64_t flat_offset;   // in the buffer's flat layout
     int64_t numel;
-    int64_t state_offset;  // in main_params() and the moments
+    int64_t state_offset;  // in the moments
+    int64_t main_offset;   // in main_params(): state_offset, or flat_offset where they are the parameters
   };
   std::vector<StateRange> state_ranges() const;
   void params_from_main();
@@ -133,7 +134,9 @@ class Optimizer {
   void set_step_count(int64_t steps);
 
   // This rank's state in the shard layout (sharded: GradBucket::shard_offset / shard_numel;
-  // unsharded: the buffer's flat layout).
+  // unsharded: the buffer's flat layout). fp32 parameters are their own main parameters, unsharded
+  // and with in-place buckets: main_params() is then the buffer's flat values, the shard at this
+  // rank's blocks of the buckets (state_ranges()' main_offset).
   Tensor& main_params() { return main_; }
   Tensor& exp_avg() { return exp_avg_; }
   Tensor& exp_avg_sq() { return exp_avg_sq_; }
@@ -161,10 +164,13 @@ class Optimizer {
   // device), cast to f32. Elements outside it, and padding, are left as they are.
   void take_shard(const Tensor& part, int64_t part_begin, Tensor& shard) const;
   Tensor& state(StateKind kind);
+  // Sharded: this rank's shard of bucket g's `kind`, shard_numel elements.
+  Tensor bucket_shard(StateKind kind, const GradBucket& g);
   // Sharded: copy_state's pieces that cover `flat` (the whole model's `kind`), one per bucket.
   std::vector<StatePiece> whole_state_pieces(StateKind kind, const Tensor& flat) const;
   const Tensor& grads() const;
-  // bf16 parameters over in-place buckets: the write-back all-gathers within the parameters.
+  // In-place buckets: the write-back all-gathers within the parameters, from this rank's blocks
+  // (bf16: the rounding step() writes there; fp32: the main shard, which lies there).
   bool values_gather_in_place() const;
 
   ParamGradBuffer& buffer_;
@@ -174,7 +180,7 @@ class Optimizer {
   std::vector<AdamWRun> shard_runs_;  // runs_ addressed by shard offset, as AdamW steps them
   std::vector<std::pair<int64_t, int64_t>> norm_ranges_;  // (offset in grads(), numel) of non-replica elements
   Tensor main_;
-  bool main_is_params_ = false;  // unsharded fp32: main_ is the buffer's flat values themselves
+  bool main_is_params_ = false;  // fp32, unsharded or in place: main_ is the buffer's flat values themselves
   Tensor exp_avg_;
   Tensor exp_avg_sq_;
   std::vector<Tensor> staging_;         // per bucket whose numel % dp != 0: padded gather output, param dtype

@@ -139,15 +139,16 @@ RankMemoryPlan plan_rank(const Config& c, const ParallelLayout& pl, int pp_rank,
       if (sharded && g.padded_numel(dp) != g.numel()) r.comm_bytes += rounded(g.padded_numel(dp) * cs);
     }
     if (sharded) {
-      // In place (GradBuckets::in_place): the shards stay in the gradients, and bf16 parameters
-      // gather within themselves. Otherwise:
-      if (narrow || padded) {
+      // In place (GradBuckets::in_place): the shards stay in the gradients, bf16 parameters gather
+      // within themselves, and fp32 ones are their own main shard. Otherwise:
+      const bool in_place = !narrow && !padded;
+      if (!in_place) {
         r.comm_bytes += rounded(shard * 4);                // the reduce-scattered gradient shard
         if (narrow) r.comm_bytes += rounded(shard * rs);   // ... as reduced in bf16
         if (bf16) r.comm_bytes += rounded(shard * cs);     // the bf16 send buffer of the gather
       }
       r.optimizer_bytes = 2 * rounded(shard * 4);
-      r.main_param_bytes = rounded(shard * 4);             // its own fp32 shard, in either precision
+      r.main_param_bytes = bf16 || !in_place ? rounded(shard * 4) : 0;  // an fp32 shard of its own
     }
   }
 

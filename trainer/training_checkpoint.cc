@@ -199,8 +199,8 @@ int64_t TrainingCheckpoint::resume() {
   // This rank's state straight from the files (sharded: its shard alone), then the parameters from it.
   LoadTargets targets{&optimizer_.buffer(), &optimizer_.main_params(), &optimizer_.exp_avg(), &optimizer_.exp_avg_sq()};
   for (const Optimizer::StateRange& r : optimizer_.state_ranges())
-    targets.ranges.push_back({r.flat_offset, r.numel, r.state_offset});
-  targets.target_numel = optimizer_.main_params().numel();
+    targets.ranges.push_back({r.flat_offset, r.numel, r.state_offset, r.main_offset});
+  targets.target_numel = optimizer_.exp_avg().numel();
   LoadReport read;
   targets.report = &read;
   load_checkpoint(*dir, config_to_json(config_), targets);

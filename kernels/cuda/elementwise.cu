@@ -211,11 +211,12 @@ struct AdamWRunTable {
 // Each block takes tiles in a grid-stride loop; a tile lies in one run (found by binary search over
 // the table, the same for every thread), its elements kThreads apart for coalesced accesses. Runs
 // with decay take `decay` (1 - lr·wd), the others 1: what adamw_kernel gets per run. copy (data may
-// be null): the updated values, stored in copy's dtype at the same indices.
+// be null): the updated values, stored in copy's dtype at the gradients' indices. values_at_grads:
+// the values are at the gradients' indices too (ValuesAt::kGradients), else at the moments'.
 __global__ void __launch_bounds__(kThreads) adamw_runs_kernel(float* __restrict__ pw, const float* __restrict__ gw,
                                                              float* __restrict__ mw, float* __restrict__ vw,
                                                              const AdamWRunTable t, AdamWScalars s, float decay,
-                                                             DataOut copy) {
+                                                             DataOut copy, bool values_at_grads) {
   const int64_t tiles = t.tile_begin[t.count];
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     int lo = 0, hi = t.count - 1;  // the last run whose first tile is <= tile
@@ -229,12 +230,14 @@ __global__ void __launch_bounds__(kThreads) adamw_runs_kernel(float* __restrict_
     }
     const int64_t first = (tile - t.tile_begin[lo]) * kAdamWTile;
     const float run_decay = t.decay[lo] ? decay : 1.0f;
+    const int64_t grad_shift = t.grad_offset[lo] - t.offset[lo];  // element i's gradient is at i + grad_shift
+    float* const values = values_at_grads ? pw + grad_shift : pw;
 #pragma unroll
     for (int k = 0; k < kAdamWPerThread; ++k) {
       const int64_t j = first + static_cast<int64_t>(k) * kThreads + threadIdx.x;
       if (j < t.numel[lo]) {
         const int64_t i = t.offset[lo] + j;
-        const float p = adamw_element(pw, gw + (t.grad_offset[lo] - t.offset[lo]), mw, vw, i, s, run_decay);
+        const float p = adamw_element(values, gw + grad_shift, mw, vw, i, s, run_decay);
         if (copy.data != nullptr) store(copy, t.grad_offset[lo] + j, p);
       }
     }
@@ -358,7 +361,7 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
 }
 
 void adamw_update_runs(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, const AdamWRun* runs,
-                       size_t count, const ops::AdamWParams& p, DataOut copy) {
+                       size_t count, const ops::AdamWParams& p, DataOut copy, bool values_at_grads) {
   const AdamWCoefficients c = adamw_coefficients(p);  // c.decay: that of the runs with decay
   const AdamWScalars s = adamw_scalars(p, c);
   AdamWRunTable t{};
@@ -366,7 +369,7 @@ void adamw_update_runs(float* param, const float* grad, float* exp_avg, float* e
     if (t.count == 0) return;
     const int64_t tiles = t.tile_begin[t.count];
     adamw_runs_kernel<<<grid_for(tiles * kThreads, kThreads), kThreads, 0, compute_stream()>>>(
-        param, grad, exp_avg, exp_avg_sq, t, s, c.decay, copy);
+        param, grad, exp_avg, exp_avg_sq, t, s, c.decay, copy, values_at_grads);
     LATTICE_CUDA_LAUNCHED();
     t = AdamWRunTable{};
   };

@@ -48,8 +48,9 @@ void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const ops::AdamWParams& p);
 // adamw_update over every run (Backend::adamw_update_runs), 96 runs a launch, the updated values
-// also stored into copy when copy.data is not null.
+// also stored into copy when copy.data is not null; param at the gradients' offsets when
+// values_at_grads (ValuesAt::kGradients), else at the moments'.
 void adamw_update_runs(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, const AdamWRun* runs,
-                       size_t count, const ops::AdamWParams& p, DataOut copy);
+                       size_t count, const ops::AdamWParams& p, DataOut copy, bool values_at_grads);
 
 }  // namespace lattice::cuda

@@ -297,6 +297,43 @@ TEST_CASE("TP2 checkpoint loads into one process, and one process into TP2") {
   }
 }
 
+// The distributed optimizer's fp32 main parameters are the flat parameters themselves: the values of
+// each range land at its values_offset (here its flat offset, in a target of the whole layout), the
+// moments packed at target_offset. On the host the load writes them in place; on a device (the CUDA
+// stand-in) through a packed host tensor, then range by range. Either way the values outside the
+// ranges end up zero, and the moments are those of the packed load.
+TEST_CASE("a load of flat ranges places the values apart from the moments where the ranges say") {
+  const std::string one = fresh_dir("values_apart");
+  save_one_process(one, make_run(model_parameter_specs(model()), 4), 2);
+  Run whole = make_run(model_parameter_specs(model()), 9);
+  load_checkpoint(resolve_checkpoint(one), json(), whole.targets(true));
+  const int64_t n = whole.store->numel();
+  // A dp rank's blocks: two ranges out of flat order, the first at target 0 (as rank 0's first block is).
+  const std::vector<LoadRange> ranges = {{n / 2, n / 4, 0, n / 2}, {3, n / 5, n / 4, 3}};
+  const int64_t target_numel = n / 4 + n / 5;
+  const Backend device = test::cuda_stand_in();
+  test::ScopedBackend registered(Device::kCuda, &device);
+  for (const Device where : {Device::kCpu, Device::kCuda}) {
+    CAPTURE(device_name(where));
+    const DeviceContext ctx(where);
+    Tensor values = ctx.zeros({n}), m = ctx.zeros({target_numel}), v = ctx.zeros({target_numel});
+    ops::fill(values, 42.0f);
+    LoadTargets targets{whole.store.get(), &values, &m, &v, ranges, target_numel};
+    load_checkpoint(resolve_checkpoint(one), json(), targets);
+    const Tensor got = ctx.to_host(values), got_m = ctx.to_host(m);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      bool in_range = false;
+      for (const LoadRange& r : ranges) in_range = in_range || (i >= r.flat_offset && i < r.flat_offset + r.numel);
+      const float expect = in_range ? whole.store->flat_values().f32()[i] : 0.0f;
+      bad += std::memcmp(&got.f32()[i], &expect, sizeof(float)) != 0;
+    }
+    for (const LoadRange& r : ranges)
+      bad += std::memcmp(got_m.f32() + r.target_offset, whole.exp_avg.f32() + r.flat_offset, r.numel * sizeof(float)) != 0;
+    CHECK(bad == 0);
+  }
+}
+
 // A distributed-optimizer rank loads only its shard: ranges of the flat layout that cut parameters
 // anywhere (mid-row, across parameters) land in a smaller target, out of order, with gaps. Each
 // loaded element equals the whole load's at its flat index; the gaps are zero. From a TP2
@@ -342,6 +379,10 @@ TEST_CASE("a load of flat ranges fills exactly them, from any layout") {
   }
   // Ranges past the layout are a programming error, not a damaged checkpoint.
   Run one_process = make_run(model_parameter_specs(model()), 9);
+  CHECK_THROWS_WITH(load_checkpoint(resolve_checkpoint(one), json(),
+                                    LoadTargets{one_process.store.get(), &one_process.store->flat_values(), nullptr,
+                                                nullptr, {{0, 4, 0, one_process.store->numel() - 2}}, 4}),
+                    Catch::Contains("load_checkpoint: range"));
   Tensor t = Tensor::zeros({4});
   CHECK_THROWS_WITH(load_checkpoint(resolve_checkpoint(one), json(),
                                     LoadTargets{one_process.store.get(), &t, nullptr, nullptr,

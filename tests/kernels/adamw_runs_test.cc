@@ -1,6 +1,7 @@
 // adamw_update_runs (kernels/adamw_runs.h): every run stepped as ops::adamw_update steps it alone,
 // weight decay only where run.decay, elements outside the runs untouched; the optional copy holds
-// the updated values' rounding at the runs' indices and nothing else. Then the choice of a backend's
+// the updated values' rounding at the runs' indices and nothing else; the gradients (and copy), and
+// the values too (ValuesAt::kGradients), may lie apart from the moments. Then the choice of a backend's
 // fused entry (Backend::adamw_update_runs) on the CUDA stand-in: it receives the non-empty runs, the
 // hyper-parameters and the copy, and gives the per-run path's bits. Then the argument errors.
 #include <cstring>
@@ -90,20 +91,22 @@ struct RunsCall {
   std::vector<AdamWRun> runs;
   ops::AdamWParams params;
   DataOut copy;
+  bool values_at_grads;
 };
 std::vector<RunsCall> g_calls;
 
 // Records the call, then steps as the per-run path does (the CPU's adamw_update on each run) and
 // writes the copy through the CPU's casts.
 void recording_adamw_update_runs(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-                                 const AdamWRun* runs, size_t count, const ops::AdamWParams& p, DataOut copy) {
-  g_calls.push_back({{runs, runs + count}, p, copy});
+                                 const AdamWRun* runs, size_t count, const ops::AdamWParams& p, DataOut copy,
+                                 bool values_at_grads) {
+  g_calls.push_back({{runs, runs + count}, p, copy, values_at_grads});
   const Backend& cpu = cpu::backend();
   for (size_t i = 0; i < count; ++i) {
     ops::AdamWParams run_params = p;
     run_params.weight_decay = runs[i].decay ? p.weight_decay : 0.0f;
-    const int64_t o = runs[i].offset, go = runs[i].grads_at();
-    cpu.adamw_update(param + o, grad + go, exp_avg + o, exp_avg_sq + o, runs[i].numel, run_params);
+    const int64_t o = runs[i].offset, go = runs[i].grads_at(), po = values_at_grads ? go : o;
+    cpu.adamw_update(param + po, grad + go, exp_avg + o, exp_avg_sq + o, runs[i].numel, run_params);
     if (copy.data == nullptr) continue;
     if (copy.bf16) {
       cpu.f32_to_bf16(param + o, static_cast<uint16_t*>(copy.data) + go, runs[i].numel);
@@ -188,6 +191,60 @@ TEST_CASE("adamw_update_runs: gradients and copy at grad_offset, apart from the 
                       Catch::Contains("gradients [128, 133) outside the 131 gradients"));
 }
 
+// fp32 parameters that are their own main parameters under the distributed optimizer: the values at
+// the gradients' indices of the flat buffer (ValuesAt::kGradients), the moments packed at offset. The
+// same step as with the values moved to the runs' offsets; the values outside the runs untouched.
+TEST_CASE("adamw_update_runs: values beside the gradients (ValuesAt::kGradients), moments apart") {
+  const State start = random_state(13);
+  std::vector<AdamWRun> runs = kRuns;
+  for (AdamWRun& r : runs) r.grad_offset = 2 * r.offset + 3;
+  const int64_t flat_n = 2 * kNumel + 3;
+  test::Inputs in(14);
+  const Tensor grads = in.uniform({flat_n}), values = in.uniform({flat_n});
+  State want = copy_of(start);
+  for (const AdamWRun& r : runs) {
+    Tensor g = want.grads.slice_flat(r.offset, {r.numel}), p = want.values.slice_flat(r.offset, {r.numel});
+    ops::copy(grads.slice_flat(r.grad_offset, {r.numel}), g);
+    ops::copy(values.slice_flat(r.grad_offset, {r.numel}), p);
+  }
+  adamw_update_runs(want.values, want.grads, want.m, want.v, kRuns, kHyper, kLr, kStep, kGradScale);
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    g_calls.clear();
+    Backend stand_in = test::cuda_stand_in();
+    stand_in.adamw_update_runs = &recording_adamw_update_runs;
+    test::ScopedBackend registered(Device::kCuda, &stand_in);
+    const DeviceContext ctx(fused ? Device::kCuda : Device::kCpu);
+    Tensor p = ctx.to_device(values), g = ctx.to_device(grads);
+    Tensor m = ctx.to_device(start.m), v = ctx.to_device(start.v);
+    adamw_update_runs(p, g, m, v, runs, kHyper, kLr, kStep, kGradScale, {}, ValuesAt::kGradients);
+    if (fused) {
+      REQUIRE(g_calls.size() == 1);
+      CHECK(g_calls[0].values_at_grads);
+    }
+    CHECK(test::same_bits(ctx.to_host(m), want.m));
+    CHECK(test::same_bits(ctx.to_host(v), want.v));
+    const Tensor got = ctx.to_host(p);
+    for (int64_t i = 0; i < flat_n; ++i) {
+      float expected = values.f32()[i];
+      for (const AdamWRun& r : runs) {
+        if (i >= r.grad_offset && i < r.grad_offset + r.numel) expected = want.values.f32()[r.offset + (i - r.grad_offset)];
+      }
+      INFO("value element " << i);
+      CHECK(std::memcmp(&got.f32()[i], &expected, sizeof(float)) == 0);
+    }
+  }
+  State s = copy_of(start);
+  const Tensor copy = Tensor::zeros({flat_n}, DType::kBF16);
+  Tensor flat_values = values;
+  REQUIRE_THROWS_WITH(adamw_update_runs(flat_values, grads, s.m, s.v, runs, kHyper, kLr, 1, 1.0f, copy,
+                                        ValuesAt::kGradients),
+                      Catch::Contains("values beside the gradients take no copy"));
+  const std::vector<AdamWRun> past = {{0, 5, true, kNumel}};
+  REQUIRE_THROWS_WITH(adamw_update_runs(s.values, grads, s.m, s.v, past, kHyper, kLr, 1, 1.0f, {}, ValuesAt::kGradients),
+                      Catch::Contains("values [64, 69) outside the 64 values"));
+}
+
 TEST_CASE("a backend's fused adamw_update_runs gets the non-empty runs and the copy, with the same bits") {
   Backend stand_in = test::cuda_stand_in();
   stand_in.adamw_update_runs = &recording_adamw_update_runs;
@@ -221,6 +278,7 @@ TEST_CASE("a backend's fused adamw_update_runs gets the non-empty runs and the c
     CHECK(call.params.lr == static_cast<float>(kLr));
     CHECK(call.copy.data == (with_copy ? copy.raw() : nullptr));
     CHECK(call.copy.bf16 == with_copy);
+    CHECK_FALSE(call.values_at_grads);
     CHECK(test::same_bits(device.to_host(values), want.values));
     CHECK(test::same_bits(device.to_host(m), want.m));
     CHECK(test::same_bits(device.to_host(v), want.v));
@@ -232,7 +290,7 @@ TEST_CASE("adamw_update_runs: argument errors") {
   State s = random_state(1);
   const std::vector<AdamWRun> outside = {{60, 5, true}};
   REQUIRE_THROWS_WITH(adamw_update_runs(s.values, s.grads, s.m, s.v, outside, kHyper, kLr, 1, 1.0f),
-                      Catch::Contains("run [60, 65) outside the flat buffers of 64 elements"));
+                      Catch::Contains("run [60, 65) outside the moments of 64 elements"));
   const Tensor short_copy = Tensor::zeros({kNumel - 1}, DType::kBF16);
   REQUIRE_THROWS_WITH(adamw_update_runs(s.values, s.grads, s.m, s.v, kRuns, kHyper, kLr, 1, 1.0f, short_copy),
                       Catch::Contains("the copy bf16[63]") && Catch::Contains("must be f32 or bf16 with the 64"));

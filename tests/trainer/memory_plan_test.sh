@@ -80,9 +80,13 @@ out=$($LATTICE validate --config configs/gpt2-124m.json --world-size 4 --set dat
 grep -q "memory per rank (tensor 2 × pipeline 2 × data 1, fp32), largest: pipeline stage ." <<<"$out" ||
   fail "validate does not print the per-rank plan: $out"
 grep -q "peak per pipeline stage:" <<<"$out" || fail "validate does not give each stage's peak"
-# The distributed optimizer's fp32 state per parameter: 4 + 4 + (4 + 8) / 4 over dp 4 (Megatron's 6 + 12/d in bf16).
-out=$($LATTICE validate --config configs/gpt2-124m.json --world-size 4 --set data.path="$WORK/tiny" \
-  --set parallel.data=4 --set parallel.distributed_optimizer=true --set training.eval_interval=0) || fail "validate dp4"
-grep -q "distributed optimizer), largest: pipeline stage 0 (11.0. bytes/parameter" <<<"$out" ||
-  fail "validate dp4 with the distributed optimizer: not 11 bytes/parameter: $out"
+# The distributed optimizer's bytes per parameter over dp 4, Megatron's figures: fp32 4 + 4 + 8/d (the
+# fp32 weights are their own main shard), bf16 2 + 4 + 12/d.
+for want in fp32:10 bf16:9; do
+  out=$($LATTICE validate --config configs/gpt2-124m.json --world-size 4 --set data.path="$WORK/tiny" \
+    --set parallel.data=4 --set parallel.distributed_optimizer=true --set training.eval_interval=0 \
+    --set training.precision=${want%:*}) || fail "validate dp4 ${want%:*}"
+  grep -q "distributed optimizer), largest: pipeline stage 0 (${want#*:}.0. bytes/parameter" <<<"$out" ||
+    fail "validate dp4 ${want%:*} with the distributed optimizer: not ${want#*:} bytes/parameter: $out"
+done
 echo "PASS: $runs runs, allocations within 1% and RSS within 10% of the memory plan"
