@@ -168,8 +168,9 @@ RankMemory rank_memory(const ModelStats& s, int tensor, int pipeline, int data, 
   RankMemory r;
   r.weight_bytes = s.weight_bytes / model_split;
   r.grad_bytes = s.grad_bytes / model_split;
-  // The sharded optimizer keeps its own fp32 master shard in either precision.
-  r.main_param_bytes = (sharded ? 4 * s.num_params : s.main_param_bytes) / state_split;
+  // bf16: the master weights shard with the moments; fp32 weights are their own master shard (buckets
+  // that reduce in place, the usual case: see memory_plan.h for the exact plan).
+  r.main_param_bytes = s.main_param_bytes / state_split;
   r.optimizer_bytes = s.optimizer_bytes / state_split;
   r.activation_bytes = s.activation_bytes / model_split;
   r.total_bytes = r.weight_bytes + r.grad_bytes + r.main_param_bytes + r.optimizer_bytes + r.activation_bytes;

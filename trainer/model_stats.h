@@ -47,8 +47,7 @@ struct ModelStats {
 
 // The per-rank share under a parallel layout: weights, gradients and activations split over
 // tensor × pipeline; master weights and moments also over data with the distributed optimizer
-// (which keeps an fp32 master shard even in fp32, since the sharded step cannot update the
-// replicated weights in place).
+// (fp32 weights are their own master weights, sharded too: Megatron's 4 + 4 + 8/d).
 struct RankMemory {
   int64_t weight_bytes = 0, grad_bytes = 0, main_param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;
   int64_t total_bytes = 0;

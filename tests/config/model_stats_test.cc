@@ -130,8 +130,8 @@ TEST_CASE("bytes per parameter by precision and layout, Megatron's accounting") 
   CHECK(rank_memory(b, 1, 1, 1, false).bytes_per_param == Approx(18.0));
   // The distributed optimizer shards master weights and moments: 6 + 12/DP (Megatron's 6 + 12/d).
   CHECK(rank_memory(b, 1, 1, 4, true).bytes_per_param == Approx(6.0 + 12.0 / 4).epsilon(1e-3));
-  // fp32 sharded keeps an fp32 master shard beside the replicated weights: 8 + 12/DP.
-  CHECK(rank_memory(f, 1, 1, 4, true).bytes_per_param == Approx(8.0 + 12.0 / 4).epsilon(1e-3));
+  // fp32 weights are their own master shard: 8 + 8/DP (Megatron's 4 + 4 + 8/d).
+  CHECK(rank_memory(f, 1, 1, 4, true).bytes_per_param == Approx(8.0 + 8.0 / 4).epsilon(1e-3));
   // Without the distributed optimizer data parallelism replicates everything.
   CHECK(rank_memory(b, 1, 1, 4, false).bytes_per_param == Approx(18.0));
   // Tensor × pipeline split the model: the per-parameter cost stays, the bytes fall.
